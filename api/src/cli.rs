@@ -1,0 +1,277 @@
+//! The command line (clap). Exit codes: `check` 0 holds, 1 refuted, 2 unknown, 3 error;
+//! `contract check` 0 accepted, 1 rejected candidate, 3 invalid; 64 a usage error.
+
+use crate::render;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use fencewatch_assess::Contract;
+use fencewatch_assess::history::History;
+use fencewatch_ingest::file::{Input, ReadOptions, read_into};
+use fencewatch_ingest::json::DEFAULT_MAX_LINE_BYTES;
+use fencewatch_ingest::simulate::{Faults, Workload, simulate};
+use std::ffi::OsString;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+/// Exit code for an error (unreadable input, invalid contract).
+pub const EXIT_ERROR: i32 = 3;
+/// Exit code for a usage error.
+pub const EXIT_USAGE: i32 = 64;
+
+#[derive(Debug, Parser)]
+#[command(name = "fencewatch", version, about = "Tells whether the fencing tokens protecting your data actually work")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Assess recorded events offline (exit 0 holds, 1 refuted, 2 unknown, 3 error).
+    Check(CheckArgs),
+    /// Work with contract files.
+    #[command(subcommand)]
+    Contract(ContractCommand),
+    /// Generate a realistic lease/epoch workload as NDJSON, with injectable faults.
+    Simulate(SimulateArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    /// The contract (TOML).
+    #[arg(long, env = "FENCEWATCH_CONTRACT")]
+    contract: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+    /// Lines longer than this are malformed.
+    #[arg(long, default_value_t = DEFAULT_MAX_LINE_BYTES)]
+    max_line_bytes: usize,
+    /// Decoding threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// NDJSON (or JSON array) files, read as one stream in order; `-` is stdin.
+    #[arg(required = true)]
+    files: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+enum ContractCommand {
+    /// Validate and compile a contract (exit 0 accepted, 1 rejected candidate, 3 invalid).
+    Check {
+        /// The contract (TOML).
+        file: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "text")]
+        format: Format,
+    },
+}
+
+#[derive(Debug, Args)]
+struct SimulateArgs {
+    /// Commits to generate (heartbeats, grants and faults come on top).
+    #[arg(long, default_value_t = 10_000)]
+    events: u64,
+    /// Distinct scopes.
+    #[arg(long, default_value_t = 1_000)]
+    scopes: u64,
+    /// Random seed: the same seed gives the same workload.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Event time of the first event (RFC 3339).
+    #[arg(long, default_value = "2025-11-29T12:00:00Z")]
+    start: String,
+    /// Commits per second of event time.
+    #[arg(long, default_value_t = 1_000)]
+    rate: u64,
+    /// Write the workload here instead of stdout.
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+    /// Write the matching contract here.
+    #[arg(long)]
+    contract_out: Option<PathBuf>,
+    /// Write the ground truth (what was injected) here as JSON; default stderr.
+    #[arg(long)]
+    truth: Option<PathBuf>,
+    /// Timestamps as RFC 3339 strings instead of integer nanoseconds.
+    #[arg(long)]
+    rfc3339: bool,
+    /// Emit grant events for every epoch.
+    #[arg(long)]
+    grants: bool,
+    /// Inject: an old owner resumes after a handover and commits with its superseded epoch.
+    #[arg(long, default_value_t = 0)]
+    paused_old_owner: u64,
+    /// Inject: commits without an epoch.
+    #[arg(long, default_value_t = 0)]
+    missing_epoch: u64,
+    /// Inject: one declared route never emits.
+    #[arg(long)]
+    silent_route: bool,
+    /// Inject: commits through a route declared `fenced = false`.
+    #[arg(long, default_value_t = 0)]
+    unfenced_route: u64,
+    /// Inject: scopes whose epoch counter wraps to 0.
+    #[arg(long, default_value_t = 0)]
+    epoch_wraparound: u64,
+    /// Inject: events lost between emitter and fencewatch (seq gaps).
+    #[arg(long, default_value_t = 0)]
+    lost_telemetry: u64,
+    /// Inject: old-owner commits within the clock skew of the handover (ambiguous order).
+    #[arg(long, default_value_t = 0)]
+    clock_skew: u64,
+    /// Stale writes that the resource correctly rejected (positive evidence).
+    #[arg(long, default_value_t = 0)]
+    rejected: u64,
+}
+
+/// Runs the command line and returns the process exit code.
+pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match cli.command {
+        Command::Check(args) => check(args),
+        Command::Contract(ContractCommand::Check { file, format }) => contract_check(&file, format),
+        Command::Simulate(args) => match run_simulate(args) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("fencewatch simulate: {e:#}");
+                EXIT_ERROR
+            }
+        },
+    }
+}
+
+fn load_contract(path: &PathBuf) -> Result<Contract, String> {
+    let src = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Contract::parse(&path.display().to_string(), &src).map_err(|e| e.to_string())
+}
+
+fn check(args: CheckArgs) -> i32 {
+    let contract = match load_contract(&args.contract) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("fencewatch check: invalid contract\n{e}");
+            return EXIT_ERROR;
+        }
+    };
+    let inputs: Vec<Input> = args.files.iter().map(|f| if f == "-" { Input::Stdin } else { Input::Path(f.into()) }).collect();
+    let mut opts = ReadOptions { max_line_bytes: args.max_line_bytes, ..ReadOptions::default() };
+    if let Some(t) = args.threads {
+        opts.threads = t.max(1);
+    }
+    let total: u64 = inputs.iter().filter_map(|i| match i {
+        Input::Path(p) => std::fs::metadata(p).ok().map(|m| m.len()),
+        Input::Stdin => None,
+    }).sum();
+    let show_progress = args.format == Format::Text && std::io::stderr().is_terminal();
+    let mut bar = render::ProgressBar::new(total);
+    let mut progress = |n: u64| bar.update(n);
+    let mut history = History::new(contract);
+    let read = read_into(&mut history, &inputs, opts, if show_progress { Some(&mut progress) } else { None });
+    if show_progress {
+        bar.finish();
+    }
+    if let Err(e) = read {
+        eprintln!("fencewatch check: {e}");
+        return EXIT_ERROR;
+    }
+    let report = history.finish();
+    let mut out = std::io::stdout().lock();
+    let written = match args.format {
+        Format::Json => serde_json::to_writer(&mut out, &report).map_err(std::io::Error::from).and_then(|()| writeln!(out)),
+        Format::Text => render::text_report(&mut out, &report),
+    };
+    if let Err(e) = written.and_then(|()| out.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("fencewatch check: writing the report: {e}");
+            return EXIT_ERROR;
+        }
+    }
+    report.verdict.exit_code()
+}
+
+fn contract_check(file: &PathBuf, format: Format) -> i32 {
+    let contract = match load_contract(file) {
+        Ok(c) => c,
+        Err(e) => {
+            if format == Format::Json {
+                println!("{}", serde_json::json!({"status": "invalid", "errors": e.lines().collect::<Vec<_>>()}));
+            } else {
+                eprintln!("{e}");
+                eprintln!("contract is invalid");
+            }
+            return EXIT_ERROR;
+        }
+    };
+    let compiled = contract.compile();
+    match format {
+        Format::Json => println!("{}", serde_json::to_string(&compiled).expect("serialisable")),
+        Format::Text => {
+            let mut out = std::io::stdout().lock();
+            let _ = render::text_contract(&mut out, &contract, &compiled);
+        }
+    }
+    match compiled.status {
+        fencewatch_assess::contract::Status::Accepted => 0,
+        fencewatch_assess::contract::Status::Rejected => 1,
+    }
+}
+
+fn run_simulate(a: SimulateArgs) -> anyhow::Result<()> {
+    let start = fencewatch_assess::EventTime::parse_rfc3339(&a.start).map_err(|e| anyhow::anyhow!("--start: {e}"))?;
+    let workload = Workload {
+        events: a.events,
+        scopes: a.scopes.max(1),
+        seed: a.seed,
+        start,
+        rate: a.rate.max(1),
+        rfc3339: a.rfc3339,
+        grants: a.grants,
+        faults: Faults {
+            paused_old_owner: a.paused_old_owner,
+            missing_epoch: a.missing_epoch,
+            silent_route: a.silent_route,
+            unfenced_route: a.unfenced_route,
+            epoch_wraparound: a.epoch_wraparound,
+            lost_telemetry: a.lost_telemetry,
+            clock_skew: a.clock_skew,
+            rejected: a.rejected,
+        },
+    };
+    let truth = match &a.output {
+        Some(path) => {
+            let f = std::fs::File::create(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+            let t = simulate(&workload, &mut w)?;
+            w.flush()?;
+            t
+        }
+        None => {
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+            let t = simulate(&workload, &mut w)?;
+            w.flush()?;
+            t
+        }
+    };
+    if let Some(path) = &a.contract_out {
+        std::fs::write(path, workload.contract_toml()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    }
+    let truth_json = serde_json::to_string_pretty(&truth)?;
+    match &a.truth {
+        Some(path) => std::fs::write(path, truth_json + "\n").map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+        None => eprintln!("{truth_json}"),
+    }
+    Ok(())
+}

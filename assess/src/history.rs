@@ -1,0 +1,727 @@
+//! Exact assessment of a whole history, in any arrival order (SPEC §4 "Offline check").
+//!
+//! Events are pushed in reading order and kept as compact fixed-size records with interned
+//! strings; nothing is decided until [`History::finish`], when the end of input is the end of
+//! time. `finish` then
+//! 1. settles duplicates by `(emitter, seq)` and `(scope, incarnation, order, epoch)`: equal
+//!    deliveries keep one, differing ones are all set aside as `conflicting_duplicate`;
+//! 2. finds telemetry gaps per emitter;
+//! 3. groups events by `(property, scope)` and runs the supersession sweeps of
+//!    [`crate::scope`] over each group;
+//! 4. raises per-event reasons, route silence and window placement.
+
+use crate::contract::{Compiled, Contract, Grants};
+use crate::event::{Event, Kind, Outcome};
+use crate::finding::{Counterexample, EventView, Provenance, Reason, Verdict, counterexample_id};
+use crate::intern::Interner;
+use crate::report::{ContractSummary, EmitterReport, PropertyReport, Report, RouteCoverage, Sample, UndeclaredRoute};
+use crate::scope::{self, Cand, GroupFindings};
+use crate::time::EventTime;
+use crate::window::WindowSeries;
+use std::collections::BTreeMap;
+
+const NONE: u32 = u32::MAX;
+const UNATTRIBUTED: u16 = u16::MAX;
+const HAS_EPOCH: u8 = 1;
+const HAS_ORDER: u8 = 2;
+const HAS_SEQ: u8 = 4;
+const REJECTED: u8 = 8;
+const DUP: u8 = 16;
+const ASIDE: u8 = 32;
+const HAS_SCOPE: u8 = 64;
+
+/// Samples kept per (property, reason).
+pub const SAMPLES_PER_REASON: usize = 3;
+/// Malformed events whose message is kept.
+pub const MALFORMED_SAMPLES: usize = 100;
+/// Events shown as a counterexample's context.
+pub const CONTEXT_EVENTS: usize = 5;
+/// Windows listed one by one before the timeline is shown as runs.
+pub const MAX_LISTED_WINDOWS: u64 = 10_000;
+
+/// One valid event, 72 bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rec {
+    pub(crate) ts: i64,
+    pub(crate) epoch: u64,
+    pub(crate) order: u64,
+    pub(crate) incarnation: u64,
+    pub(crate) seq: u64,
+    pub(crate) position: u64,
+    pub(crate) scope: u32,
+    pub(crate) holder: u32,
+    pub(crate) route: u32,
+    pub(crate) emitter: u32,
+    pub(crate) source: u32,
+    pub(crate) prop: u16,
+    pub(crate) kind: Kind,
+    pub(crate) flags: u8,
+}
+
+impl Rec {
+    fn has(&self, f: u8) -> bool {
+        self.flags & f != 0
+    }
+    fn epoch(&self) -> Option<u64> {
+        self.has(HAS_EPOCH).then_some(self.epoch)
+    }
+    fn order(&self) -> Option<u64> {
+        self.has(HAS_ORDER).then_some(self.order)
+    }
+    fn committed_mutation(&self) -> bool {
+        self.kind.is_mutation() && !self.has(REJECTED)
+    }
+    fn live(&self) -> bool {
+        !self.has(DUP | ASIDE)
+    }
+    /// Equal as deliveries of one event (SPEC §4 "Duplicates").
+    fn same_content(&self, o: &Rec) -> bool {
+        self.kind == o.kind
+            && self.has(REJECTED) == o.has(REJECTED)
+            && self.prop == o.prop
+            && self.has(HAS_SCOPE) == o.has(HAS_SCOPE)
+            && self.scope == o.scope
+            && self.incarnation == o.incarnation
+            && self.epoch() == o.epoch()
+            && self.order() == o.order()
+            && self.holder == o.holder
+            && self.route == o.route
+            && self.ts == o.ts
+    }
+}
+
+#[derive(Debug)]
+struct MalformedRec {
+    ts: Option<i64>,
+    prior: Option<i64>,
+}
+
+/// Per-property accumulation during `finish`.
+#[derive(Debug)]
+struct Acc {
+    counts: [u64; Reason::COUNT],
+    samples: BTreeMap<Reason, Vec<Sample>>,
+    series: WindowSeries,
+    cxs: Vec<Counterexample>,
+    events: u64,
+    stale_rejections: u64,
+    route_obs: Vec<Vec<i64>>,
+    undeclared: BTreeMap<u32, u64>,
+}
+
+impl Acc {
+    fn hit(&mut self, reason: Reason, count: u64, sample: impl FnOnce() -> Sample) {
+        self.counts[reason as usize] += count;
+        let s = self.samples.entry(reason).or_default();
+        if s.len() < SAMPLES_PER_REASON {
+            s.push(sample());
+        }
+    }
+}
+
+/// A history being read for offline assessment.
+#[derive(Debug)]
+pub struct History {
+    contract: Contract,
+    compiled: Compiled,
+    sources: Vec<String>,
+    strings: Interner,
+    scopes: Interner,
+    recs: Vec<Rec>,
+    malformed: Vec<MalformedRec>,
+    malformed_samples: Vec<Sample>,
+    unattributed: u64,
+    valid: u64,
+    max_valid_ts: Option<i64>,
+}
+
+/// A source of events (a file, stdin): its index in [`History`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceId(pub u32);
+
+impl History {
+    /// An empty history under `contract`.
+    pub fn new(contract: Contract) -> History {
+        let compiled = contract.compile();
+        History {
+            contract,
+            compiled,
+            sources: Vec::new(),
+            strings: Interner::new(),
+            scopes: Interner::new(),
+            recs: Vec::new(),
+            malformed: Vec::new(),
+            malformed_samples: Vec::new(),
+            unattributed: 0,
+            valid: 0,
+            max_valid_ts: None,
+        }
+    }
+
+    /// The contract.
+    pub fn contract(&self) -> &Contract {
+        &self.contract
+    }
+
+    /// Registers a source such as a file name; provenance is `(source, position)`.
+    pub fn add_source(&mut self, name: &str) -> SourceId {
+        self.sources.push(name.to_string());
+        SourceId(u32::try_from(self.sources.len() - 1).expect("fewer than 2^32 sources"))
+    }
+
+    /// Number of valid events pushed.
+    pub fn valid_events(&self) -> u64 {
+        self.valid
+    }
+
+    /// Number of malformed events pushed.
+    pub fn malformed_events(&self) -> u64 {
+        self.malformed.len() as u64
+    }
+
+    /// Approximate heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.recs.capacity() * std::mem::size_of::<Rec>() + self.strings.heap_bytes() + self.scopes.heap_bytes()
+    }
+
+    /// Adds a decoded event read at `position` of `source`. Events that break a contract-level
+    /// rule (no `property` under a multi-property contract) or a per-kind rule become malformed.
+    pub fn push(&mut self, ev: &Event<'_>, source: SourceId, position: u64) {
+        if let Err((field, why)) = ev.validate() {
+            return self.push_malformed(source, position, Some(ev.ts), format!("field `{field}`: {why}"));
+        }
+        let prop = match ev.property {
+            Some(name) => match self.contract.property_index(name) {
+                Some(i) => i as u16,
+                None => UNATTRIBUTED,
+            },
+            None if self.contract.properties.len() == 1 => 0,
+            None => {
+                return self.push_malformed(
+                    source,
+                    position,
+                    Some(ev.ts),
+                    "field `property`: required when the contract declares more than one property".into(),
+                );
+            }
+        };
+        self.valid += 1;
+        self.max_valid_ts = Some(self.max_valid_ts.map_or(ev.ts.0, |m| m.max(ev.ts.0)));
+        if prop == UNATTRIBUTED {
+            self.unattributed += 1;
+            // Unattributed events count for emitter seq tracking only.
+            if ev.emitter.is_none() || ev.seq.is_none() {
+                return;
+            }
+        }
+        let mut flags = 0;
+        let mut put = |cond: bool, f: u8| {
+            if cond {
+                flags |= f;
+            }
+        };
+        put(ev.epoch.is_some(), HAS_EPOCH);
+        put(ev.order.is_some(), HAS_ORDER);
+        put(ev.seq.is_some(), HAS_SEQ);
+        put(ev.outcome == Outcome::Rejected, REJECTED);
+        put(ev.scope.is_some(), HAS_SCOPE);
+        let opt = |i: &mut Interner, s: Option<&str>| s.map_or(NONE, |s| i.intern(s));
+        let rec = Rec {
+            ts: ev.ts.0,
+            epoch: ev.epoch.map_or(0, |e| e.0),
+            order: ev.order.map_or(0, |o| o.0),
+            incarnation: ev.incarnation.0,
+            seq: ev.seq.map_or(0, |s| s.0),
+            position,
+            scope: opt(&mut self.scopes, ev.scope),
+            holder: opt(&mut self.strings, ev.holder),
+            route: opt(&mut self.strings, ev.route),
+            emitter: opt(&mut self.strings, ev.emitter),
+            source: source.0,
+            prop,
+            kind: ev.kind,
+            flags,
+        };
+        self.recs.push(rec);
+    }
+
+    /// Adds a malformed event: counted, kept as a sample, placed at its `ts` if that parsed,
+    /// else at the greatest valid event time read before it.
+    pub fn push_malformed(&mut self, source: SourceId, position: u64, ts: Option<EventTime>, message: String) {
+        if self.malformed_samples.len() < MALFORMED_SAMPLES {
+            self.malformed_samples.push(Sample {
+                source: format!("{}:{position}", self.sources[source.0 as usize]),
+                ts: ts.map(|t| t.to_string()),
+                detail: message,
+            });
+        }
+        self.malformed.push(MalformedRec { ts: ts.map(|t| t.0), prior: self.max_valid_ts });
+    }
+
+    fn prov(&self, r: &Rec) -> Provenance {
+        Provenance { source: self.sources[r.source as usize].clone(), position: r.position }
+    }
+
+    fn view(&self, r: &Rec) -> EventView {
+        let s = |id: u32| (id != NONE).then(|| self.strings.resolve(id).to_string());
+        EventView {
+            kind: r.kind.as_str(),
+            ts: EventTime(r.ts).to_string(),
+            epoch: r.epoch(),
+            incarnation: r.incarnation,
+            order: r.order(),
+            route: s(r.route),
+            holder: s(r.holder),
+            outcome: if r.has(REJECTED) { Outcome::Rejected.as_str() } else { Outcome::Committed.as_str() },
+            emitter: s(r.emitter),
+            seq: r.has(HAS_SEQ).then_some(r.seq),
+            source: self.prov(r).to_string(),
+        }
+    }
+
+    fn sample(&self, r: &Rec, detail: String) -> Sample {
+        Sample { source: self.prov(r).to_string(), ts: Some(EventTime(r.ts).to_string()), detail }
+    }
+
+    /// Assesses the history: the end of input is the end of time, every window is final.
+    pub fn finish(mut self) -> Report {
+        let mut accs: Vec<Acc> = self
+            .contract
+            .properties
+            .iter()
+            .map(|p| Acc {
+                counts: [0; Reason::COUNT],
+                samples: BTreeMap::new(),
+                series: WindowSeries::new(p.window.0),
+                cxs: Vec::new(),
+                events: 0,
+                stale_rejections: 0,
+                route_obs: vec![Vec::new(); p.routes.len()],
+                undeclared: BTreeMap::new(),
+            })
+            .collect();
+        // Window ranges first: every valid attributed event, duplicates included.
+        for r in &self.recs {
+            if r.prop != UNATTRIBUTED {
+                accs[r.prop as usize].series.cover(r.ts);
+            }
+        }
+        let duplicates = self.settle_duplicates(&mut accs);
+        let emitters = self.telemetry_gaps(&mut accs);
+        self.per_event(&mut accs);
+        self.scope_groups(&mut accs);
+        self.place_malformed(&mut accs);
+        let properties = self.conclude(accs);
+        let verdict = properties.iter().map(|p| p.verdict).max().unwrap_or(Verdict::Unknown);
+        Report {
+            verdict,
+            contract: ContractSummary::from(&self.compiled),
+            unattributed: self.unattributed,
+            malformed: self.malformed.len() as u64,
+            events: self.valid,
+            duplicates,
+            properties,
+            malformed_events: std::mem::take(&mut self.malformed_samples),
+            emitters,
+        }
+    }
+
+    fn settle_duplicates(&mut self, accs: &mut [Acc]) -> u64 {
+        let recs = &mut self.recs;
+        let mut by_seq: Vec<u32> = (0..recs.len() as u32)
+            .filter(|&i| {
+                let r = &recs[i as usize];
+                r.emitter != NONE && r.has(HAS_SEQ)
+            })
+            .collect();
+        by_seq.sort_unstable_by_key(|&i| (recs[i as usize].emitter, recs[i as usize].seq, i));
+        let mut by_order: Vec<u32> = (0..recs.len() as u32)
+            .filter(|&i| {
+                let r = &recs[i as usize];
+                r.prop != UNATTRIBUTED && r.kind.is_mutation() && r.has(HAS_SCOPE) && r.has(HAS_ORDER)
+            })
+            .collect();
+        by_order.sort_unstable_by_key(|&i| {
+            let r = &recs[i as usize];
+            (r.scope, r.incarnation, r.order, r.epoch(), i)
+        });
+        let mut equal_pairs: Vec<(u32, u32)> = Vec::new();
+        let mut conflicts: Vec<Vec<u32>> = Vec::new();
+        let mut groups = |idx: &[u32], same_key: &dyn Fn(&Rec, &Rec) -> bool, recs: &mut Vec<Rec>| {
+            let mut a = 0;
+            while a < idx.len() {
+                let mut b = a + 1;
+                while b < idx.len() && same_key(&recs[idx[a] as usize], &recs[idx[b] as usize]) {
+                    b += 1;
+                }
+                if b - a > 1 {
+                    let first = recs[idx[a] as usize];
+                    if idx[a + 1..b].iter().all(|&i| recs[i as usize].same_content(&first)) {
+                        for &i in &idx[a + 1..b] {
+                            recs[i as usize].flags |= DUP;
+                            equal_pairs.push((idx[a], i));
+                        }
+                    } else {
+                        for &i in &idx[a..b] {
+                            recs[i as usize].flags |= ASIDE;
+                        }
+                        conflicts.push(idx[a..b].to_vec());
+                    }
+                }
+                a = b;
+            }
+        };
+        groups(&by_seq, &|x, y| x.emitter == y.emitter && x.seq == y.seq, recs);
+        groups(&by_order, &|x, y| x.scope == y.scope && x.incarnation == y.incarnation && x.order == y.order && x.epoch() == y.epoch(), recs);
+        // A delivery equal to one set aside through its other key is set aside too.
+        let mut changed = !conflicts.is_empty();
+        while changed {
+            changed = false;
+            for &(a, b) in &equal_pairs {
+                if recs[a as usize].has(ASIDE) != recs[b as usize].has(ASIDE) {
+                    recs[a as usize].flags |= ASIDE;
+                    recs[b as usize].flags |= ASIDE;
+                    changed = true;
+                }
+            }
+        }
+        for members in &conflicts {
+            let mut props: Vec<u16> = members.iter().map(|&i| self.recs[i as usize].prop).filter(|&p| p != UNATTRIBUTED).collect();
+            props.sort_unstable();
+            props.dedup();
+            let lo = members.iter().map(|&i| self.recs[i as usize].ts).min().unwrap_or(0);
+            let hi = members.iter().map(|&i| self.recs[i as usize].ts).max().unwrap_or(0);
+            let first = self.recs[members[0] as usize];
+            let others: Vec<String> = members[1..].iter().map(|&i| self.prov(&self.recs[i as usize]).to_string()).collect();
+            for p in props {
+                let sample = self.sample(&first, format!("differs from {} delivered under the same key", others.join(", ")));
+                let acc = &mut accs[p as usize];
+                acc.hit(Reason::ConflictingDuplicate, 1, || sample);
+                acc.series.add_time_span(lo, hi, Reason::ConflictingDuplicate);
+            }
+        }
+        self.recs.iter().filter(|r| r.has(DUP) && !r.has(ASIDE)).count() as u64
+    }
+
+    fn telemetry_gaps(&self, accs: &mut [Acc]) -> Vec<EmitterReport> {
+        let recs = &self.recs;
+        let mut by_seq: Vec<u32> = (0..recs.len() as u32).filter(|&i| recs[i as usize].emitter != NONE && recs[i as usize].has(HAS_SEQ)).collect();
+        by_seq.sort_unstable_by_key(|&i| (recs[i as usize].emitter, recs[i as usize].seq, i));
+        let mut out = Vec::new();
+        let mut a = 0;
+        while a < by_seq.len() {
+            let emitter = recs[by_seq[a] as usize].emitter;
+            let mut b = a;
+            while b < by_seq.len() && recs[by_seq[b] as usize].emitter == emitter {
+                b += 1;
+            }
+            let group = &by_seq[a..b];
+            let mut fed: Vec<u16> = group.iter().map(|&i| recs[i as usize].prop).filter(|&p| p != UNATTRIBUTED).collect();
+            fed.sort_unstable();
+            fed.dedup();
+            let (mut gaps, mut missing, mut distinct) = (0u64, 0u64, 1u64);
+            for w in group.windows(2) {
+                let (x, y) = (&recs[w[0] as usize], &recs[w[1] as usize]);
+                if y.seq == x.seq {
+                    continue;
+                }
+                distinct += 1;
+                if y.seq > x.seq + 1 {
+                    gaps += 1;
+                    missing += y.seq - x.seq - 1;
+                    for &p in &fed {
+                        let detail = format!(
+                            "emitter `{}` skipped seq {}..={} between {} and {}",
+                            self.strings.resolve(emitter),
+                            x.seq + 1,
+                            y.seq - 1,
+                            self.prov(x),
+                            self.prov(y)
+                        );
+                        let acc = &mut accs[p as usize];
+                        acc.hit(Reason::TelemetryGap, 1, || Sample { source: self.prov(y).to_string(), ts: Some(EventTime(y.ts).to_string()), detail });
+                        acc.series.add_time_span(x.ts, y.ts, Reason::TelemetryGap);
+                    }
+                }
+            }
+            out.push(EmitterReport {
+                emitter: self.strings.resolve(emitter).to_string(),
+                events: distinct,
+                first_seq: recs[group[0] as usize].seq,
+                last_seq: recs[group[group.len() - 1] as usize].seq,
+                gaps,
+                missing,
+            });
+            a = b;
+        }
+        out
+    }
+
+    fn per_event(&self, accs: &mut [Acc]) {
+        let routes: Vec<Vec<(u32, usize)>> = self
+            .contract
+            .properties
+            .iter()
+            .map(|p| p.routes.iter().enumerate().filter_map(|(i, r)| self.strings.get(&r.name).map(|id| (id, i))).collect())
+            .collect();
+        for r in &self.recs {
+            if r.prop == UNATTRIBUTED || r.has(DUP) {
+                continue;
+            }
+            let p = r.prop as usize;
+            let acc = &mut accs[p];
+            acc.series.add_event(r.ts);
+            acc.events += 1;
+            if r.has(ASIDE) {
+                continue;
+            }
+            let route_idx = (r.route != NONE).then(|| routes[p].iter().find(|(id, _)| *id == r.route).map(|&(_, i)| i));
+            if r.kind == Kind::Heartbeat || r.kind.is_mutation() {
+                match route_idx {
+                    Some(Some(i)) => acc.route_obs[i].push(r.ts),
+                    Some(None) if r.kind.is_mutation() => *acc.undeclared.entry(r.route).or_default() += 1,
+                    _ => {}
+                }
+            }
+            if r.kind.is_mutation() && r.has(REJECTED) {
+                acc.stale_rejections += 1;
+            }
+            if !r.committed_mutation() {
+                continue;
+            }
+            let prop = &self.contract.properties[p];
+            let mut raise = |reason: Reason, detail: String| {
+                acc.hit(reason, 1, || self.sample(r, detail));
+                acc.series.add_reason(r.ts, reason);
+            };
+            if !r.has(HAS_SCOPE) {
+                raise(Reason::MissingScope, format!("{} without `scope`", r.kind.as_str()));
+            }
+            if !r.has(HAS_EPOCH) {
+                raise(Reason::MissingEpoch, format!("{} without `epoch`", r.kind.as_str()));
+            }
+            match route_idx {
+                None => raise(Reason::MissingRoute, format!("{} without `route`", r.kind.as_str())),
+                Some(None) => raise(Reason::UndeclaredRoute, format!("route `{}` is not in the contract", self.strings.resolve(r.route))),
+                Some(Some(i)) if !prop.routes[i].fenced => {
+                    raise(Reason::UnfencedRoute, format!("route `{}` is declared `fenced = false`", prop.routes[i].name));
+                }
+                Some(Some(_)) => {}
+            }
+        }
+    }
+
+    fn scope_groups(&self, accs: &mut [Acc]) {
+        let recs = &self.recs;
+        // Counting sort by scope id, then each bucket by (property, incarnation, class, epoch desc, ts, index).
+        let nscopes = self.scopes.len();
+        let mut starts = vec![0u32; nscopes + 1];
+        let member = |r: &Rec| r.prop != UNATTRIBUTED && r.has(HAS_SCOPE) && r.live() && r.kind != Kind::Heartbeat;
+        for r in recs.iter().filter(|r| member(r)) {
+            starts[r.scope as usize + 1] += 1;
+        }
+        for i in 0..nscopes {
+            starts[i + 1] += starts[i];
+        }
+        let mut fill = starts.clone();
+        let mut order = vec![0u32; starts[nscopes] as usize];
+        for (i, r) in recs.iter().enumerate() {
+            if member(r) {
+                let slot = &mut fill[r.scope as usize];
+                order[*slot as usize] = i as u32;
+                *slot += 1;
+            }
+        }
+        let class = |r: &Rec| -> u8 {
+            if r.committed_mutation() && r.has(HAS_EPOCH) {
+                0
+            } else if r.kind == Kind::Grant {
+                1
+            } else {
+                2
+            }
+        };
+        let mut work = scope::Workspace::default();
+        for s in 0..nscopes {
+            let bucket = &mut order[starts[s] as usize..starts[s + 1] as usize];
+            if bucket.is_empty() {
+                continue;
+            }
+            bucket.sort_unstable_by_key(|&i| {
+                let r = &recs[i as usize];
+                (r.prop, r.incarnation, class(r), std::cmp::Reverse(r.epoch), r.ts, i)
+            });
+            let mut a = 0;
+            while a < bucket.len() {
+                let prop = recs[bucket[a] as usize].prop;
+                let mut b = a;
+                while b < bucket.len() && recs[bucket[b] as usize].prop == prop {
+                    b += 1;
+                }
+                self.assess_group(&bucket[a..b], &mut accs[prop as usize], &mut work, &class);
+                a = b;
+            }
+        }
+    }
+
+    fn assess_group(&self, group: &[u32], acc: &mut Acc, work: &mut scope::Workspace, class: &dyn Fn(&Rec) -> u8) {
+        let recs = &self.recs;
+        let prop = &self.contract.properties[recs[group[0] as usize].prop as usize];
+        let skew = prop.clock_skew.0;
+        // Slices per incarnation: (committed, grants).
+        work.incs.clear();
+        let mut a = 0;
+        while a < group.len() {
+            let inc = recs[group[a] as usize].incarnation;
+            let mut b = a;
+            while b < group.len() && recs[group[b] as usize].incarnation == inc {
+                b += 1;
+            }
+            let c_end = a + group[a..b].iter().take_while(|&&i| class(&recs[i as usize]) == 0).count();
+            let g_end = c_end + group[c_end..b].iter().take_while(|&&i| class(&recs[i as usize]) == 1).count();
+            work.incs.push((inc, a, c_end, g_end));
+            a = b;
+        }
+        let cand = |i: u32| {
+            let r = &recs[i as usize];
+            Cand { epoch: r.epoch, ts: r.ts, order: r.order(), holder: r.holder, idx: i }
+        };
+        let mut found = GroupFindings::default();
+        for &(_, a, c_end, g_end) in &work.incs {
+            let commits: Vec<Cand> = group[a..c_end].iter().map(|&i| cand(i)).collect();
+            let grants: Vec<Cand> = group[c_end..g_end].iter().map(|&i| cand(i)).collect();
+            scope::supersession(&commits, skew, &mut work.sweep, |b, outcome| found.epoch_outcome(commits[b].idx, outcome, false));
+            scope::supersession(&grants, skew, &mut work.sweep, |b, outcome| found.epoch_outcome(grants[b].idx, outcome, true));
+            scope::reuse(&commits, |stale, witness| found.reuse(stale, witness, false));
+            scope::reuse(&grants, |stale, witness| found.reuse(stale, witness, true));
+            scope::grant_checks(&commits, &grants, |c, g| found.grant_outcome(c, g));
+        }
+        if work.incs.len() > 1 {
+            let slices: Vec<Vec<Cand>> = work.incs.iter().map(|&(_, a, c_end, _)| group[a..c_end].iter().map(|&i| cand(i)).collect()).collect();
+            scope::incarnations(&slices, skew, |b, outcome| found.inc_outcome(b, outcome));
+        }
+        let scope_name = || self.scopes.resolve(recs[group[0] as usize].scope).to_string();
+        for &i in &found.ambiguous() {
+            let r = &recs[i as usize];
+            acc.hit(Reason::AmbiguousOrder, 1, || {
+                self.sample(r, format!("epoch {} of scope `{}` has a higher-epoch or higher-incarnation partner within the clock skew and no `order` to decide", r.epoch, scope_name()))
+            });
+            acc.series.add_reason(r.ts, Reason::AmbiguousOrder);
+        }
+        if prop.grants == Grants::Required {
+            for &i in &found.ungranted {
+                let r = &recs[i as usize];
+                acc.hit(Reason::UngrantedEpoch, 1, || self.sample(r, format!("epoch {} of scope `{}` was never granted", r.epoch, scope_name())));
+                acc.series.add_reason(r.ts, Reason::UngrantedEpoch);
+            }
+        }
+        if found.cxs.is_empty() {
+            return;
+        }
+        let mut by_time: Vec<u32> = group.to_vec();
+        by_time.sort_unstable_by_key(|&i| (recs[i as usize].ts, i));
+        let scope = scope_name();
+        for &(kind, stale, witness) in &found.cxs {
+            let (s, w) = (&recs[stale as usize], &recs[witness as usize]);
+            let upto = by_time.partition_point(|&i| (recs[i as usize].ts, i) <= (s.ts, stale));
+            let context = by_time[upto.saturating_sub(CONTEXT_EVENTS)..upto].iter().map(|&i| self.view(&recs[i as usize])).collect();
+            let cx = Counterexample {
+                id: counterexample_id(&prop.name, kind, &scope, s.incarnation, &self.prov(s)),
+                kind,
+                property: prop.name.clone(),
+                scope: scope.clone(),
+                incarnation: s.incarnation,
+                explanation: scope::explain(kind, &scope, &self.view(s), &self.view(w)),
+                stale: self.view(s),
+                superseding: self.view(w),
+                context,
+                at: s.ts,
+            };
+            acc.series.add_counterexample(s.ts);
+            acc.cxs.push(cx);
+        }
+    }
+
+    fn place_malformed(&self, accs: &mut [Acc]) {
+        for m in &self.malformed {
+            for acc in accs.iter_mut() {
+                acc.counts[Reason::MalformedEvent as usize] += 1;
+                let at = m.ts.or(m.prior).or_else(|| acc.series.range().map(|(f, _)| acc.series.start_of(f)));
+                if let Some(t) = at {
+                    acc.series.add_reason(t, Reason::MalformedEvent);
+                }
+            }
+        }
+        if let Some(first) = self.malformed_samples.first() {
+            for acc in accs.iter_mut() {
+                acc.samples.entry(Reason::MalformedEvent).or_default().push(first.clone());
+            }
+        }
+    }
+
+    fn conclude(&self, accs: Vec<Acc>) -> Vec<PropertyReport> {
+        self.contract
+            .properties
+            .iter()
+            .zip(accs)
+            .map(|(prop, mut acc)| {
+                let mut routes = Vec::with_capacity(prop.routes.len());
+                let range = acc.series.range();
+                for (i, route) in prop.routes.iter().enumerate() {
+                    let mut obs = std::mem::take(&mut acc.route_obs[i]);
+                    obs.sort_unstable();
+                    let silent = match range {
+                        Some((first, last)) => {
+                            let spans = scope::silent_windows(&obs, prop.route_freshness.0, acc.series.width(), first, last);
+                            let n: i64 = spans.iter().map(|(a, b)| b - a + 1).sum();
+                            for &(a, b) in &spans {
+                                acc.series.add_span(a, b, Reason::RouteSilent);
+                            }
+                            n as u64
+                        }
+                        None => 1,
+                    };
+                    if silent > 0 {
+                        let detail = match obs.last() {
+                            Some(&t) => format!("route `{}` silent in {silent} window(s); last observed {}", route.name, EventTime(t)),
+                            None => format!("route `{}` was never observed", route.name),
+                        };
+                        acc.hit(Reason::RouteSilent, silent, || Sample { source: "contract".into(), ts: None, detail });
+                    }
+                    routes.push(RouteCoverage {
+                        name: route.name.clone(),
+                        fenced: route.fenced,
+                        observations: obs.len() as u64,
+                        last_seen: obs.last().map(|&t| EventTime(t).to_string()),
+                        silent_windows: silent,
+                    });
+                }
+                acc.cxs.sort_by(|a, b| (a.at, &a.id).cmp(&(b.at, &b.id)));
+                let unknown: BTreeMap<Reason, u64> = Reason::ALL.iter().filter(|&&r| acc.counts[r as usize] > 0).map(|&r| (r, acc.counts[r as usize])).collect();
+                let verdict = if !acc.cxs.is_empty() {
+                    Verdict::Refuted
+                } else if !unknown.is_empty() {
+                    Verdict::Unknown
+                } else {
+                    Verdict::Holds
+                };
+                PropertyReport {
+                    property: prop.name.clone(),
+                    verdict,
+                    counterexamples: acc.cxs,
+                    unknown,
+                    unknown_samples: acc.samples,
+                    events: acc.events,
+                    stale_rejections: acc.stale_rejections,
+                    routes,
+                    undeclared_routes: acc
+                        .undeclared
+                        .iter()
+                        .map(|(&id, &n)| UndeclaredRoute { name: self.strings.resolve(id).to_string(), events: n })
+                        .collect(),
+                    windows: acc.series.timeline(EventTime::MAX, MAX_LISTED_WINDOWS),
+                }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,128 @@
+//! The result of assessing a history: the normative JSON shape of SPEC §6 plus detail the text
+//! report and the page use.
+
+use crate::contract::{Compiled, Missing, Status};
+use crate::finding::{Counterexample, Reason, Verdict};
+use crate::window::WindowRun;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The whole assessment.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The worst verdict over all properties.
+    pub verdict: Verdict,
+    /// The contract's compilation status, beside the verdicts.
+    pub contract: ContractSummary,
+    /// Valid events naming a property the contract lacks.
+    pub unattributed: u64,
+    /// Malformed events.
+    pub malformed: u64,
+    /// Valid events read (attributed or not, duplicates included).
+    pub events: u64,
+    /// Equal duplicate deliveries that were dropped.
+    pub duplicates: u64,
+    /// Every contract property, in contract order.
+    pub properties: Vec<PropertyReport>,
+    /// The first malformed events, with their errors.
+    pub malformed_events: Vec<Sample>,
+    /// Telemetry sources seen.
+    pub emitters: Vec<EmitterReport>,
+}
+
+/// The contract status as `check` reports it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ContractSummary {
+    /// accepted or rejected.
+    pub status: Status,
+    /// Residual obligations of the accepted properties.
+    pub obligations: Vec<String>,
+    /// Missing obligations of rejected properties.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<Missing>,
+}
+
+impl From<&Compiled> for ContractSummary {
+    fn from(c: &Compiled) -> ContractSummary {
+        ContractSummary { status: c.status, obligations: c.obligations.clone(), missing: c.missing.clone() }
+    }
+}
+
+/// One property's assessment.
+#[derive(Debug, Clone, Serialize)]
+pub struct PropertyReport {
+    /// The property name.
+    pub property: String,
+    /// refuted if any counterexample; else unknown if any reason; else holds.
+    pub verdict: Verdict,
+    /// Every counterexample, uncapped, ordered by stale event time.
+    pub counterexamples: Vec<Counterexample>,
+    /// Each reason with a count of at least 1.
+    pub unknown: BTreeMap<Reason, u64>,
+    /// A few sample events per reason.
+    pub unknown_samples: BTreeMap<Reason, Vec<Sample>>,
+    /// Valid events of the property (duplicates dropped).
+    pub events: u64,
+    /// Rejected commits and fences: the fence working.
+    pub stale_rejections: u64,
+    /// Declared routes and how they were observed.
+    pub routes: Vec<RouteCoverage>,
+    /// Routes seen in events that the contract lacks.
+    pub undeclared_routes: Vec<UndeclaredRoute>,
+    /// The window timeline.
+    pub windows: Vec<WindowRun>,
+}
+
+/// A sample event behind a reason or a malformed line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Sample {
+    /// `source:position`.
+    pub source: String,
+    /// Event time, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ts: Option<String>,
+    /// What is wrong with it.
+    pub detail: String,
+}
+
+/// How a declared route was observed.
+#[derive(Debug, Clone, Serialize)]
+pub struct RouteCoverage {
+    /// Route name.
+    pub name: String,
+    /// Whether it goes through the conditional commit.
+    pub fenced: bool,
+    /// Commits, fences (either outcome) and heartbeats on it.
+    pub observations: u64,
+    /// Last observation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_seen: Option<String>,
+    /// Windows in which it was silent.
+    pub silent_windows: u64,
+}
+
+/// A route not in the contract.
+#[derive(Debug, Clone, Serialize)]
+pub struct UndeclaredRoute {
+    /// Route name.
+    pub name: String,
+    /// Events on it.
+    pub events: u64,
+}
+
+/// One telemetry source.
+#[derive(Debug, Clone, Serialize)]
+pub struct EmitterReport {
+    /// Emitter id.
+    pub emitter: String,
+    /// Distinct seqs seen.
+    pub events: u64,
+    /// Lowest seq.
+    pub first_seq: u64,
+    /// Highest seq.
+    pub last_seq: u64,
+    /// Gaps (runs of missing seqs).
+    pub gaps: u64,
+    /// Missing seqs in all.
+    pub missing: u64,
+}

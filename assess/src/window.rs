@@ -1,0 +1,319 @@
+//! Mergeable per-window summaries and the verdicts derived from them (SPEC §4 "Windows").
+//!
+//! A [`WindowSeries`] holds sparse point summaries (events, counterexamples, unknown reasons
+//! per window) and spans (a reason that covers a range of windows, such as route silence or a
+//! telemetry gap), so a history spanning years costs memory in proportion to its findings,
+//! not to its number of windows. Two series of the same property (two partitions, two
+//! processes) merge by adding counts; verdicts are always derived from the merged summaries.
+
+use crate::finding::{Reason, Verdict};
+use crate::time::EventTime;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// What one window holds, from one partition or merged from several.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct WindowSummary {
+    /// Valid events of the property in the window.
+    pub events: u64,
+    /// Counterexamples whose stale event lies in the window.
+    pub counterexamples: u64,
+    /// Unknown reasons placed in the window, by [`Reason`] index.
+    pub unknown: [u64; Reason::COUNT],
+}
+
+impl WindowSummary {
+    /// Adds another summary of the same window.
+    pub fn merge(&mut self, other: &WindowSummary) {
+        self.events += other.events;
+        self.counterexamples += other.counterexamples;
+        for (a, b) in self.unknown.iter_mut().zip(other.unknown.iter()) {
+            *a += b;
+        }
+    }
+
+    /// The verdict this summary alone supports.
+    pub fn verdict(&self) -> Verdict {
+        if self.counterexamples > 0 {
+            Verdict::Refuted
+        } else if self.unknown.iter().any(|&n| n > 0) {
+            Verdict::Unknown
+        } else {
+            Verdict::Holds
+        }
+    }
+}
+
+/// A reason covering windows `from..=to` (window indices).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Span {
+    /// First window index.
+    pub from: i64,
+    /// Last window index, inclusive.
+    pub to: i64,
+    /// The reason.
+    pub reason: Reason,
+}
+
+/// One property's windows: sparse summaries plus spans.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowSeries {
+    width: i64,
+    points: BTreeMap<i64, WindowSummary>,
+    spans: Vec<Span>,
+    first: Option<i64>,
+    last: Option<i64>,
+}
+
+/// A run of consecutive windows with the same verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WindowRun {
+    /// Start of the first window.
+    pub start: String,
+    /// End of the last window (exclusive).
+    pub end: String,
+    /// How many windows the run covers.
+    pub windows: u64,
+    /// The derived verdict.
+    pub verdict: Verdict,
+    /// Whether the watermark passed the run's end.
+    #[serde(rename = "final")]
+    pub is_final: bool,
+    /// Whether late evidence lowered a final verdict.
+    pub revised: bool,
+    /// Start of the first window, ns.
+    #[serde(skip)]
+    pub start_ns: i64,
+}
+
+impl WindowSeries {
+    /// An empty series of windows `width` ns wide (must be > 0).
+    pub fn new(width: i64) -> WindowSeries {
+        assert!(width > 0, "window width must be positive");
+        WindowSeries { width, points: BTreeMap::new(), spans: Vec::new(), first: None, last: None }
+    }
+
+    /// The window index holding `t` (floor division, aligned to the Unix epoch).
+    pub fn index(&self, t: i64) -> i64 {
+        t.div_euclid(self.width)
+    }
+
+    /// Start of window `k` in ns.
+    pub fn start_of(&self, k: i64) -> i64 {
+        k.saturating_mul(self.width)
+    }
+
+    /// Window width in ns.
+    pub fn width(&self) -> i64 {
+        self.width
+    }
+
+    /// First and last window index, if the property has events.
+    pub fn range(&self) -> Option<(i64, i64)> {
+        Some((self.first?, self.last?))
+    }
+
+    /// Extends the range to hold the window of `t`.
+    pub fn cover(&mut self, t: i64) {
+        let k = self.index(t);
+        self.first = Some(self.first.map_or(k, |f| f.min(k)));
+        self.last = Some(self.last.map_or(k, |l| l.max(k)));
+    }
+
+    /// Counts a valid event at `t` (and extends the range).
+    pub fn add_event(&mut self, t: i64) {
+        self.cover(t);
+        let k = self.index(t);
+        self.points.entry(k).or_default().events += 1;
+    }
+
+    /// Places a counterexample whose stale event is at `t`.
+    pub fn add_counterexample(&mut self, t: i64) {
+        let k = self.clamp(self.index(t));
+        self.points.entry(k).or_default().counterexamples += 1;
+    }
+
+    /// Places a reason at `t`.
+    pub fn add_reason(&mut self, t: i64, reason: Reason) {
+        let k = self.clamp(self.index(t));
+        self.points.entry(k).or_default().unknown[reason as usize] += 1;
+    }
+
+    /// Places a reason on windows `from..=to` (indices).
+    pub fn add_span(&mut self, from: i64, to: i64, reason: Reason) {
+        if from <= to {
+            self.spans.push(Span { from, to, reason });
+        }
+    }
+
+    /// Places a reason on every window intersecting `[a, b]` (times in ns).
+    pub fn add_time_span(&mut self, a: i64, b: i64, reason: Reason) {
+        let (a, b) = (a.min(b), a.max(b));
+        let (from, to) = (self.clamp(self.index(a)), self.clamp(self.index(b)));
+        self.add_span(from, to, reason);
+    }
+
+    fn clamp(&self, k: i64) -> i64 {
+        match (self.first, self.last) {
+            (Some(f), Some(l)) => k.clamp(f, l),
+            _ => k,
+        }
+    }
+
+    /// Merges another series of the same property and width.
+    pub fn merge(&mut self, other: &WindowSeries) {
+        assert_eq!(self.width, other.width, "merging series of different widths");
+        for (k, s) in &other.points {
+            self.points.entry(*k).or_default().merge(s);
+        }
+        self.spans.extend_from_slice(&other.spans);
+        if let Some((f, l)) = other.range() {
+            self.cover(self.start_of(f));
+            self.cover(self.start_of(l));
+        }
+    }
+
+    /// The summary of window `k`, spans included.
+    pub fn summary(&self, k: i64) -> WindowSummary {
+        let mut s = self.points.get(&k).cloned().unwrap_or_default();
+        for sp in &self.spans {
+            if sp.from <= k && k <= sp.to {
+                s.unknown[sp.reason as usize] += 1;
+            }
+        }
+        s
+    }
+
+    /// The derived timeline over the series' range: every window when there are at most
+    /// `max_windows`, else runs of consecutive windows with equal verdicts. `watermark` decides
+    /// finality (`EventTime::MAX` = the end of input, every window final).
+    pub fn timeline(&self, watermark: EventTime, max_windows: u64) -> Vec<WindowRun> {
+        let Some((first, last)) = self.range() else { return Vec::new() };
+        let total = (last - first) as u64 + 1;
+        let merge_runs = total > max_windows;
+        let mut cuts: Vec<i64> = Vec::with_capacity(self.points.len() + 2 * self.spans.len() + 2);
+        cuts.push(first);
+        cuts.push(last + 1);
+        cuts.extend(self.points.keys().copied().filter(|&k| k >= first && k <= last));
+        cuts.extend(self.points.keys().map(|k| k + 1).filter(|&k| k > first && k <= last));
+        for sp in &self.spans {
+            cuts.push(sp.from.clamp(first, last + 1));
+            cuts.push((sp.to + 1).clamp(first, last + 1));
+        }
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut bounds: Vec<(i64, i32, usize)> = Vec::with_capacity(self.spans.len() * 2);
+        for sp in &self.spans {
+            bounds.push((sp.from, 1, sp.reason as usize));
+            bounds.push((sp.to.saturating_add(1), -1, sp.reason as usize));
+        }
+        bounds.sort_unstable();
+        let mut active = [0i64; Reason::COUNT];
+        let mut bi = 0;
+        let mut out: Vec<WindowRun> = Vec::new();
+        for pair in cuts.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            while bi < bounds.len() && bounds[bi].0 <= a {
+                active[bounds[bi].2] += i64::from(bounds[bi].1);
+                bi += 1;
+            }
+            let span_unknown = active.iter().any(|&n| n > 0);
+            let verdict = match self.points.get(&a) {
+                Some(p) if p.verdict() == Verdict::Refuted => Verdict::Refuted,
+                Some(p) if p.verdict() == Verdict::Unknown || span_unknown => Verdict::Unknown,
+                _ if span_unknown => Verdict::Unknown,
+                _ => Verdict::Holds,
+            };
+            let end_ns = self.start_of(b);
+            let is_final = watermark.0 >= end_ns || watermark == EventTime::MAX;
+            if merge_runs || (b - a) == 1 {
+                self.push_run(&mut out, a, b, verdict, is_final, merge_runs);
+            } else {
+                for k in a..b {
+                    let fin = watermark.0 >= self.start_of(k + 1) || watermark == EventTime::MAX;
+                    self.push_run(&mut out, k, k + 1, verdict, fin, false);
+                }
+            }
+        }
+        out
+    }
+
+    fn push_run(&self, out: &mut Vec<WindowRun>, a: i64, b: i64, verdict: Verdict, is_final: bool, merge: bool) {
+        if merge {
+            if let Some(prev) = out.last_mut() {
+                if prev.verdict == verdict && prev.is_final == is_final {
+                    prev.windows += (b - a) as u64;
+                    prev.end = EventTime(self.start_of(b)).to_string();
+                    return;
+                }
+            }
+        }
+        out.push(WindowRun {
+            start: EventTime(self.start_of(a)).to_string(),
+            end: EventTime(self.start_of(b)).to_string(),
+            windows: (b - a) as u64,
+            verdict,
+            is_final,
+            revised: false,
+            start_ns: self.start_of(a),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: i64 = 60_000_000_000;
+
+    #[test]
+    fn derives_verdicts_per_window() {
+        let mut s = WindowSeries::new(MIN);
+        s.add_event(0);
+        s.add_event(3 * MIN + 5);
+        s.add_counterexample(MIN + 1);
+        s.add_reason(2 * MIN, Reason::MissingEpoch);
+        let t = s.timeline(EventTime::MAX, 100);
+        let v: Vec<Verdict> = t.iter().map(|r| r.verdict).collect();
+        assert_eq!(v, [Verdict::Holds, Verdict::Refuted, Verdict::Unknown, Verdict::Holds]);
+        assert!(t.iter().all(|r| r.is_final));
+        assert_eq!(t[1].start, "1970-01-01T00:01:00.000000000Z");
+    }
+
+    #[test]
+    fn spans_cover_long_ranges_without_enumeration() {
+        let mut s = WindowSeries::new(MIN);
+        s.add_event(0);
+        let year = 525_600;
+        s.add_event(year * MIN);
+        s.add_span(10, year - 10, Reason::RouteSilent);
+        let t = s.timeline(EventTime::MAX, 1000);
+        assert_eq!(t.len(), 3);
+        assert_eq!(t[1].windows, (year - 19) as u64);
+        assert_eq!(t[1].verdict, Verdict::Unknown);
+        assert_eq!(t.iter().map(|r| r.windows).sum::<u64>(), year as u64 + 1);
+    }
+
+    #[test]
+    fn merge_adds_counts_and_refuted_wins() {
+        let mut a = WindowSeries::new(MIN);
+        a.add_event(0);
+        a.add_reason(0, Reason::TelemetryGap);
+        let mut b = WindowSeries::new(MIN);
+        b.add_event(10);
+        b.add_counterexample(10);
+        a.merge(&b);
+        let sum = a.summary(0);
+        assert_eq!(sum.events, 2);
+        assert_eq!(sum.verdict(), Verdict::Refuted);
+    }
+
+    #[test]
+    fn finality_follows_the_watermark() {
+        let mut s = WindowSeries::new(MIN);
+        s.add_event(0);
+        s.add_event(2 * MIN);
+        let t = s.timeline(EventTime(MIN + 1), 100);
+        assert_eq!(t.iter().map(|r| r.is_final).collect::<Vec<_>>(), [true, false, false]);
+    }
+}

@@ -1,0 +1,437 @@
+//! Streaming files (and stdin) into a [`History`]: a reader thread cuts the input into
+//! line-aligned chunks, a pool of workers decodes them in parallel, and the caller's thread
+//! feeds the decoded events to the core in reading order.
+//!
+//! Memory is bounded by the chunk size times the queue depth, never by the input: a line
+//! longer than the limit is skipped up to its newline and reported as malformed, and the lines
+//! around it are read as usual.
+
+use crate::json::{self, DecodeError};
+use crossbeam_channel::{Receiver, Sender, bounded};
+use fencewatch_assess::event::{Epoch, Event, Incarnation, Kind, Order, Outcome, Seq};
+use fencewatch_assess::history::{History, SourceId};
+use fencewatch_assess::time::EventTime;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::PathBuf;
+
+/// Bytes read per chunk.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// Where events are read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// A file (NDJSON, or a JSON array when its first non-blank byte is `[`).
+    Path(PathBuf),
+    /// Standard input (NDJSON), named `-`.
+    Stdin,
+}
+
+impl Input {
+    /// The name used in provenance: the path as given, or `-`.
+    pub fn name(&self) -> String {
+        match self {
+            Input::Path(p) => p.display().to_string(),
+            Input::Stdin => "-".to_string(),
+        }
+    }
+}
+
+/// How inputs are read.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadOptions {
+    /// Lines over this many bytes are malformed.
+    pub max_line_bytes: usize,
+    /// Decoding threads (at least 1).
+    pub threads: usize,
+}
+
+impl Default for ReadOptions {
+    fn default() -> ReadOptions {
+        ReadOptions {
+            max_line_bytes: json::DEFAULT_MAX_LINE_BYTES,
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        }
+    }
+}
+
+/// A failure to read an input (not a malformed event: those are evidence).
+#[derive(Debug, thiserror::Error)]
+#[error("{name}: {source}")]
+pub struct ReadError {
+    /// The input.
+    pub name: String,
+    /// The IO error.
+    #[source]
+    pub source: io::Error,
+}
+
+/// Progress callback: bytes read so far.
+pub type Progress<'a> = &'a mut dyn FnMut(u64);
+
+struct Chunk {
+    seq: u64,
+    source: SourceId,
+    first_line: u64,
+    data: Vec<u8>,
+    /// Line numbers (absolute) of lines over the limit, replaced by empty lines in `data`.
+    oversized: Vec<(u64, u64)>,
+    array: bool,
+}
+
+const NO_STR: u32 = u32::MAX;
+
+#[derive(Clone, Copy)]
+struct Packed {
+    kind: Kind,
+    ts: EventTime,
+    strs: [(u32, u32); 5],
+    epoch: Option<Epoch>,
+    outcome: Outcome,
+    incarnation: Incarnation,
+    order: Option<Order>,
+    seq: Option<Seq>,
+    position: u64,
+}
+
+enum Item {
+    Event(Packed),
+    Bad { position: u64, ts: Option<EventTime>, message: String },
+}
+
+struct Parsed {
+    seq: u64,
+    source: SourceId,
+    arena: String,
+    items: Vec<Item>,
+}
+
+impl Parsed {
+    fn pack(&mut self, d: &json::Decoded<'_>, position: u64) {
+        let e = d.event();
+        let mut put = |s: Option<&str>| match s {
+            None => (NO_STR, 0),
+            Some(s) => {
+                let start = self.arena.len() as u32;
+                self.arena.push_str(s);
+                (start, s.len() as u32)
+            }
+        };
+        let strs = [put(e.property), put(e.scope), put(e.route), put(e.holder), put(e.emitter)];
+        self.items.push(Item::Event(Packed {
+            kind: e.kind,
+            ts: e.ts,
+            strs,
+            epoch: e.epoch,
+            outcome: e.outcome,
+            incarnation: e.incarnation,
+            order: e.order,
+            seq: e.seq,
+            position,
+        }));
+    }
+
+    fn bad(&mut self, position: u64, e: DecodeError) {
+        self.items.push(Item::Bad { position, ts: e.ts, message: e.to_string() });
+    }
+
+    fn feed(&self, history: &mut History) {
+        let s = |(start, len): (u32, u32)| (start != NO_STR).then(|| &self.arena[start as usize..(start + len) as usize]);
+        for item in &self.items {
+            match item {
+                Item::Event(p) => {
+                    let ev = Event {
+                        kind: p.kind,
+                        ts: p.ts,
+                        property: s(p.strs[0]),
+                        scope: s(p.strs[1]),
+                        epoch: p.epoch,
+                        route: s(p.strs[2]),
+                        outcome: p.outcome,
+                        holder: s(p.strs[3]),
+                        op_id: None,
+                        incarnation: p.incarnation,
+                        order: p.order,
+                        emitter: s(p.strs[4]),
+                        seq: p.seq,
+                    };
+                    history.push(&ev, self.source, p.position);
+                }
+                Item::Bad { position, ts, message } => history.push_malformed(self.source, *position, *ts, message.clone()),
+            }
+        }
+    }
+}
+
+fn decode_chunk(chunk: Chunk, max_line_bytes: usize) -> Parsed {
+    let mut out = Parsed { seq: chunk.seq, source: chunk.source, arena: String::new(), items: Vec::new() };
+    if chunk.array {
+        match std::str::from_utf8(&chunk.data) {
+            Err(e) => out.bad(1, DecodeError { field: None, reason: format!("invalid UTF-8 at byte {}", e.valid_up_to()), ts: None }),
+            Ok(text) => {
+                for (i, r) in json::decode_array(text).into_iter().enumerate() {
+                    match r {
+                        Ok(d) => out.pack(&d, i as u64 + 1),
+                        Err(e) => out.bad(i as u64 + 1, e),
+                    }
+                }
+            }
+        }
+        return out;
+    }
+    let mut oversized = chunk.oversized.iter().peekable();
+    let mut line_no = chunk.first_line;
+    for line in chunk.data.split(|&b| b == b'\n') {
+        let this = line_no;
+        line_no += 1;
+        if oversized.peek().is_some_and(|(n, _)| *n == this) {
+            let (_, len) = oversized.next().expect("peeked");
+            out.bad(
+                this,
+                DecodeError { field: None, reason: format!("line is {len} bytes, over the {max_line_bytes}-byte limit"), ts: None },
+            );
+            continue;
+        }
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if json::is_blank(line) {
+            continue;
+        }
+        match json::decode_line(line, max_line_bytes) {
+            Ok(d) => out.pack(&d, this),
+            Err(e) => out.bad(this, e),
+        }
+    }
+    out
+}
+
+/// Cuts one input into chunks of whole lines.
+struct Cutter<'a> {
+    tx: &'a Sender<Chunk>,
+    seq: &'a mut u64,
+    source: SourceId,
+    max_line_bytes: usize,
+    line: u64,
+    carry: Vec<u8>,
+    oversized: Vec<(u64, u64)>,
+    /// Length so far of an oversized line being skipped.
+    skipping: Option<u64>,
+}
+
+impl Cutter<'_> {
+    fn send(&mut self, data: Vec<u8>, lines: u64) -> bool {
+        let chunk = Chunk {
+            seq: *self.seq,
+            source: self.source,
+            first_line: self.line,
+            data,
+            oversized: std::mem::take(&mut self.oversized),
+            array: false,
+        };
+        *self.seq += 1;
+        self.line += lines;
+        self.tx.send(chunk).is_ok()
+    }
+
+    /// Takes the next block of bytes.
+    fn block(&mut self, mut block: &[u8]) -> bool {
+        if let Some(len) = self.skipping {
+            match memchr::memchr(b'\n', block) {
+                None => {
+                    self.skipping = Some(len + block.len() as u64);
+                    return true;
+                }
+                Some(i) => {
+                    // The oversized line ends here: it becomes an empty line of the next chunk.
+                    self.oversized.push((self.line, len + i as u64));
+                    self.skipping = None;
+                    self.carry.clear();
+                    block = &block[i..];
+                }
+            }
+        }
+        self.carry.extend_from_slice(block);
+        if let Some(last) = memchr::memrchr(b'\n', &self.carry) {
+            let rest = self.carry.split_off(last + 1);
+            let mut data = std::mem::replace(&mut self.carry, rest);
+            data.pop();
+            let lines = memchr::memchr_iter(b'\n', &data).count() as u64 + 1;
+            if !self.send(data, lines) {
+                return false;
+            }
+        }
+        if self.carry.len() > self.max_line_bytes {
+            // An unterminated line over the limit: skip to its newline without buffering it.
+            self.skipping = Some(self.carry.len() as u64);
+            self.carry.clear();
+        }
+        true
+    }
+
+    fn end(mut self) {
+        if let Some(len) = self.skipping {
+            self.oversized.push((self.line, len));
+            self.send(Vec::new(), 1);
+        } else if !self.carry.is_empty() {
+            let data = std::mem::take(&mut self.carry);
+            self.send(data, 1);
+        }
+    }
+}
+
+fn read_input(
+    input: &Input,
+    source: SourceId,
+    seq: &mut u64,
+    tx: &Sender<Chunk>,
+    max_line_bytes: usize,
+    read_bytes: &std::sync::atomic::AtomicU64,
+) -> Result<(), ReadError> {
+    let err = |source| ReadError { name: input.name(), source };
+    let mut reader: Box<dyn Read> = match input {
+        Input::Path(p) => Box::new(File::open(p).map_err(err)?),
+        Input::Stdin => Box::new(io::stdin().lock()),
+    };
+    let mut cutter = Cutter { tx, seq, source, max_line_bytes, line: 1, carry: Vec::new(), oversized: Vec::new(), skipping: None };
+    let mut buf = vec![0u8; CHUNK_BYTES];
+    let mut first = true;
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(err(e)),
+        };
+        read_bytes.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        if first && matches!(input, Input::Path(_)) && buf[..n].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+            // A JSON array document: read whole and decoded element by element.
+            let mut data = buf[..n].to_vec();
+            reader.read_to_end(&mut data).map_err(err)?;
+            let chunk = Chunk { seq: *cutter.seq, source, first_line: 1, data, oversized: Vec::new(), array: true };
+            *cutter.seq += 1;
+            let _ = tx.send(chunk);
+            return Ok(());
+        }
+        first = false;
+        if !cutter.block(&buf[..n]) {
+            return Ok(());
+        }
+    }
+    cutter.end();
+    Ok(())
+}
+
+/// Reads `inputs` as one stream in argument order into `history`. `progress` is called with
+/// the bytes read so far, from the caller's thread.
+pub fn read_into(history: &mut History, inputs: &[Input], opts: ReadOptions, progress: Option<Progress<'_>>) -> Result<(), ReadError> {
+    let sources: Vec<SourceId> = inputs.iter().map(|i| history.add_source(&i.name())).collect();
+    let threads = opts.threads.max(1);
+    let (chunk_tx, chunk_rx): (Sender<Chunk>, Receiver<Chunk>) = bounded(threads * 2);
+    let (parsed_tx, parsed_rx): (Sender<Parsed>, Receiver<Parsed>) = bounded(threads * 2);
+    let read_bytes = std::sync::atomic::AtomicU64::new(0);
+    let mut progress = progress;
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let mut seq = 0u64;
+            for (input, &source) in inputs.iter().zip(&sources) {
+                read_input(input, source, &mut seq, &chunk_tx, opts.max_line_bytes, &read_bytes)?;
+            }
+            drop(chunk_tx);
+            Ok::<(), ReadError>(())
+        });
+        for _ in 0..threads {
+            let rx = chunk_rx.clone();
+            let tx = parsed_tx.clone();
+            s.spawn(move || {
+                for chunk in rx {
+                    if tx.send(decode_chunk(chunk, opts.max_line_bytes)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(chunk_rx);
+        drop(parsed_tx);
+        let mut pending: BTreeMap<u64, Parsed> = BTreeMap::new();
+        let mut next = 0u64;
+        for parsed in &parsed_rx {
+            pending.insert(parsed.seq, parsed);
+            while let Some(p) = pending.remove(&next) {
+                p.feed(history);
+                next += 1;
+            }
+            if let Some(f) = progress.as_mut() {
+                f(read_bytes.load(std::sync::atomic::Ordering::Relaxed));
+            }
+        }
+        reader.join().expect("reader thread")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fencewatch_assess::Contract;
+    use std::io::Write;
+
+    const CONTRACT: &str = "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\n[[property.route]]\nname=\"r\"\n";
+
+    fn run(content: &[u8], max: usize) -> fencewatch_assess::Report {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(content).unwrap();
+        let mut h = History::new(Contract::parse("c", CONTRACT).unwrap());
+        read_into(&mut h, &[Input::Path(f.path().into())], ReadOptions { max_line_bytes: max, threads: 2 }, None).unwrap();
+        h.finish()
+    }
+
+    #[test]
+    fn oversized_lines_lose_nothing_around_them() {
+        let ok = |e: u64, t: u64| format!("{{\"kind\":\"commit\",\"scope\":\"s\",\"route\":\"r\",\"epoch\":{e},\"ts\":{t}}}\n");
+        let mut content = ok(1, 1_000);
+        content.push_str(&format!("{{\"kind\":\"commit\",\"pad\":\"{}\"}}\n", "x".repeat(5 * CHUNK_BYTES)));
+        content.push_str(&ok(2, 2_000_000_000));
+        content.push_str("\n  \r\n");
+        content.push_str(&"y".repeat(300));
+        content.push('\n');
+        content.push_str(&ok(3, 3_000_000_000));
+        let r = run(content.as_bytes(), 256);
+        assert_eq!(r.events, 3);
+        assert_eq!(r.malformed, 2);
+        let lines: Vec<&str> = r.malformed_events.iter().map(|s| s.source.rsplit(':').next().unwrap()).collect();
+        assert_eq!(lines, ["2", "6"]);
+        assert!(r.malformed_events[0].detail.contains("over the 256-byte limit"));
+    }
+
+    #[test]
+    fn unterminated_last_line_and_crlf() {
+        let content = b"{\"kind\":\"heartbeat\",\"route\":\"r\",\"ts\":1}\r\n{\"kind\":\"heartbeat\",\"route\":\"r\",\"ts\":2}";
+        let r = run(content, 1024);
+        assert_eq!(r.events, 2);
+        assert_eq!(r.malformed, 0);
+    }
+
+    #[test]
+    fn many_chunks_keep_line_numbers() {
+        let mut content = String::new();
+        let n = 60_000;
+        for i in 0..n {
+            if i == n - 7 {
+                content.push_str("{bad\n");
+            } else {
+                content.push_str(&format!("{{\"kind\":\"heartbeat\",\"route\":\"r\",\"ts\":{i}}}\n"));
+            }
+        }
+        assert!(content.len() > 2 * CHUNK_BYTES);
+        let r = run(content.as_bytes(), 1024);
+        assert_eq!(r.events, n - 1);
+        assert!(r.malformed_events[0].source.ends_with(&format!(":{}", n - 6)), "{:?}", r.malformed_events);
+    }
+
+    #[test]
+    fn json_array_files() {
+        let r = run(br#" [{"kind":"heartbeat","route":"r","ts":1},{"kind":"heartbeat","ts":2}]"#, 1024);
+        assert_eq!(r.events, 1);
+        assert_eq!(r.malformed, 1);
+        assert!(r.malformed_events[0].source.ends_with(":2"));
+    }
+}

@@ -1,0 +1,602 @@
+//! Strict JSON decoding of schema-v1 events (SPEC §2).
+//!
+//! One pass of serde_json over the line with a hand-written visitor: known fields are read as
+//! scalars without building a `Value`, unknown fields are walked (to enforce the nesting limit
+//! and reject duplicate keys at every level) but not kept. A wrong type in one field does not
+//! stop the pass, so the error can carry the event time when that parsed (SPEC: a malformed
+//! event lands in the window of its `ts`).
+
+use fencewatch_assess::event::{Epoch, Event, Incarnation, Kind, Order, Outcome, Seq};
+use fencewatch_assess::time::EventTime;
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use std::borrow::Cow;
+use std::fmt;
+
+/// The default line size limit: 1 MiB.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 1 << 20;
+/// Maximum nesting depth of a line (the event object is depth 1).
+pub const MAX_DEPTH: usize = 64;
+
+/// Why a line is malformed: the field at fault (when one is) and the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError {
+    /// The field, e.g. `epoch`; `None` for errors of the line as a whole.
+    pub field: Option<&'static str>,
+    /// What is wrong, lowercase, no trailing period.
+    pub reason: String,
+    /// The event time, when it parsed before the error.
+    pub ts: Option<EventTime>,
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.field {
+            Some(field) => write!(f, "field `{field}`: {}", self.reason),
+            None => f.write_str(&self.reason),
+        }
+    }
+}
+
+impl DecodeError {
+    fn line(reason: impl Into<String>) -> DecodeError {
+        DecodeError { field: None, reason: reason.into(), ts: None }
+    }
+}
+
+/// A decoded event whose strings borrow from the line where they had no escapes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decoded<'a> {
+    kind: Kind,
+    ts: EventTime,
+    property: Option<Cow<'a, str>>,
+    scope: Option<Cow<'a, str>>,
+    epoch: Option<Epoch>,
+    route: Option<Cow<'a, str>>,
+    outcome: Outcome,
+    holder: Option<Cow<'a, str>>,
+    op_id: Option<Cow<'a, str>>,
+    incarnation: Incarnation,
+    order: Option<Order>,
+    emitter: Option<Cow<'a, str>>,
+    seq: Option<Seq>,
+}
+
+impl Decoded<'_> {
+    /// The event view the core takes.
+    pub fn event(&self) -> Event<'_> {
+        Event {
+            kind: self.kind,
+            ts: self.ts,
+            property: self.property.as_deref(),
+            scope: self.scope.as_deref(),
+            epoch: self.epoch,
+            route: self.route.as_deref(),
+            outcome: self.outcome,
+            holder: self.holder.as_deref(),
+            op_id: self.op_id.as_deref(),
+            incarnation: self.incarnation,
+            order: self.order,
+            emitter: self.emitter.as_deref(),
+            seq: self.seq,
+        }
+    }
+}
+
+/// Whether a line is blank (only spaces, tabs and a carriage return), which NDJSON skips.
+pub fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r'))
+}
+
+/// Decodes one NDJSON line (without its `\n`; a trailing `\r` is allowed). `max_bytes` is the
+/// line size limit. Blank lines must be skipped by the caller ([`is_blank`]).
+pub fn decode_line(line: &[u8], max_bytes: usize) -> Result<Decoded<'_>, DecodeError> {
+    if line.len() > max_bytes {
+        return Err(DecodeError::line(format!("line is {} bytes, over the {max_bytes}-byte limit", line.len())));
+    }
+    if line.starts_with(&[0xEF, 0xBB, 0xBF]) {
+        return Err(DecodeError::line("byte-order mark is not allowed"));
+    }
+    let text = std::str::from_utf8(line).map_err(|e| DecodeError::line(format!("invalid UTF-8 at byte {}", e.valid_up_to())))?;
+    decode_str(text)
+}
+
+/// Decodes one JSON object from a string.
+pub fn decode_str(text: &str) -> Result<Decoded<'_>, DecodeError> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let mut state = State::default();
+    let result = EventSeed { state: &mut state }.deserialize(&mut de).and_then(|()| de.end());
+    if let Err(e) = result {
+        return Err(DecodeError { field: state.field_at_error, reason: json_reason(&e), ts: state.ts });
+    }
+    state.finish()
+}
+
+/// Decodes a JSON array of event objects (an HTTP body, a `.json` file). Each element gets its
+/// own result, positioned by its 1-based index; a syntax error ends the array and is returned
+/// as the last element.
+pub fn decode_array(text: &str) -> Vec<Result<Decoded<'_>, DecodeError>> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let mut out = Vec::new();
+    let res = ArraySeed { out: &mut out }.deserialize(&mut de).and_then(|()| de.end());
+    if let Err(e) = res {
+        out.push(Err(DecodeError::line(format!("invalid JSON array: {e}"))));
+    }
+    out
+}
+
+fn json_reason(e: &serde_json::Error) -> String {
+    let s = e.to_string();
+    let s = match s.rfind(" at line ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    };
+    match e.classify() {
+        serde_json::error::Category::Eof => format!("truncated JSON: {s}"),
+        serde_json::error::Category::Syntax => format!("invalid JSON: {s} (column {})", e.column()),
+        _ => s,
+    }
+}
+
+#[derive(Default)]
+struct State<'de> {
+    kind: Option<Kind>,
+    ts: Option<EventTime>,
+    ev: Fields<'de>,
+    seen: u16,
+    unknown_keys: Vec<Cow<'de, str>>,
+    first_error: Option<(&'static str, String)>,
+    field_at_error: Option<&'static str>,
+}
+
+#[derive(Default)]
+struct Fields<'de> {
+    property: Option<Cow<'de, str>>,
+    scope: Option<Cow<'de, str>>,
+    epoch: Option<Epoch>,
+    route: Option<Cow<'de, str>>,
+    outcome: Outcome,
+    holder: Option<Cow<'de, str>>,
+    op_id: Option<Cow<'de, str>>,
+    incarnation: Incarnation,
+    order: Option<Order>,
+    emitter: Option<Cow<'de, str>>,
+    seq: Option<Seq>,
+}
+
+impl<'de> State<'de> {
+    fn finish(self) -> Result<Decoded<'de>, DecodeError> {
+        if let Some((field, reason)) = self.first_error {
+            return Err(DecodeError { field: Some(field), reason, ts: self.ts });
+        }
+        let missing = |field| DecodeError { field: Some(field), reason: "is required".into(), ts: self.ts };
+        let kind = self.kind.ok_or_else(|| missing("kind"))?;
+        let ts = self.ts.ok_or_else(|| missing("ts"))?;
+        let f = self.ev;
+        Ok(Decoded {
+            kind,
+            ts,
+            property: f.property,
+            scope: f.scope,
+            epoch: f.epoch,
+            route: f.route,
+            outcome: f.outcome,
+            holder: f.holder,
+            op_id: f.op_id,
+            incarnation: f.incarnation,
+            order: f.order,
+            emitter: f.emitter,
+            seq: f.seq,
+        })
+    }
+
+    fn fail(&mut self, field: &'static str, reason: String) {
+        if self.first_error.is_none() {
+            self.first_error = Some((field, reason));
+        }
+    }
+}
+
+/// A JSON value read without building a tree; composites are walked and summarised.
+enum Scalar<'de> {
+    Null,
+    Bool,
+    U64(u64),
+    I64,
+    F64(f64),
+    Str(Cow<'de, str>),
+    Array,
+    Object,
+}
+
+impl Scalar<'_> {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Scalar::Null => "null",
+            Scalar::Bool => "a boolean",
+            Scalar::U64(_) | Scalar::I64 => "an integer",
+            Scalar::F64(_) => "a number",
+            Scalar::Str(_) => "a string",
+            Scalar::Array => "an array",
+            Scalar::Object => "an object",
+        }
+    }
+}
+
+const FIELDS: [&str; 13] = ["kind", "ts", "property", "scope", "epoch", "route", "outcome", "holder", "op_id", "incarnation", "order", "emitter", "seq"];
+
+struct EventSeed<'s, 'de> {
+    state: &'s mut State<'de>,
+}
+
+impl<'de> DeserializeSeed<'de> for EventSeed<'_, 'de> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EventSeed<'_, 'de> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an event object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let st = self.state;
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            let Some(i) = FIELDS.iter().position(|f| *f == key) else {
+                if st.unknown_keys.iter().any(|k| *k == key) {
+                    return Err(de::Error::custom(format!("duplicate key `{key}`")));
+                }
+                st.unknown_keys.push(key);
+                map.next_value_seed(ScalarSeed { depth: 2 })?;
+                continue;
+            };
+            let field = FIELDS[i];
+            if st.seen & (1 << i) != 0 {
+                st.field_at_error = Some(field);
+                return Err(de::Error::custom(format!("duplicate key `{field}`")));
+            }
+            st.seen |= 1 << i;
+            st.field_at_error = Some(field);
+            let v = map.next_value_seed(ScalarSeed { depth: 2 })?;
+            st.field_at_error = None;
+            if let Err(reason) = apply(st, field, v) {
+                st.fail(field, reason);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn string<'de>(v: Scalar<'de>) -> Result<Option<Cow<'de, str>>, String> {
+    match v {
+        Scalar::Null => Ok(None),
+        Scalar::Str(s) => Ok(Some(s)),
+        other => Err(format!("expected a string, found {}", other.type_name())),
+    }
+}
+
+fn unsigned(v: Scalar<'_>) -> Result<Option<u64>, String> {
+    match v {
+        Scalar::Null => Ok(None),
+        Scalar::U64(n) => Ok(Some(n)),
+        Scalar::I64 => Err("must not be negative (expected an unsigned 64-bit integer)".into()),
+        Scalar::F64(x) if x.fract() == 0.0 && x >= 18_446_744_073_709_551_615.0 => {
+            Err("exceeds the unsigned 64-bit range (0..=18446744073709551615)".into())
+        }
+        Scalar::F64(_) => Err("must be an integer (expected an unsigned 64-bit integer)".into()),
+        other => Err(format!("expected an unsigned 64-bit integer, found {}", other.type_name())),
+    }
+}
+
+fn apply<'de>(st: &mut State<'de>, field: &'static str, v: Scalar<'de>) -> Result<(), String> {
+    let f = &mut st.ev;
+    match field {
+        "kind" => match v {
+            Scalar::Str(s) => {
+                st.kind = Some(Kind::parse(&s).ok_or_else(|| format!("unknown kind `{s}` (expected commit, fence, grant or heartbeat)"))?);
+            }
+            Scalar::Null => return Err("is required (null given)".into()),
+            other => return Err(format!("expected a string, found {}", other.type_name())),
+        },
+        "ts" => {
+            st.ts = Some(match v {
+                Scalar::U64(n) => EventTime::from_nanos(i128::from(n)).map_err(|e| e.to_string())?,
+                Scalar::I64 => return Err("is before 1970 (negative nanoseconds)".into()),
+                Scalar::Str(s) => EventTime::parse_rfc3339(&s).map_err(|e| format!("`{s}`: {e}"))?,
+                Scalar::Null => return Err("is required (null given)".into()),
+                other => return Err(format!("expected integer nanoseconds or an RFC 3339 string, found {}", other.type_name())),
+            });
+        }
+        "property" => f.property = string(v)?,
+        "scope" => f.scope = string(v)?,
+        "route" => f.route = string(v)?,
+        "holder" => f.holder = string(v)?,
+        "op_id" => f.op_id = string(v)?,
+        "emitter" => f.emitter = string(v)?,
+        "epoch" => f.epoch = unsigned(v)?.map(Epoch),
+        "incarnation" => f.incarnation = Incarnation(unsigned(v)?.unwrap_or(0)),
+        "order" => f.order = unsigned(v)?.map(Order),
+        "seq" => f.seq = unsigned(v)?.map(Seq),
+        "outcome" => {
+            f.outcome = match string(v)? {
+                None => Outcome::Committed,
+                Some(s) => Outcome::parse(&s).ok_or_else(|| format!("unknown outcome `{s}` (expected committed or rejected)"))?,
+            }
+        }
+        _ => unreachable!("every field in FIELDS is handled"),
+    }
+    Ok(())
+}
+
+struct KeySeed;
+
+impl<'de> DeserializeSeed<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(KeySeed)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string key")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v.to_string()))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v))
+    }
+}
+
+/// Reads any value at nesting `depth`, walking composites to check depth and duplicate keys.
+struct ScalarSeed {
+    depth: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for ScalarSeed {
+    type Value = Scalar<'de>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ScalarSeed {
+    type Value = Scalar<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Scalar::Null)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Scalar::Null)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Scalar::Bool)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(Scalar::U64(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(if v >= 0 { Scalar::U64(v as u64) } else { Scalar::I64 })
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(Scalar::F64(v))
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Scalar::Str(Cow::Borrowed(v)))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Scalar::Str(Cow::Owned(v.to_string())))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Scalar::Str(Cow::Owned(v)))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        if self.depth > MAX_DEPTH {
+            return Err(de::Error::custom(format!("nesting deeper than {MAX_DEPTH}")));
+        }
+        while seq.next_element_seed(ScalarSeed { depth: self.depth + 1 })?.is_some() {}
+        Ok(Scalar::Array)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        if self.depth > MAX_DEPTH {
+            return Err(de::Error::custom(format!("nesting deeper than {MAX_DEPTH}")));
+        }
+        let mut keys: Vec<Cow<'de, str>> = Vec::new();
+        while let Some(k) = map.next_key_seed(KeySeed)? {
+            if keys.contains(&k) {
+                return Err(de::Error::custom(format!("duplicate key `{k}`")));
+            }
+            keys.push(k);
+            map.next_value_seed(ScalarSeed { depth: self.depth + 1 })?;
+        }
+        Ok(Scalar::Object)
+    }
+}
+
+struct ArraySeed<'o, 'de> {
+    out: &'o mut Vec<Result<Decoded<'de>, DecodeError>>,
+}
+
+impl<'de> DeserializeSeed<'de> for ArraySeed<'_, 'de> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ArraySeed<'_, 'de> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of event objects")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        loop {
+            let mut state = State::default();
+            match seq.next_element_seed(ElementSeed { state: &mut state }) {
+                Ok(Some(Ok(()))) => self.out.push(state.finish()),
+                Ok(Some(Err(reason))) => self.out.push(Err(DecodeError::line(reason))),
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// An array element: an event object, or any other value reported as not an object.
+struct ElementSeed<'s, 'de> {
+    state: &'s mut State<'de>,
+}
+
+impl<'de> DeserializeSeed<'de> for ElementSeed<'_, 'de> {
+    type Value = Result<(), String>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ElementSeed<'_, 'de> {
+    type Value = Result<(), String>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an event object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        EventSeed { state: self.state }.visit_map(map).map(Ok)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        ScalarSeed { depth: 2 }.visit_seq(seq).map(|_| Err("expected an event object, found an array".into()))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Err("expected an event object, found null".into()))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Err("expected an event object, found a boolean".into()))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Err("expected an event object, found a number".into()))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Err("expected an event object, found a number".into()))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Err("expected an event object, found a number".into()))
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Err("expected an event object, found a string".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(s: &str) -> Decoded<'_> {
+        decode_line(s.as_bytes(), DEFAULT_MAX_LINE_BYTES).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    fn bad(s: &[u8]) -> DecodeError {
+        match decode_line(s, DEFAULT_MAX_LINE_BYTES) {
+            Ok(d) => panic!("accepted {:?}: {d:?}", String::from_utf8_lossy(s)),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn decodes_a_full_event() {
+        let d = ok(r#"{"kind":"commit","ts":"2025-11-29T12:00:02Z","property":"p","scope":"o\u002d1","epoch":41,"route":"r","outcome":"rejected","holder":"a","op_id":"x","incarnation":2,"order":9,"emitter":"e","seq":3,"extra":{"a":[1,2,{"b":null}]}}"#);
+        let e = d.event();
+        assert_eq!(e.kind, Kind::Commit);
+        assert_eq!(e.scope, Some("o-1"));
+        assert_eq!(e.epoch, Some(Epoch(41)));
+        assert_eq!(e.outcome, Outcome::Rejected);
+        assert_eq!(e.incarnation, Incarnation(2));
+        assert_eq!(e.order, Some(Order(9)));
+        assert_eq!(e.seq, Some(Seq(3)));
+        assert_eq!(e.ts.to_string(), "2025-11-29T12:00:02.000000000Z");
+    }
+
+    #[test]
+    fn nulls_are_absent_and_integers_are_nanoseconds() {
+        let d = ok(r#"{"kind":"fence","ts":1764417600000000000,"epoch":null,"scope":null,"incarnation":null,"outcome":null}"#);
+        let e = d.event();
+        assert_eq!(e.epoch, None);
+        assert_eq!(e.scope, None);
+        assert_eq!(e.incarnation, Incarnation(0));
+        assert_eq!(e.ts.0, 1_764_417_600_000_000_000);
+    }
+
+    #[test]
+    fn malformed_lines_name_their_field() {
+        let cases: &[(&[u8], Option<&str>, &str)] = &[
+            (br#"{"kind":"commit","ts":1,"epoch":"5"}"#, Some("epoch"), "expected an unsigned"),
+            (br#"{"kind":"commit","ts":1,"epoch":18446744073709551616}"#, Some("epoch"), "exceeds"),
+            (br#"{"kind":"commit","ts":1,"epoch":-1}"#, Some("epoch"), "negative"),
+            (br#"{"kind":"commit","ts":1,"epoch":1.5}"#, Some("epoch"), "integer"),
+            (br#"{"kind":"merge","ts":1}"#, Some("kind"), "unknown kind"),
+            (br#"{"kind":"commit","ts":"12:00Z"}"#, Some("ts"), "RFC 3339"),
+            (br#"{"kind":"commit","ts":-5}"#, Some("ts"), "before 1970"),
+            (br#"{"kind":"commit","ts":1.5}"#, Some("ts"), "expected integer"),
+            (br#"{"kind":"commit","ts":"2025-11-29T12:00:60Z"}"#, Some("ts"), "range"),
+            (br#"{"ts":1}"#, Some("kind"), "required"),
+            (br#"{"kind":"commit"}"#, Some("ts"), "required"),
+            (br#"{"kind":"commit","ts":1,"outcome":"maybe"}"#, Some("outcome"), "unknown outcome"),
+            (br#"{"kind":"commit","ts":1,"kind":"fence"}"#, Some("kind"), "duplicate key"),
+            (br#"{"kind":"commit","ts":1,"x":1,"x":2}"#, None, "duplicate key `x`"),
+            (br#"{"kind":"commit","ts":1,"x":{"y":1,"y":2}}"#, None, "duplicate key `y`"),
+            (br#"{"kind":"commit","ts":NaN}"#, Some("ts"), "invalid JSON"),
+            (br#"{"kind":"commit","ts":1"#, None, "truncated"),
+            (br#"[1,2]"#, None, "invalid type"),
+            (br#"{"kind":"commit","ts":1} x"#, None, "trailing"),
+            (b"\xEF\xBB\xBF{\"kind\":\"commit\",\"ts\":1}", None, "byte-order mark"),
+            (b"{\"kind\":\"commit\",\"ts\":1,\"scope\":\"\xff\"}", None, "UTF-8"),
+        ];
+        for (line, field, needle) in cases {
+            let e = bad(line);
+            assert_eq!(e.field, *field, "{:?}: {e}", String::from_utf8_lossy(line));
+            assert!(e.to_string().contains(needle), "{:?}: {e}", String::from_utf8_lossy(line));
+        }
+    }
+
+    #[test]
+    fn keeps_the_time_of_a_malformed_event() {
+        let e = bad(br#"{"ts":"2025-11-29T12:00:02Z","kind":"commit","epoch":"x"}"#);
+        assert_eq!(e.ts.map(|t| t.to_string()).as_deref(), Some("2025-11-29T12:00:02.000000000Z"));
+        let e = bad(br#"{"epoch":"x","kind":"commit","ts":"2025-11-29T12:00:02Z"}"#);
+        assert!(e.ts.is_some(), "type errors do not stop the pass");
+    }
+
+    #[test]
+    fn nesting_limit() {
+        let deep = |n: usize| format!("{{\"kind\":\"commit\",\"ts\":1,\"x\":{}{}}}", "[".repeat(n), "]".repeat(n));
+        assert!(decode_line(deep(63).as_bytes(), DEFAULT_MAX_LINE_BYTES).is_ok());
+        let e = bad(deep(64).as_bytes());
+        assert!(e.reason.contains("nesting deeper than 64"), "{e}");
+        assert!(bad(deep(100_000).as_bytes()).reason.contains("nesting"));
+    }
+
+    #[test]
+    fn size_limit() {
+        let line = format!("{{\"kind\":\"commit\",\"ts\":1,\"pad\":\"{}\"}}", "x".repeat(100));
+        assert!(decode_line(line.as_bytes(), 200).is_ok());
+        assert!(decode_line(line.as_bytes(), 100).unwrap_err().reason.contains("over the 100-byte limit"));
+    }
+
+    #[test]
+    fn arrays_decode_per_element() {
+        let out = decode_array(r#"[{"kind":"commit","ts":1},{"kind":"x","ts":1},5,{"kind":"heartbeat","ts":2,"route":"r"}]"#);
+        assert_eq!(out.len(), 4);
+        assert!(out[0].is_ok() && out[1].is_err() && out[2].is_err() && out[3].is_ok());
+        let out = decode_array(r#"[{"kind":"commit","ts":1},{"kind""#);
+        assert!(out[0].is_ok());
+        assert!(out.last().unwrap().is_err());
+    }
+}

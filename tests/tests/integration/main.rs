@@ -1,0 +1,5 @@
+//! Black-box tests of the `fencewatch` binary, compiled into one test executable.
+
+mod cases;
+mod cli;
+mod simulated;
