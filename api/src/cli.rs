@@ -18,7 +18,11 @@ pub const EXIT_ERROR: i32 = 3;
 pub const EXIT_USAGE: i32 = 64;
 
 #[derive(Debug, Parser)]
-#[command(name = "fencewatch", version, about = "Tells whether the fencing tokens protecting your data actually work")]
+#[command(
+    name = "fencewatch",
+    version,
+    about = "Tells whether the fencing tokens protecting your data actually work"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -166,20 +170,45 @@ fn check(args: CheckArgs) -> i32 {
             return EXIT_ERROR;
         }
     };
-    let inputs: Vec<Input> = args.files.iter().map(|f| if f == "-" { Input::Stdin } else { Input::Path(f.into()) }).collect();
-    let mut opts = ReadOptions { max_line_bytes: args.max_line_bytes, ..ReadOptions::default() };
+    let inputs: Vec<Input> = args
+        .files
+        .iter()
+        .map(|f| {
+            if f == "-" {
+                Input::Stdin
+            } else {
+                Input::Path(f.into())
+            }
+        })
+        .collect();
+    let mut opts = ReadOptions {
+        max_line_bytes: args.max_line_bytes,
+        ..ReadOptions::default()
+    };
     if let Some(t) = args.threads {
         opts.threads = t.max(1);
     }
-    let total: u64 = inputs.iter().filter_map(|i| match i {
-        Input::Path(p) => std::fs::metadata(p).ok().map(|m| m.len()),
-        Input::Stdin => None,
-    }).sum();
+    let total: u64 = inputs
+        .iter()
+        .filter_map(|i| match i {
+            Input::Path(p) => std::fs::metadata(p).ok().map(|m| m.len()),
+            Input::Stdin => None,
+        })
+        .sum();
     let show_progress = args.format == Format::Text && std::io::stderr().is_terminal();
     let mut bar = render::ProgressBar::new(total);
     let mut progress = |n: u64| bar.update(n);
     let mut history = History::new(contract);
-    let read = read_into(&mut history, &inputs, opts, if show_progress { Some(&mut progress) } else { None });
+    let read = read_into(
+        &mut history,
+        &inputs,
+        opts,
+        if show_progress {
+            Some(&mut progress)
+        } else {
+            None
+        },
+    );
     if show_progress {
         bar.finish();
     }
@@ -190,14 +219,16 @@ fn check(args: CheckArgs) -> i32 {
     let report = history.finish();
     let mut out = std::io::stdout().lock();
     let written = match args.format {
-        Format::Json => serde_json::to_writer(&mut out, &report).map_err(std::io::Error::from).and_then(|()| writeln!(out)),
+        Format::Json => serde_json::to_writer(&mut out, &report)
+            .map_err(std::io::Error::from)
+            .and_then(|()| writeln!(out)),
         Format::Text => render::text_report(&mut out, &report),
     };
-    if let Err(e) = written.and_then(|()| out.flush()) {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            eprintln!("fencewatch check: writing the report: {e}");
-            return EXIT_ERROR;
-        }
+    if let Err(e) = written.and_then(|()| out.flush())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("fencewatch check: writing the report: {e}");
+        return EXIT_ERROR;
     }
     report.verdict.exit_code()
 }
@@ -207,7 +238,10 @@ fn contract_check(file: &PathBuf, format: Format) -> i32 {
         Ok(c) => c,
         Err(e) => {
             if format == Format::Json {
-                println!("{}", serde_json::json!({"status": "invalid", "errors": e.lines().collect::<Vec<_>>()}));
+                println!(
+                    "{}",
+                    serde_json::json!({"status": "invalid", "errors": e.lines().collect::<Vec<_>>()})
+                );
             } else {
                 eprintln!("{e}");
                 eprintln!("contract is invalid");
@@ -217,7 +251,10 @@ fn contract_check(file: &PathBuf, format: Format) -> i32 {
     };
     let compiled = contract.compile();
     match format {
-        Format::Json => println!("{}", serde_json::to_string(&compiled).expect("serialisable")),
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string(&compiled).expect("serialisable")
+        ),
         Format::Text => {
             let mut out = std::io::stdout().lock();
             let _ = render::text_contract(&mut out, &contract, &compiled);
@@ -230,7 +267,8 @@ fn contract_check(file: &PathBuf, format: Format) -> i32 {
 }
 
 fn run_simulate(a: SimulateArgs) -> anyhow::Result<()> {
-    let start = fencewatch_assess::EventTime::parse_rfc3339(&a.start).map_err(|e| anyhow::anyhow!("--start: {e}"))?;
+    let start = fencewatch_assess::EventTime::parse_rfc3339(&a.start)
+        .map_err(|e| anyhow::anyhow!("--start: {e}"))?;
     let workload = Workload {
         events: a.events,
         scopes: a.scopes.max(1),
@@ -252,7 +290,8 @@ fn run_simulate(a: SimulateArgs) -> anyhow::Result<()> {
     };
     let truth = match &a.output {
         Some(path) => {
-            let f = std::fs::File::create(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            let f = std::fs::File::create(path)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
             let t = simulate(&workload, &mut w)?;
             w.flush()?;
@@ -266,11 +305,13 @@ fn run_simulate(a: SimulateArgs) -> anyhow::Result<()> {
         }
     };
     if let Some(path) = &a.contract_out {
-        std::fs::write(path, workload.contract_toml()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        std::fs::write(path, workload.contract_toml())
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     }
     let truth_json = serde_json::to_string_pretty(&truth)?;
     match &a.truth {
-        Some(path) => std::fs::write(path, truth_json + "\n").map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+        Some(path) => std::fs::write(path, truth_json + "\n")
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
         None => eprintln!("{truth_json}"),
     }
     Ok(())

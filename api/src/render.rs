@@ -26,8 +26,16 @@ pub fn text_report(w: &mut dyn Write, r: &Report) -> io::Result<()> {
     };
     writeln!(w, "contract: {status}")?;
     for m in &r.contract.missing {
-        let route = m.route.as_deref().map(|r| format!(" on route `{r}`")).unwrap_or_default();
-        writeln!(w, "  missing obligation {}{route} ({}): {}", m.obligation, m.property, m.reason)?;
+        let route = m
+            .route
+            .as_deref()
+            .map(|r| format!(" on route `{r}`"))
+            .unwrap_or_default();
+        writeln!(
+            w,
+            "  missing obligation {}{route} ({}): {}",
+            m.obligation, m.property, m.reason
+        )?;
     }
     writeln!(
         w,
@@ -38,19 +46,38 @@ pub fn text_report(w: &mut dyn Write, r: &Report) -> io::Result<()> {
         writeln!(w, "  malformed {}: {}", m.source, m.detail)?;
     }
     if r.malformed > r.malformed_events.len() as u64 {
-        writeln!(w, "  … and {} more malformed events", r.malformed - r.malformed_events.len() as u64)?;
+        writeln!(
+            w,
+            "  … and {} more malformed events",
+            r.malformed - r.malformed_events.len() as u64
+        )?;
     }
     for p in &r.properties {
         writeln!(w)?;
         writeln!(w, "property {}: {}", p.property, shout(p.verdict))?;
-        writeln!(w, "  {} events, {} stale writes rejected by the fence", p.events, p.stale_rejections)?;
+        writeln!(
+            w,
+            "  {} events, {} stale writes rejected by the fence",
+            p.events, p.stale_rejections
+        )?;
         if !p.counterexamples.is_empty() {
             writeln!(w, "  counterexamples ({}):", p.counterexamples.len())?;
         }
         for cx in &p.counterexamples {
-            writeln!(w, "  - {} {} scope `{}` incarnation {}", cx.kind.as_str(), cx.id, cx.scope, cx.incarnation)?;
+            writeln!(
+                w,
+                "  - {} {} scope `{}` incarnation {}",
+                cx.kind.as_str(),
+                cx.id,
+                cx.scope,
+                cx.incarnation
+            )?;
             let ev = |v: &fencewatch_assess::finding::EventView| {
-                let mut s = format!("{} epoch {}", v.kind, v.epoch.map_or("-".into(), |e| e.to_string()));
+                let mut s = format!(
+                    "{} epoch {}",
+                    v.kind,
+                    v.epoch.map_or("-".into(), |e| e.to_string())
+                );
                 if let Some(h) = &v.holder {
                     s.push_str(&format!(" holder {h}"));
                 }
@@ -93,11 +120,24 @@ pub fn text_report(w: &mut dyn Write, r: &Report) -> io::Result<()> {
         let total: u64 = p.windows.iter().map(|r| r.windows).sum();
         writeln!(w, "  windows ({total}):")?;
         for run in p.windows.iter().take(TEXT_WINDOWS) {
-            let span = if run.windows == 1 { run.start.clone() } else { format!("{} .. {} ({} windows)", run.start, run.end, run.windows) };
-            writeln!(w, "  - {span} {}{}", run.verdict, if run.is_final { "" } else { " (provisional)" })?;
+            let span = if run.windows == 1 {
+                run.start.clone()
+            } else {
+                format!("{} .. {} ({} windows)", run.start, run.end, run.windows)
+            };
+            writeln!(
+                w,
+                "  - {span} {}{}",
+                run.verdict,
+                if run.is_final { "" } else { " (provisional)" }
+            )?;
         }
         if p.windows.len() > TEXT_WINDOWS {
-            writeln!(w, "  … {} more (use --format json for all)", p.windows.len() - TEXT_WINDOWS)?;
+            writeln!(
+                w,
+                "  … {} more (use --format json for all)",
+                p.windows.len() - TEXT_WINDOWS
+            )?;
         }
     }
     Ok(())
@@ -110,24 +150,51 @@ pub fn text_contract(w: &mut dyn Write, contract: &Contract, c: &Compiled) -> io
             Status::Accepted => "accepted",
             Status::Rejected => "REJECTED candidate",
         };
-        writeln!(w, "property {} ({} over {}): {status}", p.name, p.strategy.as_str(), p.subject)?;
+        writeln!(
+            w,
+            "property {} ({} over {}): {status}",
+            p.name,
+            p.strategy.as_str(),
+            p.subject
+        )?;
         writeln!(
             w,
             "  window {}, clock_skew {}, allowed_lateness {}, route_freshness {}, assurance_window {}",
             p.window, p.clock_skew, p.allowed_lateness, p.route_freshness, p.assurance_window
         )?;
         for r in &p.routes {
-            writeln!(w, "  route {}{}", r.name, if r.fenced { "" } else { " (fenced = false)" })?;
+            writeln!(
+                w,
+                "  route {}{}",
+                r.name,
+                if r.fenced { "" } else { " (fenced = false)" }
+            )?;
         }
         for m in &s.missing {
-            let route = m.route.as_deref().map(|r| format!(" on route `{r}`")).unwrap_or_default();
-            writeln!(w, "  missing obligation: {}{route}: {}", m.obligation, m.reason)?;
+            let route = m
+                .route
+                .as_deref()
+                .map(|r| format!(" on route `{r}`"))
+                .unwrap_or_default();
+            writeln!(
+                w,
+                "  missing obligation: {}{route}: {}",
+                m.obligation, m.reason
+            )?;
         }
         for o in &s.obligations {
             writeln!(w, "  residual obligation: {o}")?;
         }
     }
-    writeln!(w, "contract: {}", if c.status == Status::Accepted { "accepted" } else { "rejected candidate" })
+    writeln!(
+        w,
+        "contract: {}",
+        if c.status == Status::Accepted {
+            "accepted"
+        } else {
+            "rejected candidate"
+        }
+    )
 }
 
 /// A progress bar on stderr, redrawn at most ten times a second.
@@ -141,13 +208,20 @@ pub struct ProgressBar {
 impl ProgressBar {
     /// A bar for `total` bytes (0 when unknown).
     pub fn new(total: u64) -> ProgressBar {
-        ProgressBar { total, started: Instant::now(), last: None }
+        ProgressBar {
+            total,
+            started: Instant::now(),
+            last: None,
+        }
     }
 
     /// Bytes read so far.
     pub fn update(&mut self, done: u64) {
         let now = Instant::now();
-        if self.last.is_some_and(|l| now - l < Duration::from_millis(100)) {
+        if self
+            .last
+            .is_some_and(|l| now - l < Duration::from_millis(100))
+        {
             return;
         }
         self.last = Some(now);
@@ -156,7 +230,13 @@ impl ProgressBar {
         let line = if self.total > 0 {
             let frac = (done as f64 / self.total as f64).min(1.0);
             let filled = (frac * 30.0) as usize;
-            format!("[{}{}] {:5.1}% {mib:.0} MiB {:.0} MiB/s", "#".repeat(filled), " ".repeat(30 - filled), frac * 100.0, mib / secs)
+            format!(
+                "[{}{}] {:5.1}% {mib:.0} MiB {:.0} MiB/s",
+                "#".repeat(filled),
+                " ".repeat(30 - filled),
+                frac * 100.0,
+                mib / secs
+            )
         } else {
             format!("{mib:.0} MiB {:.0} MiB/s", mib / secs)
         };

@@ -153,12 +153,20 @@ struct Parser<'s> {
 
 impl Parser<'_> {
     fn line_of(&self, offset: usize) -> usize {
-        self.src.as_bytes()[..offset.min(self.src.len())].iter().filter(|&&b| b == b'\n').count() + 1
+        self.src.as_bytes()[..offset.min(self.src.len())]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+            + 1
     }
 
     fn err(&mut self, span: Option<std::ops::Range<usize>>, message: String) {
         let line = span.map_or(1, |s| self.line_of(s.start));
-        self.diags.push(Diagnostic { file: self.file.to_string(), line, message });
+        self.diags.push(Diagnostic {
+            file: self.file.to_string(),
+            line,
+            message,
+        });
     }
 
     fn string(&mut self, t: &dyn TableLike, key: &str, ctx: &str) -> Option<String> {
@@ -166,26 +174,50 @@ impl Parser<'_> {
         match item.as_str() {
             Some(s) => Some(s.to_string()),
             None => {
-                self.err(item.span(), format!("{ctx}`{key}` must be a string, not {}", item.type_name()));
+                self.err(
+                    item.span(),
+                    format!("{ctx}`{key}` must be a string, not {}", item.type_name()),
+                );
                 None
             }
         }
     }
 
-    fn duration(&mut self, t: &dyn TableLike, key: &str, default: &str, ctx: &str) -> (Duration, Option<std::ops::Range<usize>>) {
+    fn duration(
+        &mut self,
+        t: &dyn TableLike,
+        key: &str,
+        default: &str,
+        ctx: &str,
+    ) -> (Duration, Option<std::ops::Range<usize>>) {
         let Some((_, item)) = t.get_key_value(key) else {
-            return (Duration::parse(default).expect("default durations parse"), t_span(t));
+            return (
+                Duration::parse(default).expect("default durations parse"),
+                t_span(t),
+            );
         };
         let span = item.span();
         match item.as_str().map(Duration::parse) {
             Some(Ok(d)) => (d, span),
             Some(Err(e)) => {
                 self.err(span.clone(), format!("{ctx}`{key}`: {e}"));
-                (Duration::parse(default).expect("default durations parse"), span)
+                (
+                    Duration::parse(default).expect("default durations parse"),
+                    span,
+                )
             }
             None => {
-                self.err(span.clone(), format!("{ctx}`{key}` must be a duration string such as \"1m\", not {}", item.type_name()));
-                (Duration::parse(default).expect("default durations parse"), span)
+                self.err(
+                    span.clone(),
+                    format!(
+                        "{ctx}`{key}` must be a duration string such as \"1m\", not {}",
+                        item.type_name()
+                    ),
+                );
+                (
+                    Duration::parse(default).expect("default durations parse"),
+                    span,
+                )
             }
         }
     }
@@ -194,14 +226,23 @@ impl Parser<'_> {
         for (k, _) in t.iter() {
             if !allowed.contains(&k) {
                 let span = t.get_key_value(k).and_then(|(key, _)| key.span());
-                self.err(span, format!("{ctx}unknown key `{k}` (expected one of: {})", allowed.join(", ")));
+                self.err(
+                    span,
+                    format!(
+                        "{ctx}unknown key `{k}` (expected one of: {})",
+                        allowed.join(", ")
+                    ),
+                );
             }
         }
     }
 }
 
 fn t_span(t: &dyn TableLike) -> Option<std::ops::Range<usize>> {
-    t.iter().next().and_then(|(k, _)| t.get_key_value(k)).and_then(|(k, _)| k.span())
+    t.iter()
+        .next()
+        .and_then(|(k, _)| t.get_key_value(k))
+        .and_then(|(k, _)| k.span())
 }
 
 /// The entries of an array of tables (`[[x]]`) or of an inline array of inline tables.
@@ -210,7 +251,9 @@ fn tables_of(item: &Item) -> Option<Vec<&dyn TableLike>> {
         return Some(aot.iter().map(|t| t as &dyn TableLike).collect());
     }
     let arr = item.as_array()?;
-    arr.iter().map(|v| v.as_inline_table().map(|t| t as &dyn TableLike)).collect()
+    arr.iter()
+        .map(|v| v.as_inline_table().map(|t| t as &dyn TableLike))
+        .collect()
 }
 
 const PROPERTY_KEYS: &[&str] = &[
@@ -229,12 +272,18 @@ const PROPERTY_KEYS: &[&str] = &[
 impl Contract {
     /// Parses and validates a contract; `file` names it in diagnostics.
     pub fn parse(file: &str, src: &str) -> Result<Contract, ContractError> {
-        let mut p = Parser { file, src, diags: Vec::new() };
+        let mut p = Parser {
+            file,
+            src,
+            diags: Vec::new(),
+        };
         let doc = match toml_edit::Document::parse(src) {
             Ok(doc) => doc,
             Err(e) => {
                 p.err(e.span(), format!("invalid TOML: {}", e.message().trim()));
-                return Err(ContractError { diagnostics: p.diags });
+                return Err(ContractError {
+                    diagnostics: p.diags,
+                });
             }
         };
         let root = doc.as_table();
@@ -243,7 +292,10 @@ impl Contract {
         match root.get("property") {
             None => p.err(None, "no `[[property]]` declared".into()),
             Some(item) => match tables_of(item) {
-                None => p.err(item.span(), "`property` must be an array of tables (`[[property]]`)".into()),
+                None => p.err(
+                    item.span(),
+                    "`property` must be an array of tables (`[[property]]`)".into(),
+                ),
                 Some(tables) => {
                     for t in tables {
                         if let Some(prop) = parse_property(&mut p, t) {
@@ -262,14 +314,19 @@ impl Contract {
             seen.push(&prop.name);
         }
         for name in dup {
-            let at = src.match_indices(&format!("\"{name}\"")).nth(1).map(|(i, _)| i..i + 1);
+            let at = src
+                .match_indices(&format!("\"{name}\""))
+                .nth(1)
+                .map(|(i, _)| i..i + 1);
             p.err(at, format!("duplicate property name `{name}`"));
         }
         if p.diags.is_empty() {
             Ok(Contract { properties })
         } else {
             p.diags.sort_by_key(|d| d.line);
-            Err(ContractError { diagnostics: p.diags })
+            Err(ContractError {
+                diagnostics: p.diags,
+            })
         }
     }
 
@@ -280,7 +337,8 @@ impl Contract {
 
     /// Compiles the contract: each property is an accepted or rejected candidate.
     pub fn compile(&self) -> Compiled {
-        let properties: Vec<PropertyStatus> = self.properties.iter().map(compile_property).collect();
+        let properties: Vec<PropertyStatus> =
+            self.properties.iter().map(compile_property).collect();
         let status = if properties.iter().all(|p| p.status == Status::Accepted) {
             Status::Accepted
         } else {
@@ -294,8 +352,16 @@ impl Contract {
                 }
             }
         }
-        let missing = properties.iter().flat_map(|p| p.missing.iter().cloned()).collect();
-        Compiled { status, obligations, missing, properties }
+        let missing = properties
+            .iter()
+            .flat_map(|p| p.missing.iter().cloned())
+            .collect();
+        Compiled {
+            status,
+            obligations,
+            missing,
+            properties,
+        }
     }
 }
 
@@ -320,7 +386,12 @@ fn parse_property(p: &mut Parser<'_>, t: &dyn TableLike) -> Option<Property> {
     }
     let strategy = match t.get_key_value("strategy") {
         None => {
-            p.err(here.clone(), format!("{ctx}`strategy` is required (lease_epoch, keyed_actor, mutex or expiring_lock)"));
+            p.err(
+                here.clone(),
+                format!(
+                    "{ctx}`strategy` is required (lease_epoch, keyed_actor, mutex or expiring_lock)"
+                ),
+            );
             None
         }
         Some((_, item)) => {
@@ -340,10 +411,16 @@ fn parse_property(p: &mut Parser<'_>, t: &dyn TableLike) -> Option<Property> {
         p.err(wspan, format!("{ctx}`window` must be greater than zero"));
     }
     if route_freshness.0 == 0 {
-        p.err(fspan.clone(), format!("{ctx}`route_freshness` must be greater than zero"));
+        p.err(
+            fspan.clone(),
+            format!("{ctx}`route_freshness` must be greater than zero"),
+        );
     }
     if assurance_window.0 == 0 {
-        p.err(aspan, format!("{ctx}`assurance_window` must be greater than zero"));
+        p.err(
+            aspan,
+            format!("{ctx}`assurance_window` must be greater than zero"),
+        );
     }
     if allowed_lateness >= route_freshness && route_freshness.0 != 0 {
         p.err(
@@ -357,17 +434,28 @@ fn parse_property(p: &mut Parser<'_>, t: &dyn TableLike) -> Option<Property> {
             Some("optional") => Grants::Optional,
             Some("required") => Grants::Required,
             _ => {
-                p.err(item.span(), format!("{ctx}`grants` must be \"optional\" or \"required\""));
+                p.err(
+                    item.span(),
+                    format!("{ctx}`grants` must be \"optional\" or \"required\""),
+                );
                 Grants::Optional
             }
         },
     };
     let mut routes = Vec::new();
     match t.get_key_value("route") {
-        None => p.err(here, format!("{ctx}at least one `[[property.route]]` is required")),
+        None => p.err(
+            here,
+            format!("{ctx}at least one `[[property.route]]` is required"),
+        ),
         Some((_, item)) => match tables_of(item) {
-            None => p.err(item.span(), format!("{ctx}`route` must be an array of tables (`[[property.route]]`)")),
-            Some(rs) if rs.is_empty() => p.err(item.span(), format!("{ctx}at least one route is required")),
+            None => p.err(
+                item.span(),
+                format!("{ctx}`route` must be an array of tables (`[[property.route]]`)"),
+            ),
+            Some(rs) if rs.is_empty() => {
+                p.err(item.span(), format!("{ctx}at least one route is required"))
+            }
             Some(rs) => {
                 for r in rs {
                     let rspan = t_span(r);
@@ -379,7 +467,10 @@ fn parse_property(p: &mut Parser<'_>, t: &dyn TableLike) -> Option<Property> {
                     let fenced = match r.get_key_value("fenced") {
                         None => true,
                         Some((_, item)) => item.as_bool().unwrap_or_else(|| {
-                            p.err(item.span(), format!("{ctx}route: `fenced` must be true or false"));
+                            p.err(
+                                item.span(),
+                                format!("{ctx}route: `fenced` must be true or false"),
+                            );
                             true
                         }),
                     };
@@ -389,7 +480,10 @@ fn parse_property(p: &mut Parser<'_>, t: &dyn TableLike) -> Option<Property> {
                         } else if routes.iter().any(|x: &Route| x.name == rname) {
                             p.err(rspan, format!("{ctx}duplicate route name `{rname}`"));
                         } else {
-                            routes.push(Route { name: rname, fenced });
+                            routes.push(Route {
+                                name: rname,
+                                fenced,
+                            });
                         }
                     }
                 }
@@ -474,10 +568,18 @@ fn compile_property(p: &Property) -> PropertyStatus {
         "external effects (emails, payments, calls to other systems) are handled separately: the fence protects only the resource's own commit".to_string(),
     ];
     match p.strategy {
-        Strategy::LeaseEpoch => obligations.push("the authority issues strictly increasing epochs per scope and incarnation".into()),
-        Strategy::KeyedActor => obligations.push("every placement change of a key's actor raises its epoch".into()),
+        Strategy::LeaseEpoch => obligations.push(
+            "the authority issues strictly increasing epochs per scope and incarnation".into(),
+        ),
+        Strategy::KeyedActor => {
+            obligations.push("every placement change of a key's actor raises its epoch".into())
+        }
         Strategy::Mutex | Strategy::ExpiringLock => {
-            let what = if p.strategy == Strategy::Mutex { "a mutex" } else { "an expiring lock" };
+            let what = if p.strategy == Strategy::Mutex {
+                "a mutex"
+            } else {
+                "an expiring lock"
+            };
             missing.push(Missing {
                 property: p.name.clone(),
                 obligation: STALE_AUTHORITY_EXCLUSION.into(),
@@ -496,11 +598,20 @@ fn compile_property(p: &Property) -> PropertyStatus {
             reason: format!("route `{}` bypasses the conditional commit, so a stale owner's write through it is not rejected", r.name),
         });
     }
-    let status = if missing.is_empty() { Status::Accepted } else { Status::Rejected };
+    let status = if missing.is_empty() {
+        Status::Accepted
+    } else {
+        Status::Rejected
+    };
     if status == Status::Rejected {
         obligations.clear();
     }
-    PropertyStatus { property: p.name.clone(), status, obligations, missing }
+    PropertyStatus {
+        property: p.name.clone(),
+        status,
+        obligations,
+        missing,
+    }
 }
 
 #[cfg(test)]
@@ -545,8 +656,15 @@ clock_skew = "50ms"
 
     #[test]
     fn lock_strategies_are_rejected_and_lease_accepted() {
-        for (s, ok) in [("mutex", false), ("expiring_lock", false), ("lease_epoch", true), ("keyed_actor", true)] {
-            let src = format!("[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"{s}\"\n[[property.route]]\nname=\"r\"\n");
+        for (s, ok) in [
+            ("mutex", false),
+            ("expiring_lock", false),
+            ("lease_epoch", true),
+            ("keyed_actor", true),
+        ] {
+            let src = format!(
+                "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"{s}\"\n[[property.route]]\nname=\"r\"\n"
+            );
             let c = Contract::parse("c.toml", &src).unwrap().compile();
             assert_eq!(c.status == Status::Accepted, ok, "{s}");
             if ok {
@@ -561,12 +679,39 @@ clock_skew = "50ms"
     fn reports_every_error_with_its_line() {
         let src = "[[property]]\nname = \"p\"\nsubject = \"S\"\nstrategy = \"lease_epoch\"\nwindow = \"0s\"\nallowed_lateness = \"10m\"\nbogus = 1\n[[property.route]]\nname = \"r\"\n[[property.route]]\nname = \"r\"\n[[property]]\nname = \"p\"\nsubject = \"S\"\nstrategy = \"lease_epoch\"\n";
         let e = Contract::parse("c.toml", src).unwrap_err();
-        let lines: Vec<(usize, &str)> = e.diagnostics.iter().map(|d| (d.line, d.message.as_str())).collect();
-        assert!(lines.iter().any(|(l, m)| *l == 5 && m.contains("`window` must be greater than zero")), "{lines:?}");
-        assert!(lines.iter().any(|(l, m)| *l == 6 && m.contains("allowed_lateness")), "{lines:?}");
-        assert!(lines.iter().any(|(l, m)| *l == 7 && m.contains("unknown key `bogus`")), "{lines:?}");
-        assert!(lines.iter().any(|(l, m)| *l == 11 && m.contains("duplicate route")), "{lines:?}");
-        assert!(lines.iter().any(|(_, m)| m.contains("at least one")), "{lines:?}");
+        let lines: Vec<(usize, &str)> = e
+            .diagnostics
+            .iter()
+            .map(|d| (d.line, d.message.as_str()))
+            .collect();
+        assert!(
+            lines
+                .iter()
+                .any(|(l, m)| *l == 5 && m.contains("`window` must be greater than zero")),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|(l, m)| *l == 6 && m.contains("allowed_lateness")),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|(l, m)| *l == 7 && m.contains("unknown key `bogus`")),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|(l, m)| *l == 11 && m.contains("duplicate route")),
+            "{lines:?}"
+        );
+        assert!(
+            lines.iter().any(|(_, m)| m.contains("at least one")),
+            "{lines:?}"
+        );
         assert!(e.to_string().starts_with("c.toml:"));
     }
 
@@ -580,6 +725,11 @@ clock_skew = "50ms"
     fn duplicate_property_names() {
         let one = "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\n[[property.route]]\nname=\"r\"\n";
         let e = Contract::parse("c.toml", &format!("{one}{one}")).unwrap_err();
-        assert!(e.diagnostics.iter().any(|d| d.message.contains("duplicate property") && d.line == 8), "{e}");
+        assert!(
+            e.diagnostics
+                .iter()
+                .any(|d| d.message.contains("duplicate property") && d.line == 8),
+            "{e}"
+        );
     }
 }

@@ -157,13 +157,18 @@ impl<'a> Event<'a> {
                 return Err(("scope", "must not be empty".into()));
             }
             if scope.len() > MAX_SCOPE_BYTES {
-                return Err(("scope", format!("is {} bytes, more than {MAX_SCOPE_BYTES}", scope.len())));
+                return Err((
+                    "scope",
+                    format!("is {} bytes, more than {MAX_SCOPE_BYTES}", scope.len()),
+                ));
             }
         }
         match self.kind {
             Kind::Grant if self.scope.is_none() => Err(("scope", "is required on a grant".into())),
             Kind::Grant if self.epoch.is_none() => Err(("epoch", "is required on a grant".into())),
-            Kind::Heartbeat if self.route.is_none() => Err(("route", "is required on a heartbeat".into())),
+            Kind::Heartbeat if self.route.is_none() => {
+                Err(("route", "is required on a heartbeat".into()))
+            }
             _ => Ok(()),
         }
     }
@@ -181,14 +186,23 @@ mod tests {
     #[test]
     fn validation_rules() {
         let t = EventTime(0);
-        assert!(Event::new(Kind::Commit, t).validate().is_ok(), "a commit without fields is unknown, not malformed");
-        assert_eq!(Event::new(Kind::Grant, t).validate().unwrap_err().0, "scope");
+        assert!(
+            Event::new(Kind::Commit, t).validate().is_ok(),
+            "a commit without fields is unknown, not malformed"
+        );
+        assert_eq!(
+            Event::new(Kind::Grant, t).validate().unwrap_err().0,
+            "scope"
+        );
         let mut g = Event::new(Kind::Grant, t);
         g.scope = Some("s");
         assert_eq!(g.validate().unwrap_err().0, "epoch");
         g.epoch = Some(Epoch(1));
         assert!(g.validate().is_ok());
-        assert_eq!(Event::new(Kind::Heartbeat, t).validate().unwrap_err().0, "route");
+        assert_eq!(
+            Event::new(Kind::Heartbeat, t).validate().unwrap_err().0,
+            "route"
+        );
         let mut c = Event::new(Kind::Commit, t);
         c.scope = Some("");
         assert!(c.validate().is_err());

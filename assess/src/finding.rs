@@ -161,15 +161,29 @@ impl Reason {
             Reason::MissingScope => "emit `scope` on every commit and fence",
             Reason::MissingEpoch => "emit the fencing `epoch` on every commit and fence",
             Reason::MissingRoute => "emit `route` on every commit and fence",
-            Reason::UndeclaredRoute => "declare the route in the contract, or stop mutating through it",
-            Reason::UnfencedRoute => "route the mutation through the conditional commit that checks the epoch",
-            Reason::AmbiguousOrder => "emit the resource's commit `order` (LSN, row version), or tighten clock sync",
+            Reason::UndeclaredRoute => {
+                "declare the route in the contract, or stop mutating through it"
+            }
+            Reason::UnfencedRoute => {
+                "route the mutation through the conditional commit that checks the epoch"
+            }
+            Reason::AmbiguousOrder => {
+                "emit the resource's commit `order` (LSN, row version), or tighten clock sync"
+            }
             Reason::UngrantedEpoch => "emit a grant event for every epoch the authority issues",
-            Reason::RouteSilent => "check that the route still emits telemetry, or send heartbeats when idle",
-            Reason::TelemetryGap => "find where the emitter's events were lost (buffer drops, producer errors)",
+            Reason::RouteSilent => {
+                "check that the route still emits telemetry, or send heartbeats when idle"
+            }
+            Reason::TelemetryGap => {
+                "find where the emitter's events were lost (buffer drops, producer errors)"
+            }
             Reason::MalformedEvent => "fix the emitter that produced the malformed event",
-            Reason::ConflictingDuplicate => "an emitter reuses a seq or order for different events: fix its counter",
-            Reason::LateEvidence => "raise the retention margin, or find why the event arrived so late",
+            Reason::ConflictingDuplicate => {
+                "an emitter reuses a seq or order for different events: fix its counter"
+            }
+            Reason::LateEvidence => {
+                "raise the retention margin, or find why the event arrived so late"
+            }
             Reason::StaleEvidence => "the pipeline stalled: check the source (Kafka, HTTP senders)",
             Reason::MisroutedPartition => "key Kafka messages by scope",
         }
@@ -257,9 +271,20 @@ pub struct Counterexample {
 }
 
 /// The deterministic counterexample id.
-pub fn counterexample_id(property: &str, kind: CounterexampleKind, scope: &str, incarnation: u64, stale: &Provenance) -> String {
+pub fn counterexample_id(
+    property: &str,
+    kind: CounterexampleKind,
+    scope: &str,
+    incarnation: u64,
+    stale: &Provenance,
+) -> String {
     let mut buf = Vec::with_capacity(property.len() + scope.len() + stale.source.len() + 48);
-    for part in [property.as_bytes(), kind.as_str().as_bytes(), scope.as_bytes(), stale.source.as_bytes()] {
+    for part in [
+        property.as_bytes(),
+        kind.as_str().as_bytes(),
+        scope.as_bytes(),
+        stale.source.as_bytes(),
+    ] {
         buf.extend_from_slice(&(part.len() as u64).to_le_bytes());
         buf.extend_from_slice(part);
     }
@@ -274,15 +299,33 @@ mod tests {
 
     #[test]
     fn ids_are_deterministic_and_distinct() {
-        let p = Provenance { source: "e.ndjson".into(), position: 3 };
+        let p = Provenance {
+            source: "e.ndjson".into(),
+            position: 3,
+        };
         let a = counterexample_id("p", CounterexampleKind::StaleCommit, "s", 0, &p);
-        assert_eq!(a, counterexample_id("p", CounterexampleKind::StaleCommit, "s", 0, &p));
+        assert_eq!(
+            a,
+            counterexample_id("p", CounterexampleKind::StaleCommit, "s", 0, &p)
+        );
         assert_eq!(a, "cx-".to_string() + &a[3..]);
         assert_eq!(a.len(), 19);
-        assert_ne!(a, counterexample_id("p", CounterexampleKind::StaleIncarnation, "s", 0, &p));
-        assert_ne!(a, counterexample_id("p", CounterexampleKind::StaleCommit, "s", 1, &p));
-        let q = Provenance { source: "e.ndjson".into(), position: 4 };
-        assert_ne!(a, counterexample_id("p", CounterexampleKind::StaleCommit, "s", 0, &q));
+        assert_ne!(
+            a,
+            counterexample_id("p", CounterexampleKind::StaleIncarnation, "s", 0, &p)
+        );
+        assert_ne!(
+            a,
+            counterexample_id("p", CounterexampleKind::StaleCommit, "s", 1, &p)
+        );
+        let q = Provenance {
+            source: "e.ndjson".into(),
+            position: 4,
+        };
+        assert_ne!(
+            a,
+            counterexample_id("p", CounterexampleKind::StaleCommit, "s", 0, &q)
+        );
         // Length-prefixing keeps ("ab","c") and ("a","bc") apart.
         assert_ne!(
             counterexample_id("ab", CounterexampleKind::StaleCommit, "c", 0, &p),

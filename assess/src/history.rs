@@ -14,7 +14,9 @@ use crate::contract::{Compiled, Contract, Grants};
 use crate::event::{Event, Kind, Outcome};
 use crate::finding::{Counterexample, EventView, Provenance, Reason, Verdict, counterexample_id};
 use crate::intern::Interner;
-use crate::report::{ContractSummary, EmitterReport, PropertyReport, Report, RouteCoverage, Sample, UndeclaredRoute};
+use crate::report::{
+    ContractSummary, EmitterReport, PropertyReport, Report, RouteCoverage, Sample, UndeclaredRoute,
+};
 use crate::scope::{self, Cand, GroupFindings};
 use crate::time::EventTime;
 use crate::window::WindowSeries;
@@ -181,14 +183,21 @@ impl History {
 
     /// Approximate heap bytes held.
     pub fn heap_bytes(&self) -> usize {
-        self.recs.capacity() * std::mem::size_of::<Rec>() + self.strings.heap_bytes() + self.scopes.heap_bytes()
+        self.recs.capacity() * std::mem::size_of::<Rec>()
+            + self.strings.heap_bytes()
+            + self.scopes.heap_bytes()
     }
 
     /// Adds a decoded event read at `position` of `source`. Events that break a contract-level
     /// rule (no `property` under a multi-property contract) or a per-kind rule become malformed.
     pub fn push(&mut self, ev: &Event<'_>, source: SourceId, position: u64) {
         if let Err((field, why)) = ev.validate() {
-            return self.push_malformed(source, position, Some(ev.ts), format!("field `{field}`: {why}"));
+            return self.push_malformed(
+                source,
+                position,
+                Some(ev.ts),
+                format!("field `{field}`: {why}"),
+            );
         }
         let prop = match ev.property {
             Some(name) => match self.contract.property_index(name) {
@@ -201,7 +210,8 @@ impl History {
                     source,
                     position,
                     Some(ev.ts),
-                    "field `property`: required when the contract declares more than one property".into(),
+                    "field `property`: required when the contract declares more than one property"
+                        .into(),
                 );
             }
         };
@@ -247,7 +257,13 @@ impl History {
 
     /// Adds a malformed event: counted, kept as a sample, placed at its `ts` if that parsed,
     /// else at the greatest valid event time read before it.
-    pub fn push_malformed(&mut self, source: SourceId, position: u64, ts: Option<EventTime>, message: String) {
+    pub fn push_malformed(
+        &mut self,
+        source: SourceId,
+        position: u64,
+        ts: Option<EventTime>,
+        message: String,
+    ) {
         if self.malformed_samples.len() < MALFORMED_SAMPLES {
             self.malformed_samples.push(Sample {
                 source: format!("{}:{position}", self.sources[source.0 as usize]),
@@ -255,11 +271,17 @@ impl History {
                 detail: message,
             });
         }
-        self.malformed.push(MalformedRec { ts: ts.map(|t| t.0), prior: self.max_valid_ts });
+        self.malformed.push(MalformedRec {
+            ts: ts.map(|t| t.0),
+            prior: self.max_valid_ts,
+        });
     }
 
     fn prov(&self, r: &Rec) -> Provenance {
-        Provenance { source: self.sources[r.source as usize].clone(), position: r.position }
+        Provenance {
+            source: self.sources[r.source as usize].clone(),
+            position: r.position,
+        }
     }
 
     fn view(&self, r: &Rec) -> EventView {
@@ -272,7 +294,11 @@ impl History {
             order: r.order(),
             route: s(r.route),
             holder: s(r.holder),
-            outcome: if r.has(REJECTED) { Outcome::Rejected.as_str() } else { Outcome::Committed.as_str() },
+            outcome: if r.has(REJECTED) {
+                Outcome::Rejected.as_str()
+            } else {
+                Outcome::Committed.as_str()
+            },
             emitter: s(r.emitter),
             seq: r.has(HAS_SEQ).then_some(r.seq),
             source: self.prov(r).to_string(),
@@ -280,7 +306,11 @@ impl History {
     }
 
     fn sample(&self, r: &Rec, detail: String) -> Sample {
-        Sample { source: self.prov(r).to_string(), ts: Some(EventTime(r.ts).to_string()), detail }
+        Sample {
+            source: self.prov(r).to_string(),
+            ts: Some(EventTime(r.ts).to_string()),
+            detail,
+        }
     }
 
     /// Assesses the history: the end of input is the end of time, every window is final.
@@ -312,7 +342,11 @@ impl History {
         self.scope_groups(&mut accs);
         self.place_malformed(&mut accs);
         let properties = self.conclude(accs);
-        let verdict = properties.iter().map(|p| p.verdict).max().unwrap_or(Verdict::Unknown);
+        let verdict = properties
+            .iter()
+            .map(|p| p.verdict)
+            .max()
+            .unwrap_or(Verdict::Unknown);
         Report {
             verdict,
             contract: ContractSummary::from(&self.compiled),
@@ -338,7 +372,10 @@ impl History {
         let mut by_order: Vec<u32> = (0..recs.len() as u32)
             .filter(|&i| {
                 let r = &recs[i as usize];
-                r.prop != UNATTRIBUTED && r.kind.is_mutation() && r.has(HAS_SCOPE) && r.has(HAS_ORDER)
+                r.prop != UNATTRIBUTED
+                    && r.kind.is_mutation()
+                    && r.has(HAS_SCOPE)
+                    && r.has(HAS_ORDER)
             })
             .collect();
         by_order.sort_unstable_by_key(|&i| {
@@ -347,7 +384,9 @@ impl History {
         });
         let mut equal_pairs: Vec<(u32, u32)> = Vec::new();
         let mut conflicts: Vec<Vec<u32>> = Vec::new();
-        let mut groups = |idx: &[u32], same_key: &dyn Fn(&Rec, &Rec) -> bool, recs: &mut Vec<Rec>| {
+        let mut groups = |idx: &[u32],
+                          same_key: &dyn Fn(&Rec, &Rec) -> bool,
+                          recs: &mut Vec<Rec>| {
             let mut a = 0;
             while a < idx.len() {
                 let mut b = a + 1;
@@ -356,7 +395,10 @@ impl History {
                 }
                 if b - a > 1 {
                     let first = recs[idx[a] as usize];
-                    if idx[a + 1..b].iter().all(|&i| recs[i as usize].same_content(&first)) {
+                    if idx[a + 1..b]
+                        .iter()
+                        .all(|&i| recs[i as usize].same_content(&first))
+                    {
                         for &i in &idx[a + 1..b] {
                             recs[i as usize].flags |= DUP;
                             equal_pairs.push((idx[a], i));
@@ -371,8 +413,21 @@ impl History {
                 a = b;
             }
         };
-        groups(&by_seq, &|x, y| x.emitter == y.emitter && x.seq == y.seq, recs);
-        groups(&by_order, &|x, y| x.scope == y.scope && x.incarnation == y.incarnation && x.order == y.order && x.epoch() == y.epoch(), recs);
+        groups(
+            &by_seq,
+            &|x, y| x.emitter == y.emitter && x.seq == y.seq,
+            recs,
+        );
+        groups(
+            &by_order,
+            &|x, y| {
+                x.scope == y.scope
+                    && x.incarnation == y.incarnation
+                    && x.order == y.order
+                    && x.epoch() == y.epoch()
+            },
+            recs,
+        );
         // A delivery equal to one set aside through its other key is set aside too.
         let mut changed = !conflicts.is_empty();
         while changed {
@@ -386,26 +441,53 @@ impl History {
             }
         }
         for members in &conflicts {
-            let mut props: Vec<u16> = members.iter().map(|&i| self.recs[i as usize].prop).filter(|&p| p != UNATTRIBUTED).collect();
+            let mut props: Vec<u16> = members
+                .iter()
+                .map(|&i| self.recs[i as usize].prop)
+                .filter(|&p| p != UNATTRIBUTED)
+                .collect();
             props.sort_unstable();
             props.dedup();
-            let lo = members.iter().map(|&i| self.recs[i as usize].ts).min().unwrap_or(0);
-            let hi = members.iter().map(|&i| self.recs[i as usize].ts).max().unwrap_or(0);
+            let lo = members
+                .iter()
+                .map(|&i| self.recs[i as usize].ts)
+                .min()
+                .unwrap_or(0);
+            let hi = members
+                .iter()
+                .map(|&i| self.recs[i as usize].ts)
+                .max()
+                .unwrap_or(0);
             let first = self.recs[members[0] as usize];
-            let others: Vec<String> = members[1..].iter().map(|&i| self.prov(&self.recs[i as usize]).to_string()).collect();
+            let others: Vec<String> = members[1..]
+                .iter()
+                .map(|&i| self.prov(&self.recs[i as usize]).to_string())
+                .collect();
             for p in props {
-                let sample = self.sample(&first, format!("differs from {} delivered under the same key", others.join(", ")));
+                let sample = self.sample(
+                    &first,
+                    format!(
+                        "differs from {} delivered under the same key",
+                        others.join(", ")
+                    ),
+                );
                 let acc = &mut accs[p as usize];
                 acc.hit(Reason::ConflictingDuplicate, 1, || sample);
-                acc.series.add_time_span(lo, hi, Reason::ConflictingDuplicate);
+                acc.series
+                    .add_time_span(lo, hi, Reason::ConflictingDuplicate);
             }
         }
-        self.recs.iter().filter(|r| r.has(DUP) && !r.has(ASIDE)).count() as u64
+        self.recs
+            .iter()
+            .filter(|r| r.has(DUP) && !r.has(ASIDE))
+            .count() as u64
     }
 
     fn telemetry_gaps(&self, accs: &mut [Acc]) -> Vec<EmitterReport> {
         let recs = &self.recs;
-        let mut by_seq: Vec<u32> = (0..recs.len() as u32).filter(|&i| recs[i as usize].emitter != NONE && recs[i as usize].has(HAS_SEQ)).collect();
+        let mut by_seq: Vec<u32> = (0..recs.len() as u32)
+            .filter(|&i| recs[i as usize].emitter != NONE && recs[i as usize].has(HAS_SEQ))
+            .collect();
         by_seq.sort_unstable_by_key(|&i| (recs[i as usize].emitter, recs[i as usize].seq, i));
         let mut out = Vec::new();
         let mut a = 0;
@@ -416,7 +498,11 @@ impl History {
                 b += 1;
             }
             let group = &by_seq[a..b];
-            let mut fed: Vec<u16> = group.iter().map(|&i| recs[i as usize].prop).filter(|&p| p != UNATTRIBUTED).collect();
+            let mut fed: Vec<u16> = group
+                .iter()
+                .map(|&i| recs[i as usize].prop)
+                .filter(|&p| p != UNATTRIBUTED)
+                .collect();
             fed.sort_unstable();
             fed.dedup();
             let (mut gaps, mut missing, mut distinct) = (0u64, 0u64, 1u64);
@@ -439,7 +525,11 @@ impl History {
                             self.prov(y)
                         );
                         let acc = &mut accs[p as usize];
-                        acc.hit(Reason::TelemetryGap, 1, || Sample { source: self.prov(y).to_string(), ts: Some(EventTime(y.ts).to_string()), detail });
+                        acc.hit(Reason::TelemetryGap, 1, || Sample {
+                            source: self.prov(y).to_string(),
+                            ts: Some(EventTime(y.ts).to_string()),
+                            detail,
+                        });
                         acc.series.add_time_span(x.ts, y.ts, Reason::TelemetryGap);
                     }
                 }
@@ -462,7 +552,13 @@ impl History {
             .contract
             .properties
             .iter()
-            .map(|p| p.routes.iter().enumerate().filter_map(|(i, r)| self.strings.get(&r.name).map(|id| (id, i))).collect())
+            .map(|p| {
+                p.routes
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, r)| self.strings.get(&r.name).map(|id| (id, i)))
+                    .collect()
+            })
             .collect();
         for r in &self.recs {
             if r.prop == UNATTRIBUTED || r.has(DUP) {
@@ -475,11 +571,18 @@ impl History {
             if r.has(ASIDE) {
                 continue;
             }
-            let route_idx = (r.route != NONE).then(|| routes[p].iter().find(|(id, _)| *id == r.route).map(|&(_, i)| i));
+            let route_idx = (r.route != NONE).then(|| {
+                routes[p]
+                    .iter()
+                    .find(|(id, _)| *id == r.route)
+                    .map(|&(_, i)| i)
+            });
             if r.kind == Kind::Heartbeat || r.kind.is_mutation() {
                 match route_idx {
                     Some(Some(i)) => acc.route_obs[i].push(r.ts),
-                    Some(None) if r.kind.is_mutation() => *acc.undeclared.entry(r.route).or_default() += 1,
+                    Some(None) if r.kind.is_mutation() => {
+                        *acc.undeclared.entry(r.route).or_default() += 1
+                    }
                     _ => {}
                 }
             }
@@ -495,16 +598,37 @@ impl History {
                 acc.series.add_reason(r.ts, reason);
             };
             if !r.has(HAS_SCOPE) {
-                raise(Reason::MissingScope, format!("{} without `scope`", r.kind.as_str()));
+                raise(
+                    Reason::MissingScope,
+                    format!("{} without `scope`", r.kind.as_str()),
+                );
             }
             if !r.has(HAS_EPOCH) {
-                raise(Reason::MissingEpoch, format!("{} without `epoch`", r.kind.as_str()));
+                raise(
+                    Reason::MissingEpoch,
+                    format!("{} without `epoch`", r.kind.as_str()),
+                );
             }
             match route_idx {
-                None => raise(Reason::MissingRoute, format!("{} without `route`", r.kind.as_str())),
-                Some(None) => raise(Reason::UndeclaredRoute, format!("route `{}` is not in the contract", self.strings.resolve(r.route))),
+                None => raise(
+                    Reason::MissingRoute,
+                    format!("{} without `route`", r.kind.as_str()),
+                ),
+                Some(None) => raise(
+                    Reason::UndeclaredRoute,
+                    format!(
+                        "route `{}` is not in the contract",
+                        self.strings.resolve(r.route)
+                    ),
+                ),
                 Some(Some(i)) if !prop.routes[i].fenced => {
-                    raise(Reason::UnfencedRoute, format!("route `{}` is declared `fenced = false`", prop.routes[i].name));
+                    raise(
+                        Reason::UnfencedRoute,
+                        format!(
+                            "route `{}` is declared `fenced = false`",
+                            prop.routes[i].name
+                        ),
+                    );
                 }
                 Some(Some(_)) => {}
             }
@@ -516,7 +640,9 @@ impl History {
         // Counting sort by scope id, then each bucket by (property, incarnation, class, epoch desc, ts, index).
         let nscopes = self.scopes.len();
         let mut starts = vec![0u32; nscopes + 1];
-        let member = |r: &Rec| r.prop != UNATTRIBUTED && r.has(HAS_SCOPE) && r.live() && r.kind != Kind::Heartbeat;
+        let member = |r: &Rec| {
+            r.prop != UNATTRIBUTED && r.has(HAS_SCOPE) && r.live() && r.kind != Kind::Heartbeat
+        };
         for r in recs.iter().filter(|r| member(r)) {
             starts[r.scope as usize + 1] += 1;
         }
@@ -549,7 +675,14 @@ impl History {
             }
             bucket.sort_unstable_by_key(|&i| {
                 let r = &recs[i as usize];
-                (r.prop, r.incarnation, class(r), std::cmp::Reverse(r.epoch), r.ts, i)
+                (
+                    r.prop,
+                    r.incarnation,
+                    class(r),
+                    std::cmp::Reverse(r.epoch),
+                    r.ts,
+                    i,
+                )
             });
             let mut a = 0;
             while a < bucket.len() {
@@ -564,7 +697,13 @@ impl History {
         }
     }
 
-    fn assess_group(&self, group: &[u32], acc: &mut Acc, work: &mut scope::Workspace, class: &dyn Fn(&Rec) -> u8) {
+    fn assess_group(
+        &self,
+        group: &[u32],
+        acc: &mut Acc,
+        work: &mut scope::Workspace,
+        class: &dyn Fn(&Rec) -> u8,
+    ) {
         let recs = &self.recs;
         let prop = &self.contract.properties[recs[group[0] as usize].prop as usize];
         let skew = prop.clock_skew.0;
@@ -577,30 +716,57 @@ impl History {
             while b < group.len() && recs[group[b] as usize].incarnation == inc {
                 b += 1;
             }
-            let c_end = a + group[a..b].iter().take_while(|&&i| class(&recs[i as usize]) == 0).count();
-            let g_end = c_end + group[c_end..b].iter().take_while(|&&i| class(&recs[i as usize]) == 1).count();
+            let c_end = a + group[a..b]
+                .iter()
+                .take_while(|&&i| class(&recs[i as usize]) == 0)
+                .count();
+            let g_end = c_end
+                + group[c_end..b]
+                    .iter()
+                    .take_while(|&&i| class(&recs[i as usize]) == 1)
+                    .count();
             work.incs.push((inc, a, c_end, g_end));
             a = b;
         }
         let cand = |i: u32| {
             let r = &recs[i as usize];
-            Cand { epoch: r.epoch, ts: r.ts, order: r.order(), holder: r.holder, idx: i }
+            Cand {
+                epoch: r.epoch,
+                ts: r.ts,
+                order: r.order(),
+                holder: r.holder,
+                idx: i,
+            }
         };
         let mut found = GroupFindings::default();
         for &(_, a, c_end, g_end) in &work.incs {
             let commits: Vec<Cand> = group[a..c_end].iter().map(|&i| cand(i)).collect();
             let grants: Vec<Cand> = group[c_end..g_end].iter().map(|&i| cand(i)).collect();
-            scope::supersession(&commits, skew, &mut work.sweep, |b, outcome| found.epoch_outcome(commits[b].idx, outcome, false));
-            scope::supersession(&grants, skew, &mut work.sweep, |b, outcome| found.epoch_outcome(grants[b].idx, outcome, true));
-            scope::reuse(&commits, |stale, witness| found.reuse(stale, witness, false));
+            scope::supersession(&commits, skew, &mut work.sweep, |b, outcome| {
+                found.epoch_outcome(commits[b].idx, outcome, false)
+            });
+            scope::supersession(&grants, skew, &mut work.sweep, |b, outcome| {
+                found.epoch_outcome(grants[b].idx, outcome, true)
+            });
+            scope::reuse(&commits, |stale, witness| {
+                found.reuse(stale, witness, false)
+            });
             scope::reuse(&grants, |stale, witness| found.reuse(stale, witness, true));
             scope::grant_checks(&commits, &grants, |c, g| found.grant_outcome(c, g));
         }
         if work.incs.len() > 1 {
-            let slices: Vec<Vec<Cand>> = work.incs.iter().map(|&(_, a, c_end, _)| group[a..c_end].iter().map(|&i| cand(i)).collect()).collect();
+            let slices: Vec<Vec<Cand>> = work
+                .incs
+                .iter()
+                .map(|&(_, a, c_end, _)| group[a..c_end].iter().map(|&i| cand(i)).collect())
+                .collect();
             scope::incarnations(&slices, skew, |b, outcome| found.inc_outcome(b, outcome));
         }
-        let scope_name = || self.scopes.resolve(recs[group[0] as usize].scope).to_string();
+        let scope_name = || {
+            self.scopes
+                .resolve(recs[group[0] as usize].scope)
+                .to_string()
+        };
         for &i in &found.ambiguous() {
             let r = &recs[i as usize];
             acc.hit(Reason::AmbiguousOrder, 1, || {
@@ -611,7 +777,16 @@ impl History {
         if prop.grants == Grants::Required {
             for &i in &found.ungranted {
                 let r = &recs[i as usize];
-                acc.hit(Reason::UngrantedEpoch, 1, || self.sample(r, format!("epoch {} of scope `{}` was never granted", r.epoch, scope_name())));
+                acc.hit(Reason::UngrantedEpoch, 1, || {
+                    self.sample(
+                        r,
+                        format!(
+                            "epoch {} of scope `{}` was never granted",
+                            r.epoch,
+                            scope_name()
+                        ),
+                    )
+                });
                 acc.series.add_reason(r.ts, Reason::UngrantedEpoch);
             }
         }
@@ -624,7 +799,10 @@ impl History {
         for &(kind, stale, witness) in &found.cxs {
             let (s, w) = (&recs[stale as usize], &recs[witness as usize]);
             let upto = by_time.partition_point(|&i| (recs[i as usize].ts, i) <= (s.ts, stale));
-            let context = by_time[upto.saturating_sub(CONTEXT_EVENTS)..upto].iter().map(|&i| self.view(&recs[i as usize])).collect();
+            let context = by_time[upto.saturating_sub(CONTEXT_EVENTS)..upto]
+                .iter()
+                .map(|&i| self.view(&recs[i as usize]))
+                .collect();
             let cx = Counterexample {
                 id: counterexample_id(&prop.name, kind, &scope, s.incarnation, &self.prov(s)),
                 kind,
@@ -646,7 +824,9 @@ impl History {
         for m in &self.malformed {
             for acc in accs.iter_mut() {
                 acc.counts[Reason::MalformedEvent as usize] += 1;
-                let at = m.ts.or(m.prior).or_else(|| acc.series.range().map(|(f, _)| acc.series.start_of(f)));
+                let at =
+                    m.ts.or(m.prior)
+                        .or_else(|| acc.series.range().map(|(f, _)| acc.series.start_of(f)));
                 if let Some(t) = at {
                     acc.series.add_reason(t, Reason::MalformedEvent);
                 }
@@ -654,7 +834,10 @@ impl History {
         }
         if let Some(first) = self.malformed_samples.first() {
             for acc in accs.iter_mut() {
-                acc.samples.entry(Reason::MalformedEvent).or_default().push(first.clone());
+                acc.samples
+                    .entry(Reason::MalformedEvent)
+                    .or_default()
+                    .push(first.clone());
             }
         }
     }
@@ -672,7 +855,13 @@ impl History {
                     obs.sort_unstable();
                     let silent = match range {
                         Some((first, last)) => {
-                            let spans = scope::silent_windows(&obs, prop.route_freshness.0, acc.series.width(), first, last);
+                            let spans = scope::silent_windows(
+                                &obs,
+                                prop.route_freshness.0,
+                                acc.series.width(),
+                                first,
+                                last,
+                            );
                             let n: i64 = spans.iter().map(|(a, b)| b - a + 1).sum();
                             for &(a, b) in &spans {
                                 acc.series.add_span(a, b, Reason::RouteSilent);
@@ -683,10 +872,18 @@ impl History {
                     };
                     if silent > 0 {
                         let detail = match obs.last() {
-                            Some(&t) => format!("route `{}` silent in {silent} window(s); last observed {}", route.name, EventTime(t)),
+                            Some(&t) => format!(
+                                "route `{}` silent in {silent} window(s); last observed {}",
+                                route.name,
+                                EventTime(t)
+                            ),
                             None => format!("route `{}` was never observed", route.name),
                         };
-                        acc.hit(Reason::RouteSilent, silent, || Sample { source: "contract".into(), ts: None, detail });
+                        acc.hit(Reason::RouteSilent, silent, || Sample {
+                            source: "contract".into(),
+                            ts: None,
+                            detail,
+                        });
                     }
                     routes.push(RouteCoverage {
                         name: route.name.clone(),
@@ -697,7 +894,11 @@ impl History {
                     });
                 }
                 acc.cxs.sort_by(|a, b| (a.at, &a.id).cmp(&(b.at, &b.id)));
-                let unknown: BTreeMap<Reason, u64> = Reason::ALL.iter().filter(|&&r| acc.counts[r as usize] > 0).map(|&r| (r, acc.counts[r as usize])).collect();
+                let unknown: BTreeMap<Reason, u64> = Reason::ALL
+                    .iter()
+                    .filter(|&&r| acc.counts[r as usize] > 0)
+                    .map(|&r| (r, acc.counts[r as usize]))
+                    .collect();
                 let verdict = if !acc.cxs.is_empty() {
                     Verdict::Refuted
                 } else if !unknown.is_empty() {
@@ -717,7 +918,10 @@ impl History {
                     undeclared_routes: acc
                         .undeclared
                         .iter()
-                        .map(|(&id, &n)| UndeclaredRoute { name: self.strings.resolve(id).to_string(), events: n })
+                        .map(|(&id, &n)| UndeclaredRoute {
+                            name: self.strings.resolve(id).to_string(),
+                            events: n,
+                        })
                         .collect(),
                     windows: acc.series.timeline(EventTime::MAX, MAX_LISTED_WINDOWS),
                 }

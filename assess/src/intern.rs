@@ -22,7 +22,12 @@ impl Interner {
     /// The id of `s`, adding it when new.
     pub fn intern(&mut self, s: &str) -> u32 {
         let hash = self.hasher.hash_one(s);
-        let Interner { arena, spans, table, hasher } = self;
+        let Interner {
+            arena,
+            spans,
+            table,
+            hasher,
+        } = self;
         let found = table.find(hash, |&id| {
             let (start, len) = spans[id as usize];
             &arena[start as usize..(start + len) as usize] == s

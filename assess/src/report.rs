@@ -44,7 +44,11 @@ pub struct ContractSummary {
 
 impl From<&Compiled> for ContractSummary {
     fn from(c: &Compiled) -> ContractSummary {
-        ContractSummary { status: c.status, obligations: c.obligations.clone(), missing: c.missing.clone() }
+        ContractSummary {
+            status: c.status,
+            obligations: c.obligations.clone(),
+            missing: c.missing.clone(),
+        }
     }
 }
 

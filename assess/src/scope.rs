@@ -62,17 +62,27 @@ fn first_below<T: Ord + Copy>(stair: &[(T, usize, usize)], bound: T) -> Option<(
     stair.get(i).map(|e| (e.1, e.2))
 }
 
-fn push_stair<T: Ord + Copy>(stair: &mut Vec<(T, usize, usize)>, v: Option<T>, start: usize, end: usize) {
-    if let Some(v) = v {
-        if stair.last().is_none_or(|l| v < l.0) {
-            stair.push((v, start, end));
-        }
+fn push_stair<T: Ord + Copy>(
+    stair: &mut Vec<(T, usize, usize)>,
+    v: Option<T>,
+    start: usize,
+    end: usize,
+) {
+    if let Some(v) = v
+        && stair.last().is_none_or(|l| v < l.0)
+    {
+        stair.push((v, start, end));
     }
 }
 
 /// Decides every event of `cands` (one scope and incarnation, sorted by epoch descending, then
 /// time, then index) against the higher epochs. `f(i, outcome)` is called once per event.
-pub(crate) fn supersession(cands: &[Cand], skew: i64, sweep: &mut Sweep, mut f: impl FnMut(usize, Sup)) {
+pub(crate) fn supersession(
+    cands: &[Cand],
+    skew: i64,
+    sweep: &mut Sweep,
+    mut f: impl FnMut(usize, Sup),
+) {
     sweep.all.clear();
     sweep.unordered.clear();
     sweep.ordered.clear();
@@ -97,11 +107,21 @@ pub(crate) fn supersession(cands: &[Cand], skew: i64, sweep: &mut Sweep, mut f: 
                     None if min_all <= late => Sup::Ambiguous,
                     None => Sup::Clear,
                     Some(o) => {
-                        let by_order = if min_ordered < o { first_below(&sweep.ordered, o) } else { None };
-                        let by_time = if min_unordered < t { first_below(&sweep.unordered, t) } else { None };
+                        let by_order = if min_ordered < o {
+                            first_below(&sweep.ordered, o)
+                        } else {
+                            None
+                        };
+                        let by_time = if min_unordered < t {
+                            first_below(&sweep.unordered, t)
+                        } else {
+                            None
+                        };
                         // The higher epoch of the two sits earlier in the slice.
                         match (by_order, by_time) {
-                            (None, None) if min_ordered == o || min_unordered <= late => Sup::Ambiguous,
+                            (None, None) if min_ordered == o || min_unordered <= late => {
+                                Sup::Ambiguous
+                            }
                             (None, None) => Sup::Clear,
                             (x, y) => {
                                 let (start, end) = match (x, y) {
@@ -109,7 +129,10 @@ pub(crate) fn supersession(cands: &[Cand], skew: i64, sweep: &mut Sweep, mut f: 
                                     (Some(x), None) | (None, Some(x)) => x,
                                     (None, None) => unreachable!(),
                                 };
-                                let w = cands[start..end].iter().find(|a| precedes(a, b, skew)).expect("a preceding event in the epoch");
+                                let w = cands[start..end]
+                                    .iter()
+                                    .find(|a| precedes(a, b, skew))
+                                    .expect("a preceding event in the epoch");
                                 Sup::Stale(w.idx)
                             }
                         }
@@ -148,7 +171,10 @@ pub(crate) fn incarnations(slices: &[Vec<Cand>], skew: i64, mut f: impl FnMut(u3
             let t = b.ts.saturating_sub(skew);
             let outcome = if min_all < t {
                 let (si, _) = first_below(&stair, t).expect("on the staircase");
-                let w = slices[si].iter().find(|a| a.ts < t).expect("a preceding event");
+                let w = slices[si]
+                    .iter()
+                    .find(|a| a.ts < t)
+                    .expect("a preceding event");
                 Sup::Stale(w.idx)
             } else if min_all <= b.ts.saturating_add(skew) {
                 Sup::Ambiguous
@@ -175,10 +201,12 @@ pub(crate) fn reuse(cands: &[Cand], mut f: impl FnMut(u32, u32)) {
             j += 1;
         }
         let group = &cands[i..j];
-        if let Some(stale) = group.iter().rev().find(|c| c.holder != NONE) {
-            if let Some(w) = group.iter().find(|c| c.holder != NONE && c.holder != stale.holder) {
-                f(stale.idx, w.idx);
-            }
+        if let Some(stale) = group.iter().rev().find(|c| c.holder != NONE)
+            && let Some(w) = group
+                .iter()
+                .find(|c| c.holder != NONE && c.holder != stale.holder)
+        {
+            f(stale.idx, w.idx);
         }
         i = j;
     }
@@ -201,10 +229,10 @@ pub(crate) fn grant_checks(commits: &[Cand], grants: &[Cand], mut f: impl FnMut(
             continue;
         }
         let mut holders = granted.iter().filter(|g| g.holder != NONE).peekable();
-        if let Some(first) = holders.peek().copied() {
-            if !holders.any(|g| g.holder == c.holder) {
-                f(c.idx, Some(first.idx));
-            }
+        if let Some(first) = holders.peek().copied()
+            && !holders.any(|g| g.holder == c.holder)
+        {
+            f(c.idx, Some(first.idx));
         }
     }
 }
@@ -220,7 +248,11 @@ pub(crate) struct GroupFindings {
 
 impl GroupFindings {
     pub(crate) fn epoch_outcome(&mut self, idx: u32, outcome: Sup, grant: bool) {
-        let kind = if grant { CounterexampleKind::GrantRegression } else { CounterexampleKind::StaleCommit };
+        let kind = if grant {
+            CounterexampleKind::GrantRegression
+        } else {
+            CounterexampleKind::StaleCommit
+        };
         match outcome {
             Sup::Stale(w) => self.cxs.push((kind, idx, w)),
             Sup::Ambiguous => self.ambiguous.push(idx),
@@ -230,19 +262,24 @@ impl GroupFindings {
 
     pub(crate) fn inc_outcome(&mut self, idx: u32, outcome: Sup) {
         match outcome {
-            Sup::Stale(w) => self.cxs.push((CounterexampleKind::StaleIncarnation, idx, w)),
+            Sup::Stale(w) => self
+                .cxs
+                .push((CounterexampleKind::StaleIncarnation, idx, w)),
             Sup::Ambiguous => self.ambiguous.push(idx),
             Sup::Clear => {}
         }
     }
 
     pub(crate) fn reuse(&mut self, stale: u32, witness: u32, _grant: bool) {
-        self.cxs.push((CounterexampleKind::EpochReuse, stale, witness));
+        self.cxs
+            .push((CounterexampleKind::EpochReuse, stale, witness));
     }
 
     pub(crate) fn grant_outcome(&mut self, commit: u32, grant: Option<u32>) {
         match grant {
-            Some(g) => self.cxs.push((CounterexampleKind::HolderMismatch, commit, g)),
+            Some(g) => self
+                .cxs
+                .push((CounterexampleKind::HolderMismatch, commit, g)),
             None => self.ungranted.push(commit),
         }
     }
@@ -258,7 +295,13 @@ impl GroupFindings {
 /// Window indices `first..=last` (as inclusive runs) in which a route with sorted observation
 /// times `obs` had no observation in `(end - freshness, end]`, computed from the gaps between
 /// observations rather than by visiting windows.
-pub(crate) fn silent_windows(obs: &[i64], freshness: i64, width: i64, first: i64, last: i64) -> Vec<(i64, i64)> {
+pub(crate) fn silent_windows(
+    obs: &[i64],
+    freshness: i64,
+    width: i64,
+    first: i64,
+    last: i64,
+) -> Vec<(i64, i64)> {
     let w = i128::from(width);
     let ceil = |a: i128| -> i128 { -((-a).div_euclid(w)) };
     // Silent window ends E form intervals [x, y); window k ends at (k+1)*width.
@@ -288,31 +331,78 @@ pub(crate) fn silent_windows(obs: &[i64], freshness: i64, width: i64, first: i64
 }
 
 /// One sentence a human can act on.
-pub(crate) fn explain(kind: CounterexampleKind, scope: &str, stale: &EventView, w: &EventView) -> String {
-    let who = |v: &EventView| v.holder.as_deref().map_or_else(|| "a participant".to_string(), |h| format!("holder `{h}`"));
-    let route = |v: &EventView| v.route.as_deref().map_or_else(|| "an unnamed route".to_string(), |r| format!("route `{r}`"));
+pub(crate) fn explain(
+    kind: CounterexampleKind,
+    scope: &str,
+    stale: &EventView,
+    w: &EventView,
+) -> String {
+    let who = |v: &EventView| {
+        v.holder
+            .as_deref()
+            .map_or_else(|| "a participant".to_string(), |h| format!("holder `{h}`"))
+    };
+    let route = |v: &EventView| {
+        v.route.as_deref().map_or_else(
+            || "an unnamed route".to_string(),
+            |r| format!("route `{r}`"),
+        )
+    };
     let epoch = |v: &EventView| v.epoch.map_or_else(|| "?".to_string(), |e| e.to_string());
-    let did = |v: &EventView| if v.kind == "fence" { "installed a fence on" } else { "committed to" };
+    let did = |v: &EventView| {
+        if v.kind == "fence" {
+            "installed a fence on"
+        } else {
+            "committed to"
+        }
+    };
     match kind {
         CounterexampleKind::StaleCommit => format!(
             "{} {} scope `{scope}` with superseded epoch {} on {} at {}, after epoch {} was established at {} ({}): the conditional commit on that route did not reject the stale epoch.",
-            who(stale), did(stale), epoch(stale), route(stale), stale.ts, epoch(w), w.ts, w.source
+            who(stale),
+            did(stale),
+            epoch(stale),
+            route(stale),
+            stale.ts,
+            epoch(w),
+            w.ts,
+            w.source
         ),
         CounterexampleKind::StaleIncarnation => format!(
             "{} committed into incarnation {} of scope `{scope}` on {} at {}, after incarnation {} existed at {} ({}): the commit did not check the resource's incarnation.",
-            who(stale), stale.incarnation, route(stale), stale.ts, w.incarnation, w.ts, w.source
+            who(stale),
+            stale.incarnation,
+            route(stale),
+            stale.ts,
+            w.incarnation,
+            w.ts,
+            w.source
         ),
         CounterexampleKind::EpochReuse => format!(
             "epoch {} of scope `{scope}` was used by {} at {} and by {} at {} ({}): one token for two holders cannot exclude either, so the authority must issue a new epoch per holder.",
-            epoch(stale), who(w), w.ts, who(stale), stale.ts, w.source
+            epoch(stale),
+            who(w),
+            w.ts,
+            who(stale),
+            stale.ts,
+            w.source
         ),
         CounterexampleKind::GrantRegression => format!(
             "the authority granted epoch {} of scope `{scope}` to {} at {}, after granting the higher epoch {} at {} ({}): epochs must only rise, so check the authority's counter.",
-            epoch(stale), who(stale), stale.ts, epoch(w), w.ts, w.source
+            epoch(stale),
+            who(stale),
+            stale.ts,
+            epoch(w),
+            w.ts,
+            w.source
         ),
         CounterexampleKind::HolderMismatch => format!(
             "{} committed with epoch {} of scope `{scope}` at {}, but that epoch was granted to {} ({}): a participant is using a token it was not issued.",
-            who(stale), epoch(stale), stale.ts, who(w), w.source
+            who(stale),
+            epoch(stale),
+            stale.ts,
+            who(w),
+            w.source
         ),
     }
 }
@@ -322,7 +412,13 @@ mod tests {
     use super::*;
 
     fn c(epoch: u64, ts: i64, order: Option<u64>, idx: u32) -> Cand {
-        Cand { epoch, ts, order, holder: u32::MAX, idx }
+        Cand {
+            epoch,
+            ts,
+            order,
+            holder: u32::MAX,
+            idx,
+        }
     }
 
     fn sorted(mut v: Vec<Cand>) -> Vec<Cand> {
@@ -332,24 +428,49 @@ mod tests {
 
     fn decide(v: &[Cand], skew: i64) -> Vec<(u32, Sup)> {
         let mut out = Vec::new();
-        supersession(v, skew, &mut Sweep::default(), |i, s| out.push((v[i].idx, s)));
+        supersession(v, skew, &mut Sweep::default(), |i, s| {
+            out.push((v[i].idx, s))
+        });
         out.sort_by_key(|x| x.0);
         out
     }
 
     #[test]
     fn stale_ambiguous_clear() {
-        let v = sorted(vec![c(41, 0, None, 0), c(42, 1000, None, 1), c(41, 2000, None, 2), c(41, 1030, None, 3)]);
+        let v = sorted(vec![
+            c(41, 0, None, 0),
+            c(42, 1000, None, 1),
+            c(41, 2000, None, 2),
+            c(41, 1030, None, 3),
+        ]);
         let d = decide(&v, 50);
-        assert_eq!(d, [(0, Sup::Clear), (1, Sup::Clear), (2, Sup::Stale(1)), (3, Sup::Ambiguous)]);
+        assert_eq!(
+            d,
+            [
+                (0, Sup::Clear),
+                (1, Sup::Clear),
+                (2, Sup::Stale(1)),
+                (3, Sup::Ambiguous)
+            ]
+        );
     }
 
     #[test]
     fn witness_is_highest_epoch_then_earliest() {
-        let v = sorted(vec![c(5, 100, None, 0), c(7, 300, None, 1), c(7, 200, None, 2), c(6, 50, None, 3), c(1, 1000, None, 4)]);
+        let v = sorted(vec![
+            c(5, 100, None, 0),
+            c(7, 300, None, 1),
+            c(7, 200, None, 2),
+            c(6, 50, None, 3),
+            c(1, 1000, None, 4),
+        ]);
         assert_eq!(decide(&v, 10)[4], (4, Sup::Stale(2)));
         // Only epoch 6 precedes event 5 at ts 120.
-        let v = sorted(vec![c(7, 300, None, 0), c(6, 50, None, 1), c(1, 120, None, 5)]);
+        let v = sorted(vec![
+            c(7, 300, None, 0),
+            c(6, 50, None, 1),
+            c(1, 120, None, 5),
+        ]);
         assert_eq!(decide(&v, 10)[2], (5, Sup::Stale(1)));
     }
 
@@ -368,7 +489,10 @@ mod tests {
 
     #[test]
     fn incarnation_sweep() {
-        let slices = vec![sorted(vec![c(5, 0, None, 0), c(6, 2000, None, 2)]), sorted(vec![c(1, 1000, None, 1)])];
+        let slices = vec![
+            sorted(vec![c(5, 0, None, 0), c(6, 2000, None, 2)]),
+            sorted(vec![c(1, 1000, None, 1)]),
+        ];
         let mut out = Vec::new();
         incarnations(&slices, 50, |i, s| out.push((i, s)));
         out.sort_by_key(|x| x.0);

@@ -92,7 +92,11 @@ fn digits(b: &[u8], at: usize, n: usize) -> Result<i64, TimeError> {
 }
 
 fn expect(b: &[u8], at: usize, c: u8) -> Result<(), TimeError> {
-    if b.get(at) == Some(&c) { Ok(()) } else { Err(TimeError::Syntax) }
+    if b.get(at) == Some(&c) {
+        Ok(())
+    } else {
+        Err(TimeError::Syntax)
+    }
 }
 
 fn parse_rfc3339(b: &[u8]) -> Result<EventTime, TimeError> {
@@ -192,14 +196,24 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { yoe + era * 400 + 1 } else { yoe + era * 400 }, m, d)
+    (
+        if m <= 2 {
+            yoe + era * 400 + 1
+        } else {
+            yoe + era * 400
+        },
+        m,
+        d,
+    )
 }
 
 impl Duration {
     /// Parses `^[0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h)$` exactly; fractions below a nanosecond are
     /// rejected rather than rounded.
     pub fn parse(s: &str) -> Result<Duration, String> {
-        let unit_at = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+        let unit_at = s
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(s.len());
         let (num, unit) = s.split_at(unit_at);
         let scale: i128 = match unit {
             "ns" => 1,
@@ -208,7 +222,11 @@ impl Duration {
             "s" => 1_000_000_000,
             "m" => 60_000_000_000,
             "h" => 3_600_000_000_000,
-            _ => return Err(format!("`{s}` is not a duration (expected e.g. 50ms, 1.5s, 5m, 1h)")),
+            _ => {
+                return Err(format!(
+                    "`{s}` is not a duration (expected e.g. 50ms, 1.5s, 5m, 1h)"
+                ));
+            }
         };
         let (int, frac) = match num.split_once('.') {
             Some((i, f)) => (i, f),
@@ -216,9 +234,12 @@ impl Duration {
         };
         let well_formed = !int.is_empty()
             && int.bytes().all(|c| c.is_ascii_digit())
-            && (!num.contains('.') || (!frac.is_empty() && frac.bytes().all(|c| c.is_ascii_digit())));
+            && (!num.contains('.')
+                || (!frac.is_empty() && frac.bytes().all(|c| c.is_ascii_digit())));
         if !well_formed {
-            return Err(format!("`{s}` is not a duration (expected e.g. 50ms, 1.5s, 5m, 1h)"));
+            return Err(format!(
+                "`{s}` is not a duration (expected e.g. 50ms, 1.5s, 5m, 1h)"
+            ));
         }
         let too_big = || format!("`{s}` is too long a duration");
         let int: i128 = int.parse().map_err(|_| too_big())?;
@@ -228,7 +249,11 @@ impl Duration {
             if frac.len() > 30 {
                 return Err(format!("`{s}` is finer than a nanosecond"));
             }
-            let f: i128 = if frac.is_empty() { 0 } else { frac.parse().map_err(|_| too_big())? };
+            let f: i128 = if frac.is_empty() {
+                0
+            } else {
+                frac.parse().map_err(|_| too_big())?
+            };
             let denom = 10i128.pow(frac.len() as u32);
             let part = f * scale;
             if part % denom != 0 {
@@ -243,7 +268,13 @@ impl Duration {
 impl fmt::Display for Duration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.0;
-        for (unit, scale) in [("h", 3_600_000_000_000), ("m", 60_000_000_000), ("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
+        for (unit, scale) in [
+            ("h", 3_600_000_000_000),
+            ("m", 60_000_000_000),
+            ("s", 1_000_000_000),
+            ("ms", 1_000_000),
+            ("us", 1_000),
+        ] {
             if n != 0 && n % scale == 0 {
                 return write!(f, "{}{unit}", n / scale);
             }
@@ -265,8 +296,18 @@ mod tests {
         assert_eq!(t.to_string(), "2025-11-29T12:00:02.500000000Z");
         let t = EventTime::parse_rfc3339("1970-01-01T00:00:00.000000001z").unwrap();
         assert_eq!(t.0, 1);
-        assert_eq!(EventTime::parse_rfc3339("2262-04-11T23:47:16.854775807Z").unwrap().0, i64::MAX);
-        assert_eq!(EventTime::parse_rfc3339("2024-02-29T00:00:00Z").unwrap().to_string(), "2024-02-29T00:00:00.000000000Z");
+        assert_eq!(
+            EventTime::parse_rfc3339("2262-04-11T23:47:16.854775807Z")
+                .unwrap()
+                .0,
+            i64::MAX
+        );
+        assert_eq!(
+            EventTime::parse_rfc3339("2024-02-29T00:00:00Z")
+                .unwrap()
+                .to_string(),
+            "2024-02-29T00:00:00.000000000Z"
+        );
     }
 
     #[test]
@@ -308,7 +349,19 @@ mod tests {
         assert_eq!(Duration::parse("5m").unwrap().0, 300_000_000_000);
         assert_eq!(Duration::parse("0.5us").unwrap().0, 500);
         assert_eq!(Duration::parse("1.50h").unwrap().0, 5_400_000_000_000);
-        for bad in ["", "5", "ms", "1.ms", ".5s", "-1s", "1 s", "1d", "1.5.s", "0.5ns", "99999999999999h"] {
+        for bad in [
+            "",
+            "5",
+            "ms",
+            "1.ms",
+            ".5s",
+            "-1s",
+            "1 s",
+            "1d",
+            "1.5.s",
+            "0.5ns",
+            "99999999999999h",
+        ] {
             assert!(Duration::parse(bad).is_err(), "{bad} accepted");
         }
         assert_eq!(Duration(300_000_000_000).to_string(), "5m");

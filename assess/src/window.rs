@@ -90,7 +90,13 @@ impl WindowSeries {
     /// An empty series of windows `width` ns wide (must be > 0).
     pub fn new(width: i64) -> WindowSeries {
         assert!(width > 0, "window width must be positive");
-        WindowSeries { width, points: BTreeMap::new(), spans: Vec::new(), first: None, last: None }
+        WindowSeries {
+            width,
+            points: BTreeMap::new(),
+            spans: Vec::new(),
+            first: None,
+            last: None,
+        }
     }
 
     /// The window index holding `t` (floor division, aligned to the Unix epoch).
@@ -162,7 +168,10 @@ impl WindowSeries {
 
     /// Merges another series of the same property and width.
     pub fn merge(&mut self, other: &WindowSeries) {
-        assert_eq!(self.width, other.width, "merging series of different widths");
+        assert_eq!(
+            self.width, other.width,
+            "merging series of different widths"
+        );
         for (k, s) in &other.points {
             self.points.entry(*k).or_default().merge(s);
         }
@@ -188,14 +197,26 @@ impl WindowSeries {
     /// `max_windows`, else runs of consecutive windows with equal verdicts. `watermark` decides
     /// finality (`EventTime::MAX` = the end of input, every window final).
     pub fn timeline(&self, watermark: EventTime, max_windows: u64) -> Vec<WindowRun> {
-        let Some((first, last)) = self.range() else { return Vec::new() };
+        let Some((first, last)) = self.range() else {
+            return Vec::new();
+        };
         let total = (last - first) as u64 + 1;
         let merge_runs = total > max_windows;
         let mut cuts: Vec<i64> = Vec::with_capacity(self.points.len() + 2 * self.spans.len() + 2);
         cuts.push(first);
         cuts.push(last + 1);
-        cuts.extend(self.points.keys().copied().filter(|&k| k >= first && k <= last));
-        cuts.extend(self.points.keys().map(|k| k + 1).filter(|&k| k > first && k <= last));
+        cuts.extend(
+            self.points
+                .keys()
+                .copied()
+                .filter(|&k| k >= first && k <= last),
+        );
+        cuts.extend(
+            self.points
+                .keys()
+                .map(|k| k + 1)
+                .filter(|&k| k > first && k <= last),
+        );
         for sp in &self.spans {
             cuts.push(sp.from.clamp(first, last + 1));
             cuts.push((sp.to + 1).clamp(first, last + 1));
@@ -238,15 +259,23 @@ impl WindowSeries {
         out
     }
 
-    fn push_run(&self, out: &mut Vec<WindowRun>, a: i64, b: i64, verdict: Verdict, is_final: bool, merge: bool) {
-        if merge {
-            if let Some(prev) = out.last_mut() {
-                if prev.verdict == verdict && prev.is_final == is_final {
-                    prev.windows += (b - a) as u64;
-                    prev.end = EventTime(self.start_of(b)).to_string();
-                    return;
-                }
-            }
+    fn push_run(
+        &self,
+        out: &mut Vec<WindowRun>,
+        a: i64,
+        b: i64,
+        verdict: Verdict,
+        is_final: bool,
+        merge: bool,
+    ) {
+        if merge
+            && let Some(prev) = out.last_mut()
+            && prev.verdict == verdict
+            && prev.is_final == is_final
+        {
+            prev.windows += (b - a) as u64;
+            prev.end = EventTime(self.start_of(b)).to_string();
+            return;
         }
         out.push(WindowRun {
             start: EventTime(self.start_of(a)).to_string(),
@@ -275,7 +304,15 @@ mod tests {
         s.add_reason(2 * MIN, Reason::MissingEpoch);
         let t = s.timeline(EventTime::MAX, 100);
         let v: Vec<Verdict> = t.iter().map(|r| r.verdict).collect();
-        assert_eq!(v, [Verdict::Holds, Verdict::Refuted, Verdict::Unknown, Verdict::Holds]);
+        assert_eq!(
+            v,
+            [
+                Verdict::Holds,
+                Verdict::Refuted,
+                Verdict::Unknown,
+                Verdict::Holds
+            ]
+        );
         assert!(t.iter().all(|r| r.is_final));
         assert_eq!(t[1].start, "1970-01-01T00:01:00.000000000Z");
     }
@@ -314,6 +351,9 @@ mod tests {
         s.add_event(0);
         s.add_event(2 * MIN);
         let t = s.timeline(EventTime(MIN + 1), 100);
-        assert_eq!(t.iter().map(|r| r.is_final).collect::<Vec<_>>(), [true, false, false]);
+        assert_eq!(
+            t.iter().map(|r| r.is_final).collect::<Vec<_>>(),
+            [true, false, false]
+        );
     }
 }

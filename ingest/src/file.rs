@@ -97,7 +97,11 @@ struct Packed {
 
 enum Item {
     Event(Packed),
-    Bad { position: u64, ts: Option<EventTime>, message: String },
+    Bad {
+        position: u64,
+        ts: Option<EventTime>,
+        message: String,
+    },
 }
 
 struct Parsed {
@@ -118,7 +122,13 @@ impl Parsed {
                 (start, s.len() as u32)
             }
         };
-        let strs = [put(e.property), put(e.scope), put(e.route), put(e.holder), put(e.emitter)];
+        let strs = [
+            put(e.property),
+            put(e.scope),
+            put(e.route),
+            put(e.holder),
+            put(e.emitter),
+        ];
         self.items.push(Item::Event(Packed {
             kind: e.kind,
             ts: e.ts,
@@ -133,11 +143,17 @@ impl Parsed {
     }
 
     fn bad(&mut self, position: u64, e: DecodeError) {
-        self.items.push(Item::Bad { position, ts: e.ts, message: e.to_string() });
+        self.items.push(Item::Bad {
+            position,
+            ts: e.ts,
+            message: e.to_string(),
+        });
     }
 
     fn feed(&self, history: &mut History) {
-        let s = |(start, len): (u32, u32)| (start != NO_STR).then(|| &self.arena[start as usize..(start + len) as usize]);
+        let s = |(start, len): (u32, u32)| {
+            (start != NO_STR).then(|| &self.arena[start as usize..(start + len) as usize])
+        };
         for item in &self.items {
             match item {
                 Item::Event(p) => {
@@ -158,17 +174,33 @@ impl Parsed {
                     };
                     history.push(&ev, self.source, p.position);
                 }
-                Item::Bad { position, ts, message } => history.push_malformed(self.source, *position, *ts, message.clone()),
+                Item::Bad {
+                    position,
+                    ts,
+                    message,
+                } => history.push_malformed(self.source, *position, *ts, message.clone()),
             }
         }
     }
 }
 
 fn decode_chunk(chunk: Chunk, max_line_bytes: usize) -> Parsed {
-    let mut out = Parsed { seq: chunk.seq, source: chunk.source, arena: String::new(), items: Vec::new() };
+    let mut out = Parsed {
+        seq: chunk.seq,
+        source: chunk.source,
+        arena: String::new(),
+        items: Vec::new(),
+    };
     if chunk.array {
         match std::str::from_utf8(&chunk.data) {
-            Err(e) => out.bad(1, DecodeError { field: None, reason: format!("invalid UTF-8 at byte {}", e.valid_up_to()), ts: None }),
+            Err(e) => out.bad(
+                1,
+                DecodeError {
+                    field: None,
+                    reason: format!("invalid UTF-8 at byte {}", e.valid_up_to()),
+                    ts: None,
+                },
+            ),
             Ok(text) => {
                 for (i, r) in json::decode_array(text).into_iter().enumerate() {
                     match r {
@@ -181,15 +213,16 @@ fn decode_chunk(chunk: Chunk, max_line_bytes: usize) -> Parsed {
         return out;
     }
     let mut oversized = chunk.oversized.iter().peekable();
-    let mut line_no = chunk.first_line;
-    for line in chunk.data.split(|&b| b == b'\n') {
-        let this = line_no;
-        line_no += 1;
+    for (this, line) in (chunk.first_line..).zip(chunk.data.split(|&b| b == b'\n')) {
         if oversized.peek().is_some_and(|(n, _)| *n == this) {
             let (_, len) = oversized.next().expect("peeked");
             out.bad(
                 this,
-                DecodeError { field: None, reason: format!("line is {len} bytes, over the {max_line_bytes}-byte limit"), ts: None },
+                DecodeError {
+                    field: None,
+                    reason: format!("line is {len} bytes, over the {max_line_bytes}-byte limit"),
+                    ts: None,
+                },
             );
             continue;
         }
@@ -287,12 +320,24 @@ fn read_input(
     max_line_bytes: usize,
     read_bytes: &std::sync::atomic::AtomicU64,
 ) -> Result<(), ReadError> {
-    let err = |source| ReadError { name: input.name(), source };
+    let err = |source| ReadError {
+        name: input.name(),
+        source,
+    };
     let mut reader: Box<dyn Read> = match input {
         Input::Path(p) => Box::new(File::open(p).map_err(err)?),
         Input::Stdin => Box::new(io::stdin().lock()),
     };
-    let mut cutter = Cutter { tx, seq, source, max_line_bytes, line: 1, carry: Vec::new(), oversized: Vec::new(), skipping: None };
+    let mut cutter = Cutter {
+        tx,
+        seq,
+        source,
+        max_line_bytes,
+        line: 1,
+        carry: Vec::new(),
+        oversized: Vec::new(),
+        skipping: None,
+    };
     let mut buf = vec![0u8; CHUNK_BYTES];
     let mut first = true;
     loop {
@@ -303,11 +348,21 @@ fn read_input(
             Err(e) => return Err(err(e)),
         };
         read_bytes.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
-        if first && matches!(input, Input::Path(_)) && buf[..n].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        if first
+            && matches!(input, Input::Path(_))
+            && buf[..n].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[')
+        {
             // A JSON array document: read whole and decoded element by element.
             let mut data = buf[..n].to_vec();
             reader.read_to_end(&mut data).map_err(err)?;
-            let chunk = Chunk { seq: *cutter.seq, source, first_line: 1, data, oversized: Vec::new(), array: true };
+            let chunk = Chunk {
+                seq: *cutter.seq,
+                source,
+                first_line: 1,
+                data,
+                oversized: Vec::new(),
+                array: true,
+            };
             *cutter.seq += 1;
             let _ = tx.send(chunk);
             return Ok(());
@@ -323,8 +378,16 @@ fn read_input(
 
 /// Reads `inputs` as one stream in argument order into `history`. `progress` is called with
 /// the bytes read so far, from the caller's thread.
-pub fn read_into(history: &mut History, inputs: &[Input], opts: ReadOptions, progress: Option<Progress<'_>>) -> Result<(), ReadError> {
-    let sources: Vec<SourceId> = inputs.iter().map(|i| history.add_source(&i.name())).collect();
+pub fn read_into(
+    history: &mut History,
+    inputs: &[Input],
+    opts: ReadOptions,
+    progress: Option<Progress<'_>>,
+) -> Result<(), ReadError> {
+    let sources: Vec<SourceId> = inputs
+        .iter()
+        .map(|i| history.add_source(&i.name()))
+        .collect();
     let threads = opts.threads.max(1);
     let (chunk_tx, chunk_rx): (Sender<Chunk>, Receiver<Chunk>) = bounded(threads * 2);
     let (parsed_tx, parsed_rx): (Sender<Parsed>, Receiver<Parsed>) = bounded(threads * 2);
@@ -334,7 +397,14 @@ pub fn read_into(history: &mut History, inputs: &[Input], opts: ReadOptions, pro
         let reader = s.spawn(|| {
             let mut seq = 0u64;
             for (input, &source) in inputs.iter().zip(&sources) {
-                read_input(input, source, &mut seq, &chunk_tx, opts.max_line_bytes, &read_bytes)?;
+                read_input(
+                    input,
+                    source,
+                    &mut seq,
+                    &chunk_tx,
+                    opts.max_line_bytes,
+                    &read_bytes,
+                )?;
             }
             drop(chunk_tx);
             Ok::<(), ReadError>(())
@@ -380,15 +450,31 @@ mod tests {
         let mut f = tempfile::NamedTempFile::new().unwrap();
         f.write_all(content).unwrap();
         let mut h = History::new(Contract::parse("c", CONTRACT).unwrap());
-        read_into(&mut h, &[Input::Path(f.path().into())], ReadOptions { max_line_bytes: max, threads: 2 }, None).unwrap();
+        read_into(
+            &mut h,
+            &[Input::Path(f.path().into())],
+            ReadOptions {
+                max_line_bytes: max,
+                threads: 2,
+            },
+            None,
+        )
+        .unwrap();
         h.finish()
     }
 
     #[test]
     fn oversized_lines_lose_nothing_around_them() {
-        let ok = |e: u64, t: u64| format!("{{\"kind\":\"commit\",\"scope\":\"s\",\"route\":\"r\",\"epoch\":{e},\"ts\":{t}}}\n");
+        let ok = |e: u64, t: u64| {
+            format!(
+                "{{\"kind\":\"commit\",\"scope\":\"s\",\"route\":\"r\",\"epoch\":{e},\"ts\":{t}}}\n"
+            )
+        };
         let mut content = ok(1, 1_000);
-        content.push_str(&format!("{{\"kind\":\"commit\",\"pad\":\"{}\"}}\n", "x".repeat(5 * CHUNK_BYTES)));
+        content.push_str(&format!(
+            "{{\"kind\":\"commit\",\"pad\":\"{}\"}}\n",
+            "x".repeat(5 * CHUNK_BYTES)
+        ));
         content.push_str(&ok(2, 2_000_000_000));
         content.push_str("\n  \r\n");
         content.push_str(&"y".repeat(300));
@@ -397,9 +483,17 @@ mod tests {
         let r = run(content.as_bytes(), 256);
         assert_eq!(r.events, 3);
         assert_eq!(r.malformed, 2);
-        let lines: Vec<&str> = r.malformed_events.iter().map(|s| s.source.rsplit(':').next().unwrap()).collect();
+        let lines: Vec<&str> = r
+            .malformed_events
+            .iter()
+            .map(|s| s.source.rsplit(':').next().unwrap())
+            .collect();
         assert_eq!(lines, ["2", "6"]);
-        assert!(r.malformed_events[0].detail.contains("over the 256-byte limit"));
+        assert!(
+            r.malformed_events[0]
+                .detail
+                .contains("over the 256-byte limit")
+        );
     }
 
     #[test]
@@ -418,18 +512,29 @@ mod tests {
             if i == n - 7 {
                 content.push_str("{bad\n");
             } else {
-                content.push_str(&format!("{{\"kind\":\"heartbeat\",\"route\":\"r\",\"ts\":{i}}}\n"));
+                content.push_str(&format!(
+                    "{{\"kind\":\"heartbeat\",\"route\":\"r\",\"ts\":{i}}}\n"
+                ));
             }
         }
         assert!(content.len() > 2 * CHUNK_BYTES);
         let r = run(content.as_bytes(), 1024);
         assert_eq!(r.events, n - 1);
-        assert!(r.malformed_events[0].source.ends_with(&format!(":{}", n - 6)), "{:?}", r.malformed_events);
+        assert!(
+            r.malformed_events[0]
+                .source
+                .ends_with(&format!(":{}", n - 6)),
+            "{:?}",
+            r.malformed_events
+        );
     }
 
     #[test]
     fn json_array_files() {
-        let r = run(br#" [{"kind":"heartbeat","route":"r","ts":1},{"kind":"heartbeat","ts":2}]"#, 1024);
+        let r = run(
+            br#" [{"kind":"heartbeat","route":"r","ts":1},{"kind":"heartbeat","ts":2}]"#,
+            1024,
+        );
         assert_eq!(r.events, 1);
         assert_eq!(r.malformed, 1);
         assert!(r.malformed_events[0].source.ends_with(":2"));

@@ -39,7 +39,11 @@ impl fmt::Display for DecodeError {
 
 impl DecodeError {
     fn line(reason: impl Into<String>) -> DecodeError {
-        DecodeError { field: None, reason: reason.into(), ts: None }
+        DecodeError {
+            field: None,
+            reason: reason.into(),
+            ts: None,
+        }
     }
 }
 
@@ -91,12 +95,16 @@ pub fn is_blank(line: &[u8]) -> bool {
 /// line size limit. Blank lines must be skipped by the caller ([`is_blank`]).
 pub fn decode_line(line: &[u8], max_bytes: usize) -> Result<Decoded<'_>, DecodeError> {
     if line.len() > max_bytes {
-        return Err(DecodeError::line(format!("line is {} bytes, over the {max_bytes}-byte limit", line.len())));
+        return Err(DecodeError::line(format!(
+            "line is {} bytes, over the {max_bytes}-byte limit",
+            line.len()
+        )));
     }
     if line.starts_with(&[0xEF, 0xBB, 0xBF]) {
         return Err(DecodeError::line("byte-order mark is not allowed"));
     }
-    let text = std::str::from_utf8(line).map_err(|e| DecodeError::line(format!("invalid UTF-8 at byte {}", e.valid_up_to())))?;
+    let text = std::str::from_utf8(line)
+        .map_err(|e| DecodeError::line(format!("invalid UTF-8 at byte {}", e.valid_up_to())))?;
     decode_str(text)
 }
 
@@ -104,9 +112,15 @@ pub fn decode_line(line: &[u8], max_bytes: usize) -> Result<Decoded<'_>, DecodeE
 pub fn decode_str(text: &str) -> Result<Decoded<'_>, DecodeError> {
     let mut de = serde_json::Deserializer::from_str(text);
     let mut state = State::default();
-    let result = EventSeed { state: &mut state }.deserialize(&mut de).and_then(|()| de.end());
+    let result = EventSeed { state: &mut state }
+        .deserialize(&mut de)
+        .and_then(|()| de.end());
     if let Err(e) = result {
-        return Err(DecodeError { field: state.field_at_error, reason: json_reason(&e), ts: state.ts });
+        return Err(DecodeError {
+            field: state.field_at_error,
+            reason: json_reason(&e),
+            ts: state.ts,
+        });
     }
     state.finish()
 }
@@ -117,7 +131,9 @@ pub fn decode_str(text: &str) -> Result<Decoded<'_>, DecodeError> {
 pub fn decode_array(text: &str) -> Vec<Result<Decoded<'_>, DecodeError>> {
     let mut de = serde_json::Deserializer::from_str(text);
     let mut out = Vec::new();
-    let res = ArraySeed { out: &mut out }.deserialize(&mut de).and_then(|()| de.end());
+    let res = ArraySeed { out: &mut out }
+        .deserialize(&mut de)
+        .and_then(|()| de.end());
     if let Err(e) = res {
         out.push(Err(DecodeError::line(format!("invalid JSON array: {e}"))));
     }
@@ -166,9 +182,17 @@ struct Fields<'de> {
 impl<'de> State<'de> {
     fn finish(self) -> Result<Decoded<'de>, DecodeError> {
         if let Some((field, reason)) = self.first_error {
-            return Err(DecodeError { field: Some(field), reason, ts: self.ts });
+            return Err(DecodeError {
+                field: Some(field),
+                reason,
+                ts: self.ts,
+            });
         }
-        let missing = |field| DecodeError { field: Some(field), reason: "is required".into(), ts: self.ts };
+        let missing = |field| DecodeError {
+            field: Some(field),
+            reason: "is required".into(),
+            ts: self.ts,
+        };
         let kind = self.kind.ok_or_else(|| missing("kind"))?;
         let ts = self.ts.ok_or_else(|| missing("ts"))?;
         let f = self.ev;
@@ -222,7 +246,21 @@ impl Scalar<'_> {
     }
 }
 
-const FIELDS: [&str; 13] = ["kind", "ts", "property", "scope", "epoch", "route", "outcome", "holder", "op_id", "incarnation", "order", "emitter", "seq"];
+const FIELDS: [&str; 13] = [
+    "kind",
+    "ts",
+    "property",
+    "scope",
+    "epoch",
+    "route",
+    "outcome",
+    "holder",
+    "op_id",
+    "incarnation",
+    "order",
+    "emitter",
+    "seq",
+];
 
 struct EventSeed<'s, 'de> {
     state: &'s mut State<'de>,
@@ -246,7 +284,7 @@ impl<'de> Visitor<'de> for EventSeed<'_, 'de> {
         let st = self.state;
         while let Some(key) = map.next_key_seed(KeySeed)? {
             let Some(i) = FIELDS.iter().position(|f| *f == key) else {
-                if st.unknown_keys.iter().any(|k| *k == key) {
+                if st.unknown_keys.contains(&key) {
                     return Err(de::Error::custom(format!("duplicate key `{key}`")));
                 }
                 st.unknown_keys.push(key);
@@ -287,7 +325,10 @@ fn unsigned(v: Scalar<'_>) -> Result<Option<u64>, String> {
             Err("exceeds the unsigned 64-bit range (0..=18446744073709551615)".into())
         }
         Scalar::F64(_) => Err("must be an integer (expected an unsigned 64-bit integer)".into()),
-        other => Err(format!("expected an unsigned 64-bit integer, found {}", other.type_name())),
+        other => Err(format!(
+            "expected an unsigned 64-bit integer, found {}",
+            other.type_name()
+        )),
     }
 }
 
@@ -296,18 +337,29 @@ fn apply<'de>(st: &mut State<'de>, field: &'static str, v: Scalar<'de>) -> Resul
     match field {
         "kind" => match v {
             Scalar::Str(s) => {
-                st.kind = Some(Kind::parse(&s).ok_or_else(|| format!("unknown kind `{s}` (expected commit, fence, grant or heartbeat)"))?);
+                st.kind = Some(Kind::parse(&s).ok_or_else(|| {
+                    format!("unknown kind `{s}` (expected commit, fence, grant or heartbeat)")
+                })?);
             }
             Scalar::Null => return Err("is required (null given)".into()),
             other => return Err(format!("expected a string, found {}", other.type_name())),
         },
         "ts" => {
             st.ts = Some(match v {
-                Scalar::U64(n) => EventTime::from_nanos(i128::from(n)).map_err(|e| e.to_string())?,
+                Scalar::U64(n) => {
+                    EventTime::from_nanos(i128::from(n)).map_err(|e| e.to_string())?
+                }
                 Scalar::I64 => return Err("is before 1970 (negative nanoseconds)".into()),
-                Scalar::Str(s) => EventTime::parse_rfc3339(&s).map_err(|e| format!("`{s}`: {e}"))?,
+                Scalar::Str(s) => {
+                    EventTime::parse_rfc3339(&s).map_err(|e| format!("`{s}`: {e}"))?
+                }
                 Scalar::Null => return Err("is required (null given)".into()),
-                other => return Err(format!("expected integer nanoseconds or an RFC 3339 string, found {}", other.type_name())),
+                other => {
+                    return Err(format!(
+                        "expected integer nanoseconds or an RFC 3339 string, found {}",
+                        other.type_name()
+                    ));
+                }
             });
         }
         "property" => f.property = string(v)?,
@@ -323,7 +375,9 @@ fn apply<'de>(st: &mut State<'de>, field: &'static str, v: Scalar<'de>) -> Resul
         "outcome" => {
             f.outcome = match string(v)? {
                 None => Outcome::Committed,
-                Some(s) => Outcome::parse(&s).ok_or_else(|| format!("unknown outcome `{s}` (expected committed or rejected)"))?,
+                Some(s) => Outcome::parse(&s).ok_or_else(|| {
+                    format!("unknown outcome `{s}` (expected committed or rejected)")
+                })?,
             }
         }
         _ => unreachable!("every field in FIELDS is handled"),
@@ -386,7 +440,11 @@ impl<'de> Visitor<'de> for ScalarSeed {
         Ok(Scalar::U64(v))
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(if v >= 0 { Scalar::U64(v as u64) } else { Scalar::I64 })
+        Ok(if v >= 0 {
+            Scalar::U64(v as u64)
+        } else {
+            Scalar::I64
+        })
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
         Ok(Scalar::F64(v))
@@ -402,14 +460,23 @@ impl<'de> Visitor<'de> for ScalarSeed {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         if self.depth > MAX_DEPTH {
-            return Err(de::Error::custom(format!("nesting deeper than {MAX_DEPTH}")));
+            return Err(de::Error::custom(format!(
+                "nesting deeper than {MAX_DEPTH}"
+            )));
         }
-        while seq.next_element_seed(ScalarSeed { depth: self.depth + 1 })?.is_some() {}
+        while seq
+            .next_element_seed(ScalarSeed {
+                depth: self.depth + 1,
+            })?
+            .is_some()
+        {}
         Ok(Scalar::Array)
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         if self.depth > MAX_DEPTH {
-            return Err(de::Error::custom(format!("nesting deeper than {MAX_DEPTH}")));
+            return Err(de::Error::custom(format!(
+                "nesting deeper than {MAX_DEPTH}"
+            )));
         }
         let mut keys: Vec<Cow<'de, str>> = Vec::new();
         while let Some(k) = map.next_key_seed(KeySeed)? {
@@ -417,7 +484,9 @@ impl<'de> Visitor<'de> for ScalarSeed {
                 return Err(de::Error::custom(format!("duplicate key `{k}`")));
             }
             keys.push(k);
-            map.next_value_seed(ScalarSeed { depth: self.depth + 1 })?;
+            map.next_value_seed(ScalarSeed {
+                depth: self.depth + 1,
+            })?;
         }
         Ok(Scalar::Object)
     }
@@ -473,7 +542,9 @@ impl<'de> Visitor<'de> for ElementSeed<'_, 'de> {
         EventSeed { state: self.state }.visit_map(map).map(Ok)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        ScalarSeed { depth: 2 }.visit_seq(seq).map(|_| Err("expected an event object, found an array".into()))
+        ScalarSeed { depth: 2 }
+            .visit_seq(seq)
+            .map(|_| Err("expected an event object, found an array".into()))
     }
     fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
         Ok(Err("expected an event object, found null".into()))
@@ -512,7 +583,9 @@ mod tests {
 
     #[test]
     fn decodes_a_full_event() {
-        let d = ok(r#"{"kind":"commit","ts":"2025-11-29T12:00:02Z","property":"p","scope":"o\u002d1","epoch":41,"route":"r","outcome":"rejected","holder":"a","op_id":"x","incarnation":2,"order":9,"emitter":"e","seq":3,"extra":{"a":[1,2,{"b":null}]}}"#);
+        let d = ok(
+            r#"{"kind":"commit","ts":"2025-11-29T12:00:02Z","property":"p","scope":"o\u002d1","epoch":41,"route":"r","outcome":"rejected","holder":"a","op_id":"x","incarnation":2,"order":9,"emitter":"e","seq":3,"extra":{"a":[1,2,{"b":null}]}}"#,
+        );
         let e = d.event();
         assert_eq!(e.kind, Kind::Commit);
         assert_eq!(e.scope, Some("o-1"));
@@ -526,7 +599,9 @@ mod tests {
 
     #[test]
     fn nulls_are_absent_and_integers_are_nanoseconds() {
-        let d = ok(r#"{"kind":"fence","ts":1764417600000000000,"epoch":null,"scope":null,"incarnation":null,"outcome":null}"#);
+        let d = ok(
+            r#"{"kind":"fence","ts":1764417600000000000,"epoch":null,"scope":null,"incarnation":null,"outcome":null}"#,
+        );
         let e = d.event();
         assert_eq!(e.epoch, None);
         assert_eq!(e.scope, None);
@@ -537,46 +612,111 @@ mod tests {
     #[test]
     fn malformed_lines_name_their_field() {
         let cases: &[(&[u8], Option<&str>, &str)] = &[
-            (br#"{"kind":"commit","ts":1,"epoch":"5"}"#, Some("epoch"), "expected an unsigned"),
-            (br#"{"kind":"commit","ts":1,"epoch":18446744073709551616}"#, Some("epoch"), "exceeds"),
-            (br#"{"kind":"commit","ts":1,"epoch":-1}"#, Some("epoch"), "negative"),
-            (br#"{"kind":"commit","ts":1,"epoch":1.5}"#, Some("epoch"), "integer"),
+            (
+                br#"{"kind":"commit","ts":1,"epoch":"5"}"#,
+                Some("epoch"),
+                "expected an unsigned",
+            ),
+            (
+                br#"{"kind":"commit","ts":1,"epoch":18446744073709551616}"#,
+                Some("epoch"),
+                "exceeds",
+            ),
+            (
+                br#"{"kind":"commit","ts":1,"epoch":-1}"#,
+                Some("epoch"),
+                "negative",
+            ),
+            (
+                br#"{"kind":"commit","ts":1,"epoch":1.5}"#,
+                Some("epoch"),
+                "integer",
+            ),
             (br#"{"kind":"merge","ts":1}"#, Some("kind"), "unknown kind"),
-            (br#"{"kind":"commit","ts":"12:00Z"}"#, Some("ts"), "RFC 3339"),
+            (
+                br#"{"kind":"commit","ts":"12:00Z"}"#,
+                Some("ts"),
+                "RFC 3339",
+            ),
             (br#"{"kind":"commit","ts":-5}"#, Some("ts"), "before 1970"),
-            (br#"{"kind":"commit","ts":1.5}"#, Some("ts"), "expected integer"),
-            (br#"{"kind":"commit","ts":"2025-11-29T12:00:60Z"}"#, Some("ts"), "range"),
+            (
+                br#"{"kind":"commit","ts":1.5}"#,
+                Some("ts"),
+                "expected integer",
+            ),
+            (
+                br#"{"kind":"commit","ts":"2025-11-29T12:00:60Z"}"#,
+                Some("ts"),
+                "range",
+            ),
             (br#"{"ts":1}"#, Some("kind"), "required"),
             (br#"{"kind":"commit"}"#, Some("ts"), "required"),
-            (br#"{"kind":"commit","ts":1,"outcome":"maybe"}"#, Some("outcome"), "unknown outcome"),
-            (br#"{"kind":"commit","ts":1,"kind":"fence"}"#, Some("kind"), "duplicate key"),
-            (br#"{"kind":"commit","ts":1,"x":1,"x":2}"#, None, "duplicate key `x`"),
-            (br#"{"kind":"commit","ts":1,"x":{"y":1,"y":2}}"#, None, "duplicate key `y`"),
+            (
+                br#"{"kind":"commit","ts":1,"outcome":"maybe"}"#,
+                Some("outcome"),
+                "unknown outcome",
+            ),
+            (
+                br#"{"kind":"commit","ts":1,"kind":"fence"}"#,
+                Some("kind"),
+                "duplicate key",
+            ),
+            (
+                br#"{"kind":"commit","ts":1,"x":1,"x":2}"#,
+                None,
+                "duplicate key `x`",
+            ),
+            (
+                br#"{"kind":"commit","ts":1,"x":{"y":1,"y":2}}"#,
+                None,
+                "duplicate key `y`",
+            ),
             (br#"{"kind":"commit","ts":NaN}"#, Some("ts"), "invalid JSON"),
             (br#"{"kind":"commit","ts":1"#, None, "truncated"),
             (br#"[1,2]"#, None, "invalid type"),
             (br#"{"kind":"commit","ts":1} x"#, None, "trailing"),
-            (b"\xEF\xBB\xBF{\"kind\":\"commit\",\"ts\":1}", None, "byte-order mark"),
-            (b"{\"kind\":\"commit\",\"ts\":1,\"scope\":\"\xff\"}", None, "UTF-8"),
+            (
+                b"\xEF\xBB\xBF{\"kind\":\"commit\",\"ts\":1}",
+                None,
+                "byte-order mark",
+            ),
+            (
+                b"{\"kind\":\"commit\",\"ts\":1,\"scope\":\"\xff\"}",
+                None,
+                "UTF-8",
+            ),
         ];
         for (line, field, needle) in cases {
             let e = bad(line);
             assert_eq!(e.field, *field, "{:?}: {e}", String::from_utf8_lossy(line));
-            assert!(e.to_string().contains(needle), "{:?}: {e}", String::from_utf8_lossy(line));
+            assert!(
+                e.to_string().contains(needle),
+                "{:?}: {e}",
+                String::from_utf8_lossy(line)
+            );
         }
     }
 
     #[test]
     fn keeps_the_time_of_a_malformed_event() {
         let e = bad(br#"{"ts":"2025-11-29T12:00:02Z","kind":"commit","epoch":"x"}"#);
-        assert_eq!(e.ts.map(|t| t.to_string()).as_deref(), Some("2025-11-29T12:00:02.000000000Z"));
+        assert_eq!(
+            e.ts.map(|t| t.to_string()).as_deref(),
+            Some("2025-11-29T12:00:02.000000000Z")
+        );
         let e = bad(br#"{"epoch":"x","kind":"commit","ts":"2025-11-29T12:00:02Z"}"#);
         assert!(e.ts.is_some(), "type errors do not stop the pass");
     }
 
     #[test]
     fn nesting_limit() {
-        let deep = |n: usize| format!("{{\"kind\":\"commit\",\"ts\":1,\"x\":{}{}}}", "[".repeat(n), "]".repeat(n));
+        let deep = |n: usize| {
+            format!(
+                "{{\"kind\":\"commit\",\"ts\":1,\"x\":{}{}}}",
+                "[".repeat(n),
+                "]".repeat(n)
+            )
+        };
         assert!(decode_line(deep(63).as_bytes(), DEFAULT_MAX_LINE_BYTES).is_ok());
         let e = bad(deep(64).as_bytes());
         assert!(e.reason.contains("nesting deeper than 64"), "{e}");
@@ -585,14 +725,24 @@ mod tests {
 
     #[test]
     fn size_limit() {
-        let line = format!("{{\"kind\":\"commit\",\"ts\":1,\"pad\":\"{}\"}}", "x".repeat(100));
+        let line = format!(
+            "{{\"kind\":\"commit\",\"ts\":1,\"pad\":\"{}\"}}",
+            "x".repeat(100)
+        );
         assert!(decode_line(line.as_bytes(), 200).is_ok());
-        assert!(decode_line(line.as_bytes(), 100).unwrap_err().reason.contains("over the 100-byte limit"));
+        assert!(
+            decode_line(line.as_bytes(), 100)
+                .unwrap_err()
+                .reason
+                .contains("over the 100-byte limit")
+        );
     }
 
     #[test]
     fn arrays_decode_per_element() {
-        let out = decode_array(r#"[{"kind":"commit","ts":1},{"kind":"x","ts":1},5,{"kind":"heartbeat","ts":2,"route":"r"}]"#);
+        let out = decode_array(
+            r#"[{"kind":"commit","ts":1},{"kind":"x","ts":1},5,{"kind":"heartbeat","ts":2,"route":"r"}]"#,
+        );
         assert_eq!(out.len(), 4);
         assert!(out[0].is_ok() && out[1].is_err() && out[2].is_err() && out[3].is_ok());
         let out = decode_array(r#"[{"kind":"commit","ts":1},{"kind""#);

@@ -156,7 +156,13 @@ struct Out<'w, W: Write> {
 }
 
 impl<W: Write> Out<'_, W> {
-    fn emit(&mut self, l: &Line<'_>, route_idx: usize, emitters: &[String], lose: bool) -> io::Result<()> {
+    fn emit(
+        &mut self,
+        l: &Line<'_>,
+        route_idx: usize,
+        emitters: &[String],
+        lose: bool,
+    ) -> io::Result<()> {
         self.seqs[route_idx] += 1;
         if lose {
             return Ok(());
@@ -181,23 +187,44 @@ impl<W: Write> Out<'_, W> {
         if l.rejected {
             write!(self.w, ",\"outcome\":\"rejected\"")?;
         }
-        writeln!(self.w, ",\"emitter\":\"{}\",\"seq\":{}}}", emitters[route_idx], self.seqs[route_idx])
+        writeln!(
+            self.w,
+            ",\"emitter\":\"{}\",\"seq\":{}}}",
+            emitters[route_idx], self.seqs[route_idx]
+        )
     }
 }
 
 /// Positions `0..n` spread evenly over `count` injections (empty when `count` is 0).
 fn spread(count: u64, n: u64, offset: u64) -> Vec<u64> {
-    (0..count).map(|i| ((i * 2 + 1) * n / (count * 2).max(1) + offset) % n.max(1)).collect()
+    (0..count)
+        .map(|i| ((i * 2 + 1) * n / (count * 2).max(1) + offset) % n.max(1))
+        .collect()
 }
 
 /// Writes the workload as NDJSON and returns its ground truth.
 pub fn simulate<W: Write>(wl: &Workload, w: &mut W) -> io::Result<Truth> {
     let mut rng = Rng(wl.seed);
     let routes = wl.routes();
-    let emitters: Vec<String> = routes.iter().map(|(r, _)| format!("{}-1", r.split('.').next().unwrap_or(r))).collect();
-    let mut out = Out { w, rfc3339: wl.rfc3339, seqs: vec![0; routes.len()], lines: 0 };
+    let emitters: Vec<String> = routes
+        .iter()
+        .map(|(r, _)| format!("{}-1", r.split('.').next().unwrap_or(r)))
+        .collect();
+    let mut out = Out {
+        w,
+        rfc3339: wl.rfc3339,
+        seqs: vec![0; routes.len()],
+        lines: 0,
+    };
     let step = (1_000_000_000 / wl.rate as i64).max(1);
-    let mut scopes: Vec<ScopeState> = (0..wl.scopes).map(|_| ScopeState { epoch: 1, holder: rng.below(50), last_commit: i64::MIN / 2, retired: false }).collect();
+    let mut scopes: Vec<ScopeState> = (0..wl.scopes)
+        .map(|_| ScopeState {
+            epoch: 1,
+            holder: rng.below(50),
+            last_commit: i64::MIN / 2,
+            retired: false,
+        })
+        .collect();
     let mut truth = Truth {
         lines: 0,
         commits: 0,
@@ -225,11 +252,21 @@ pub fn simulate<W: Write>(wl: &Workload, w: &mut W) -> io::Result<Truth> {
             plan.entry(at).or_default().push(name);
         }
     }
-    let emitting: Vec<usize> = (0..routes.len()).filter(|&i| routes[i].0 != SILENT_ROUTE).collect();
+    let emitting: Vec<usize> = (0..routes.len())
+        .filter(|&i| routes[i].0 != SILENT_ROUTE)
+        .collect();
     let mut next_heartbeat = wl.start.0;
     if wl.grants {
         for (s, st) in scopes.iter().enumerate() {
-            let l = Line { kind: "grant", ts: wl.start.0 - 1_000_000_000, scope: Some(s as u64), epoch: Some(st.epoch), route: routes[0].0, holder: Some(st.holder), rejected: false };
+            let l = Line {
+                kind: "grant",
+                ts: wl.start.0 - 1_000_000_000,
+                scope: Some(s as u64),
+                epoch: Some(st.epoch),
+                route: routes[0].0,
+                holder: Some(st.holder),
+                rejected: false,
+            };
             out.emit(&l, 0, &emitters, false)?;
             truth.grants += 1;
         }
@@ -238,7 +275,15 @@ pub fn simulate<W: Write>(wl: &Workload, w: &mut W) -> io::Result<Truth> {
         let now = wl.start.0 + i as i64 * step;
         while next_heartbeat <= now {
             for &r in &emitting {
-                let l = Line { kind: "heartbeat", ts: next_heartbeat, scope: None, epoch: None, route: routes[r].0, holder: None, rejected: false };
+                let l = Line {
+                    kind: "heartbeat",
+                    ts: next_heartbeat,
+                    scope: None,
+                    epoch: None,
+                    route: routes[r].0,
+                    holder: None,
+                    rejected: false,
+                };
                 out.emit(&l, r, &emitters, false)?;
                 truth.heartbeats += 1;
             }
@@ -249,12 +294,20 @@ pub fn simulate<W: Write>(wl: &Workload, w: &mut W) -> io::Result<Truth> {
         while scopes[s].retired {
             s = (s + 1) % scopes.len();
         }
-        let forced = faults.iter().any(|f| matches!(*f, "paused_old_owner" | "clock_skew" | "epoch_wraparound" | "rejected"));
+        let forced = faults.iter().any(|f| {
+            matches!(
+                *f,
+                "paused_old_owner" | "clock_skew" | "epoch_wraparound" | "rejected"
+            )
+        });
         let is_quiet = |st: &ScopeState| !st.retired && now - st.last_commit > 2 * SKEW_NS;
         if forced && !is_quiet(&scopes[s]) {
             // An injected handover needs a quiet scope; the plan guarantees one exists as long as
             // there are more scopes than commits per 100 ms.
-            if let Some(q) = (0..scopes.len()).map(|k| (s + k) % scopes.len()).find(|&k| is_quiet(&scopes[k])) {
+            if let Some(q) = (0..scopes.len())
+                .map(|k| (s + k) % scopes.len())
+                .find(|&k| is_quiet(&scopes[k]))
+            {
                 s = q;
             }
         }
@@ -268,13 +321,29 @@ pub fn simulate<W: Write>(wl: &Workload, w: &mut W) -> io::Result<Truth> {
             truth.handovers += 1;
             let r = emitting[0];
             if wl.grants {
-                let l = Line { kind: "grant", ts: now, scope: Some(s as u64), epoch: Some(st.epoch), route: routes[r].0, holder: Some(st.holder), rejected: false };
+                let l = Line {
+                    kind: "grant",
+                    ts: now,
+                    scope: Some(s as u64),
+                    epoch: Some(st.epoch),
+                    route: routes[r].0,
+                    holder: Some(st.holder),
+                    rejected: false,
+                };
                 out.emit(&l, r, &emitters, false)?;
                 truth.grants += 1;
             }
             if wrap {
                 // The wrapped epoch commits once and the scope is retired: exactly one stale commit.
-                let l = Line { kind: "commit", ts: now, scope: Some(s as u64), epoch: Some(0), route: routes[r].0, holder: Some(st.holder), rejected: false };
+                let l = Line {
+                    kind: "commit",
+                    ts: now,
+                    scope: Some(s as u64),
+                    epoch: Some(0),
+                    route: routes[r].0,
+                    holder: Some(st.holder),
+                    rejected: false,
+                };
                 out.emit(&l, r, &emitters, false)?;
                 st.retired = true;
                 st.last_commit = now;
@@ -285,7 +354,15 @@ pub fn simulate<W: Write>(wl: &Workload, w: &mut W) -> io::Result<Truth> {
                 }
                 continue;
             }
-            let l = Line { kind: "fence", ts: now, scope: Some(s as u64), epoch: Some(st.epoch), route: routes[r].0, holder: Some(st.holder), rejected: false };
+            let l = Line {
+                kind: "fence",
+                ts: now,
+                scope: Some(s as u64),
+                epoch: Some(st.epoch),
+                route: routes[r].0,
+                holder: Some(st.holder),
+                rejected: false,
+            };
             out.emit(&l, r, &emitters, false)?;
             for fault in &faults {
                 let (delay, rejected) = match *fault {
@@ -294,11 +371,21 @@ pub fn simulate<W: Write>(wl: &Workload, w: &mut W) -> io::Result<Truth> {
                     "rejected" => (1_000_000_000, true),
                     _ => continue,
                 };
-                let l = Line { kind: "commit", ts: now + delay, scope: Some(s as u64), epoch: Some(old.epoch), route: routes[r].0, holder: Some(old.holder), rejected };
+                let l = Line {
+                    kind: "commit",
+                    ts: now + delay,
+                    scope: Some(s as u64),
+                    epoch: Some(old.epoch),
+                    route: routes[r].0,
+                    holder: Some(old.holder),
+                    rejected,
+                };
                 out.emit(&l, r, &emitters, false)?;
                 *truth.injected.entry(fault).or_default() += 1;
                 match *fault {
-                    "paused_old_owner" => *truth.counterexamples.entry("stale_commit").or_default() += 1,
+                    "paused_old_owner" => {
+                        *truth.counterexamples.entry("stale_commit").or_default() += 1
+                    }
                     "clock_skew" => truth.unknown_reasons.push("ambiguous_order"),
                     _ => {}
                 }
@@ -307,17 +394,32 @@ pub fn simulate<W: Write>(wl: &Workload, w: &mut W) -> io::Result<Truth> {
         let st = &mut scopes[s];
         let unfenced = faults.contains(&"unfenced_route");
         let r = if unfenced {
-            routes.iter().position(|(n, _)| *n == UNFENCED_ROUTE).expect("declared when injected")
+            routes
+                .iter()
+                .position(|(n, _)| *n == UNFENCED_ROUTE)
+                .expect("declared when injected")
         } else {
             emitting[rng.below(FENCED_ROUTES.len() as u64) as usize]
         };
         let missing = faults.contains(&"missing_epoch");
         let lose = faults.contains(&"lost_telemetry");
-        let l = Line { kind: "commit", ts: now, scope: Some(s as u64), epoch: (!missing).then_some(st.epoch), route: routes[r].0, holder: Some(st.holder), rejected: false };
+        let l = Line {
+            kind: "commit",
+            ts: now,
+            scope: Some(s as u64),
+            epoch: (!missing).then_some(st.epoch),
+            route: routes[r].0,
+            holder: Some(st.holder),
+            rejected: false,
+        };
         out.emit(&l, r, &emitters, lose)?;
         st.last_commit = now;
         truth.commits += u64::from(!lose);
-        for (flag, name, reason) in [(unfenced, "unfenced_route", "unfenced_route"), (missing, "missing_epoch", "missing_epoch"), (lose, "lost_telemetry", "telemetry_gap")] {
+        for (flag, name, reason) in [
+            (unfenced, "unfenced_route", "unfenced_route"),
+            (missing, "missing_epoch", "missing_epoch"),
+            (lose, "lost_telemetry", "telemetry_gap"),
+        ] {
             if flag {
                 *truth.injected.entry(name).or_default() += 1;
                 truth.unknown_reasons.push(reason);
@@ -346,7 +448,16 @@ mod tests {
     use super::*;
 
     fn wl(faults: Faults) -> Workload {
-        Workload { events: 5_000, scopes: 200, seed: 7, start: EventTime(1_764_417_600_000_000_000), rate: 1000, rfc3339: false, grants: false, faults }
+        Workload {
+            events: 5_000,
+            scopes: 200,
+            seed: 7,
+            start: EventTime(1_764_417_600_000_000_000),
+            rate: 1000,
+            rfc3339: false,
+            grants: false,
+            faults,
+        }
     }
 
     #[test]
@@ -364,7 +475,17 @@ mod tests {
 
     #[test]
     fn truth_counts_injections() {
-        let t = simulate(&wl(Faults { paused_old_owner: 3, epoch_wraparound: 2, lost_telemetry: 4, silent_route: true, ..Faults::default() }), &mut io::sink()).unwrap();
+        let t = simulate(
+            &wl(Faults {
+                paused_old_owner: 3,
+                epoch_wraparound: 2,
+                lost_telemetry: 4,
+                silent_route: true,
+                ..Faults::default()
+            }),
+            &mut io::sink(),
+        )
+        .unwrap();
         assert_eq!(t.counterexamples["stale_commit"], 5);
         assert_eq!(t.injected["lost_telemetry"], 4);
         assert_eq!(t.verdict, "refuted");

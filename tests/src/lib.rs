@@ -10,9 +10,16 @@ pub fn bin() -> PathBuf {
         return p.into();
     }
     let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
     let bin = dir.join("fencewatch");
-    assert!(bin.exists(), "{} not built: run the workspace's tests (`cargo nextest run --workspace`)", bin.display());
+    assert!(
+        bin.exists(),
+        "{} not built: run the workspace's tests (`cargo nextest run --workspace`)",
+        bin.display()
+    );
     bin
 }
 
@@ -21,29 +28,52 @@ pub fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
     use std::io::Write;
     let mut child = Command::new(bin())
         .args(args)
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn fencewatch");
     if let Some(input) = stdin {
-        child.stdin.take().expect("stdin").write_all(input).expect("write stdin");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input)
+            .expect("write stdin");
     }
     child.wait_with_output().expect("wait for fencewatch")
 }
 
 /// The repository root.
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("repo root").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root")
+        .to_path_buf()
 }
 
 /// `fencewatch check --format json` on files; returns (exit code, parsed report).
 pub fn check_json(contract: &Path, files: &[&Path]) -> (i32, serde_json::Value) {
-    let mut args = vec!["check".to_string(), "--contract".into(), contract.display().to_string(), "--format".into(), "json".into()];
+    let mut args = vec![
+        "check".to_string(),
+        "--contract".into(),
+        contract.display().to_string(),
+        "--format".into(),
+        "json".into(),
+    ];
     args.extend(files.iter().map(|f| f.display().to_string()));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = run(&refs, None);
-    let doc = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {} {}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {} {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
     (out.status.code().expect("exit code"), doc)
 }

@@ -6,22 +6,37 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-fn summary(doc: &Value) -> BTreeMap<String, (String, BTreeMap<String, u64>, Vec<String>)> {
+/// Verdict, counterexample kinds with counts, and unknown reasons of one property.
+type PropertySummary = (String, BTreeMap<String, u64>, Vec<String>);
+
+fn summary(doc: &Value) -> BTreeMap<String, PropertySummary> {
     let mut out = BTreeMap::new();
     for p in doc["properties"].as_array().expect("properties") {
         let mut kinds = BTreeMap::new();
         for cx in p["counterexamples"].as_array().expect("counterexamples") {
-            *kinds.entry(cx["kind"].as_str().unwrap().to_string()).or_default() += 1;
+            *kinds
+                .entry(cx["kind"].as_str().unwrap().to_string())
+                .or_default() += 1;
         }
-        let mut reasons: Vec<String> = p["unknown"].as_object().unwrap().iter().filter(|(_, n)| n.as_u64() > Some(0)).map(|(r, _)| r.clone()).collect();
+        let mut reasons: Vec<String> = p["unknown"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(_, n)| n.as_u64() > Some(0))
+            .map(|(r, _)| r.clone())
+            .collect();
         reasons.sort();
-        out.insert(p["property"].as_str().unwrap().to_string(), (p["verdict"].as_str().unwrap().to_string(), kinds, reasons));
+        out.insert(
+            p["property"].as_str().unwrap().to_string(),
+            (p["verdict"].as_str().unwrap().to_string(), kinds, reasons),
+        );
     }
     out
 }
 
 fn run_case(dir: &Path) -> Result<(), String> {
-    let exp: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    let exp: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
     let (code, doc) = check_json(&dir.join("contract.toml"), &[&dir.join("events.ndjson")]);
     let mut problems = Vec::new();
     let verdict = exp["verdict"].as_str().unwrap();
@@ -31,7 +46,10 @@ fn run_case(dir: &Path) -> Result<(), String> {
         _ => 2,
     };
     if doc["verdict"] != exp["verdict"] || code != want_code {
-        problems.push(format!("verdict {} exit {code}, expected {verdict}", doc["verdict"]));
+        problems.push(format!(
+            "verdict {} exit {code}, expected {verdict}",
+            doc["verdict"]
+        ));
     }
     let got = summary(&doc);
     for (name, e) in exp["properties"].as_object().unwrap() {
@@ -39,39 +57,72 @@ fn run_case(dir: &Path) -> Result<(), String> {
         for (k, n) in e["counterexamples"].as_object().unwrap() {
             kinds.insert(k.clone(), n.as_u64().unwrap());
         }
-        let mut reasons: Vec<String> = e["unknown_reasons"].as_array().unwrap().iter().map(|r| r.as_str().unwrap().to_string()).collect();
+        let mut reasons: Vec<String> = e["unknown_reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap().to_string())
+            .collect();
         reasons.sort();
         let want = (e["verdict"].as_str().unwrap().to_string(), kinds, reasons);
         if got.get(name) != Some(&want) {
-            problems.push(format!("{name}: got {:?}, expected {want:?}", got.get(name)));
+            problems.push(format!(
+                "{name}: got {:?}, expected {want:?}",
+                got.get(name)
+            ));
         }
     }
     for key in ["unattributed", "malformed", "events"] {
-        if let Some(n) = exp.get(key) {
-            if &doc[key] != n {
-                problems.push(format!("{key}: got {}, expected {n}", doc[key]));
-            }
+        if let Some(n) = exp.get(key)
+            && &doc[key] != n
+        {
+            problems.push(format!("{key}: got {}, expected {n}", doc[key]));
         }
     }
-    if let Some(s) = exp.get("contract_status") {
-        if &doc["contract"]["status"] != s {
-            problems.push(format!("contract status {}, expected {s}", doc["contract"]["status"]));
-        }
+    if let Some(s) = exp.get("contract_status")
+        && &doc["contract"]["status"] != s
+    {
+        problems.push(format!(
+            "contract status {}, expected {s}",
+            doc["contract"]["status"]
+        ));
     }
     if let Some(epochs) = exp.get("superseding_epochs") {
-        let got: Vec<Value> = doc["properties"][0]["counterexamples"].as_array().unwrap().iter().map(|c| c["superseding"]["epoch"].clone()).collect();
+        let got: Vec<Value> = doc["properties"][0]["counterexamples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["superseding"]["epoch"].clone())
+            .collect();
         if &Value::Array(got.clone()) != epochs {
             problems.push(format!("superseding epochs {got:?}, expected {epochs}"));
         }
     }
-    if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
 }
 
 fn run_corpus(root: &Path) -> usize {
-    let mut dirs: Vec<_> = std::fs::read_dir(root).unwrap().map(|e| e.unwrap().path()).filter(|p| p.join("expected.json").exists()).collect();
+    let mut dirs: Vec<_> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("expected.json").exists())
+        .collect();
     dirs.sort();
-    let failures: Vec<String> = dirs.iter().filter_map(|d| run_case(d).err().map(|e| format!("{}: {e}", d.display()))).collect();
-    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), dirs.len(), failures.join("\n"));
+    let failures: Vec<String> = dirs
+        .iter()
+        .filter_map(|d| run_case(d).err().map(|e| format!("{}: {e}", d.display())))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        dirs.len(),
+        failures.join("\n")
+    );
     dirs.len()
 }
 

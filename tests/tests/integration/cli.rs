@@ -4,15 +4,27 @@ use fencewatch_tests::{repo, run};
 
 fn case(name: &str) -> (String, String) {
     let d = repo().join("tests/cases").join(name);
-    (d.join("contract.toml").display().to_string(), d.join("events.ndjson").display().to_string())
+    (
+        d.join("contract.toml").display().to_string(),
+        d.join("events.ndjson").display().to_string(),
+    )
 }
 
 #[test]
 fn exit_codes_follow_the_verdict() {
-    for (name, code) in [("stale-fence", 1), ("equal-order-ambiguous", 2), ("unattributed-property", 0)] {
+    for (name, code) in [
+        ("stale-fence", 1),
+        ("equal-order-ambiguous", 2),
+        ("unattributed-property", 0),
+    ] {
         let (c, e) = case(name);
         let out = run(&["check", "--contract", &c, &e], None);
-        assert_eq!(out.status.code(), Some(code), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
@@ -20,7 +32,10 @@ fn exit_codes_follow_the_verdict() {
 fn reads_stdin_and_provenance_names_it() {
     let (c, e) = case("stale-fence");
     let data = std::fs::read(&e).unwrap();
-    let out = run(&["check", "--contract", &c, "--format", "json", "-"], Some(&data));
+    let out = run(
+        &["check", "--contract", &c, "--format", "json", "-"],
+        Some(&data),
+    );
     assert_eq!(out.status.code(), Some(1));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let cx = &doc["properties"][0]["counterexamples"][0];
@@ -37,13 +52,38 @@ fn files_are_one_stream_in_argument_order() {
     let b = dir.path().join("b.ndjson");
     std::fs::write(&a, "{\"kind\":\"commit\",\"scope\":\"s\",\"route\":\"orders-api.transition\",\"ts\":\"2025-11-29T12:00:00Z\",\"epoch\":5,\"emitter\":\"e\",\"seq\":1}\n").unwrap();
     std::fs::write(&b, "{\"kind\":\"commit\",\"scope\":\"s\",\"route\":\"orders-api.transition\",\"ts\":\"2025-11-29T12:00:01Z\",\"epoch\":4,\"emitter\":\"e\",\"seq\":3}\n").unwrap();
-    let out = run(&["check", "--contract", &c, "--format", "json", a.to_str().unwrap(), b.to_str().unwrap()], None);
+    let out = run(
+        &[
+            "check",
+            "--contract",
+            &c,
+            "--format",
+            "json",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+        ],
+        None,
+    );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let p = &doc["properties"][0];
-    assert_eq!(p["counterexamples"][0]["stale"]["source"], format!("{}:1", b.display()));
+    assert_eq!(
+        p["counterexamples"][0]["stale"]["source"],
+        format!("{}:1", b.display())
+    );
     assert_eq!(p["unknown"]["telemetry_gap"], 1, "seq tracking spans files");
     // The same id for the same stale event, whatever the witness.
-    let again = run(&["check", "--contract", &c, "--format", "json", a.to_str().unwrap(), b.to_str().unwrap()], None);
+    let again = run(
+        &[
+            "check",
+            "--contract",
+            &c,
+            "--format",
+            "json",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+        ],
+        None,
+    );
     assert_eq!(out.stdout, again.stdout, "deterministic output");
 }
 
@@ -52,11 +92,20 @@ fn invalid_contract_is_an_error_with_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let c = dir.path().join("bad.toml");
     std::fs::write(&c, "[[property]]\nname = \"p\"\nsubject = \"S\"\nstrategy = \"lease_epoch\"\nwindow = \"0s\"\ncolour = \"red\"\n").unwrap();
-    let out = run(&["check", "--contract", c.to_str().unwrap(), "-"], Some(b""));
+    let out = run(
+        &["check", "--contract", c.to_str().unwrap(), "-"],
+        Some(b""),
+    );
     assert_eq!(out.status.code(), Some(3));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("bad.toml:5:") && err.contains("window"), "{err}");
-    assert!(err.contains("bad.toml:6:") && err.contains("colour"), "{err}");
+    assert!(
+        err.contains("bad.toml:5:") && err.contains("window"),
+        "{err}"
+    );
+    assert!(
+        err.contains("bad.toml:6:") && err.contains("colour"),
+        "{err}"
+    );
     assert!(err.contains("route"), "every error is reported: {err}");
     let out = run(&["contract", "check", c.to_str().unwrap()], None);
     assert_eq!(out.status.code(), Some(3));
@@ -65,7 +114,10 @@ fn invalid_contract_is_an_error_with_file_and_line() {
 #[test]
 fn missing_input_file_is_exit_3() {
     let (c, _) = case("stale-fence");
-    let out = run(&["check", "--contract", &c, "/nonexistent/events.ndjson"], None);
+    let out = run(
+        &["check", "--contract", &c, "/nonexistent/events.ndjson"],
+        None,
+    );
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/events.ndjson"));
 }
@@ -76,7 +128,10 @@ fn contract_check_names_the_missing_obligation() {
     let out = run(&["contract", "check", d.to_str().unwrap()], None);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("stale_authority_exclusion") && text.contains("REJECTED"), "{text}");
+    assert!(
+        text.contains("stale_authority_exclusion") && text.contains("REJECTED"),
+        "{text}"
+    );
     let (c, _) = case("stale-fence");
     let out = run(&["contract", "check", &c, "--format", "json"], None);
     assert_eq!(out.status.code(), Some(0));
@@ -91,11 +146,18 @@ fn text_report_explains_counterexamples() {
     let out = run(&["check", "--contract", &c, &e], None);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("fencewatch check: REFUTED"), "{text}");
-    assert!(text.contains("superseded epoch 1") && text.contains("epoch 3 was established"), "{text}");
+    assert!(
+        text.contains("superseded epoch 1") && text.contains("epoch 3 was established"),
+        "{text}"
+    );
     assert!(text.contains("windows (1):"), "{text}");
     let (c, e) = case("malformed-variety");
-    let text = String::from_utf8_lossy(&run(&["check", "--contract", &c, &e], None).stdout).to_string();
-    assert!(text.contains(":2: field `epoch`: expected an unsigned 64-bit integer, found a string"), "{text}");
+    let text =
+        String::from_utf8_lossy(&run(&["check", "--contract", &c, &e], None).stdout).to_string();
+    assert!(
+        text.contains(":2: field `epoch`: expected an unsigned 64-bit integer, found a string"),
+        "{text}"
+    );
     assert!(text.contains("malformed_event ×8"), "{text}");
 }
 

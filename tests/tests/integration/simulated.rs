@@ -5,15 +5,34 @@ use fencewatch_tests::{check_json, run};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-fn simulate(dir: &std::path::Path, args: &[&str]) -> (std::path::PathBuf, std::path::PathBuf, Value) {
+fn simulate(
+    dir: &std::path::Path,
+    args: &[&str],
+) -> (std::path::PathBuf, std::path::PathBuf, Value) {
     let events = dir.join("events.ndjson");
     let contract = dir.join("contract.toml");
     let truth = dir.join("truth.json");
-    let mut all = vec!["simulate", "--output", events.to_str().unwrap(), "--contract-out", contract.to_str().unwrap(), "--truth", truth.to_str().unwrap()];
+    let mut all = vec![
+        "simulate",
+        "--output",
+        events.to_str().unwrap(),
+        "--contract-out",
+        contract.to_str().unwrap(),
+        "--truth",
+        truth.to_str().unwrap(),
+    ];
     all.extend_from_slice(args);
     let out = run(&all, None);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    (contract, events, serde_json::from_str(&std::fs::read_to_string(truth).unwrap()).unwrap())
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        contract,
+        events,
+        serde_json::from_str(&std::fs::read_to_string(truth).unwrap()).unwrap(),
+    )
 }
 
 fn assert_matches_truth(doc: &Value, truth: &Value) {
@@ -21,12 +40,24 @@ fn assert_matches_truth(doc: &Value, truth: &Value) {
     let p = &doc["properties"][0];
     let mut kinds: BTreeMap<String, u64> = BTreeMap::new();
     for cx in p["counterexamples"].as_array().unwrap() {
-        *kinds.entry(cx["kind"].as_str().unwrap().into()).or_default() += 1;
+        *kinds
+            .entry(cx["kind"].as_str().unwrap().into())
+            .or_default() += 1;
     }
-    let want: BTreeMap<String, u64> = truth["counterexamples"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_u64().unwrap())).collect();
+    let want: BTreeMap<String, u64> = truth["counterexamples"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+        .collect();
     assert_eq!(kinds, want);
     let reasons: Vec<&String> = p["unknown"].as_object().unwrap().keys().collect();
-    let want: Vec<String> = truth["unknown_reasons"].as_array().unwrap().iter().map(|r| r.as_str().unwrap().to_string()).collect();
+    let want: Vec<String> = truth["unknown_reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap().to_string())
+        .collect();
     assert_eq!(reasons, want.iter().collect::<Vec<_>>());
 }
 
@@ -35,7 +66,30 @@ fn every_fault_is_found_in_any_order() {
     let dir = tempfile::tempdir().unwrap();
     let (contract, events, truth) = simulate(
         dir.path(),
-        &["--events", "20000", "--scopes", "500", "--seed", "42", "--grants", "--paused-old-owner", "4", "--missing-epoch", "3", "--unfenced-route", "2", "--epoch-wraparound", "2", "--lost-telemetry", "5", "--clock-skew", "3", "--rejected", "6", "--silent-route"],
+        &[
+            "--events",
+            "20000",
+            "--scopes",
+            "500",
+            "--seed",
+            "42",
+            "--grants",
+            "--paused-old-owner",
+            "4",
+            "--missing-epoch",
+            "3",
+            "--unfenced-route",
+            "2",
+            "--epoch-wraparound",
+            "2",
+            "--lost-telemetry",
+            "5",
+            "--clock-skew",
+            "3",
+            "--rejected",
+            "6",
+            "--silent-route",
+        ],
     );
     let (code, doc) = check_json(&contract, &[&events]);
     assert_eq!(code, 1);
@@ -55,18 +109,29 @@ fn every_fault_is_found_in_any_order() {
     let (_, rdoc) = check_json(&contract, &[&reversed]);
     assert_matches_truth(&rdoc, &truth);
     let ids = |d: &Value| {
-        let mut v: Vec<String> = d["properties"][0]["counterexamples"].as_array().unwrap().iter().map(|c| c["kind"].as_str().unwrap().to_string() + &c["scope"].as_str().unwrap()).collect();
+        let mut v: Vec<String> = d["properties"][0]["counterexamples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["kind"].as_str().unwrap().to_string() + c["scope"].as_str().unwrap())
+            .collect();
         v.sort();
         v
     };
     assert_eq!(ids(&doc), ids(&rdoc));
-    assert_eq!(doc["properties"][0]["unknown"], rdoc["properties"][0]["unknown"]);
+    assert_eq!(
+        doc["properties"][0]["unknown"],
+        rdoc["properties"][0]["unknown"]
+    );
 }
 
 #[test]
 fn clean_workload_holds() {
     let dir = tempfile::tempdir().unwrap();
-    let (contract, events, truth) = simulate(dir.path(), &["--events", "5000", "--scopes", "100", "--rfc3339"]);
+    let (contract, events, truth) = simulate(
+        dir.path(),
+        &["--events", "5000", "--scopes", "100", "--rfc3339"],
+    );
     assert_eq!(truth["verdict"], "holds");
     let (code, doc) = check_json(&contract, &[&events]);
     assert_eq!(code, 0, "{}", doc["properties"][0]["unknown"]);
