@@ -198,6 +198,8 @@ fn check(args: CheckArgs) -> i32 {
     let show_progress = args.format == Format::Text && std::io::stderr().is_terminal();
     let mut bar = render::ProgressBar::new(total);
     let mut progress = |n: u64| bar.update(n);
+    let timings = std::env::var_os("FENCEWATCH_TIMINGS").is_some();
+    let started = std::time::Instant::now();
     let mut history = History::new(contract);
     let read = read_into(
         &mut history,
@@ -216,7 +218,15 @@ fn check(args: CheckArgs) -> i32 {
         eprintln!("fencewatch check: {e}");
         return EXIT_ERROR;
     }
+    let read_done = std::time::Instant::now();
     let report = history.finish();
+    if timings {
+        eprintln!(
+            "timings: read+decode+push {:?}, finish {:?}",
+            read_done - started,
+            read_done.elapsed()
+        );
+    }
     let mut out = std::io::stdout().lock();
     let written = match args.format {
         Format::Json => serde_json::to_writer(&mut out, &report)

@@ -41,6 +41,21 @@ pub const CONTEXT_EVENTS: usize = 5;
 /// Windows listed one by one before the timeline is shown as runs.
 pub const MAX_LISTED_WINDOWS: u64 = 10_000;
 
+/// A grouped event as the per-scope sweeps read it: a copy of what they need, so that sorting
+/// and sweeping a scope touches contiguous memory only.
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    inc: u64,
+    epoch: u64,
+    ts: i64,
+    order: Option<u64>,
+    idx: u32,
+    holder: u32,
+    prop: u16,
+    /// 0 committed commit/fence with an epoch, 1 grant, 2 anything else.
+    class: u8,
+}
+
 /// One valid event, 72 bytes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Rec {
@@ -336,8 +351,10 @@ impl History {
                 accs[r.prop as usize].series.cover(r.ts);
             }
         }
-        let duplicates = self.settle_duplicates(&mut accs);
-        let emitters = self.telemetry_gaps(&mut accs);
+        let by_seq = self.by_seq();
+        let duplicates = self.settle_duplicates(&mut accs, &by_seq);
+        let emitters = self.telemetry_gaps(&mut accs, &by_seq);
+        drop(by_seq);
         self.per_event(&mut accs);
         self.scope_groups(&mut accs);
         self.place_malformed(&mut accs);
@@ -360,15 +377,45 @@ impl History {
         }
     }
 
-    fn settle_duplicates(&mut self, accs: &mut [Acc]) -> u64 {
+    /// Indices of events with an emitter and a seq, sorted by (emitter, seq, index): a stable
+    /// counting sort by emitter, then each emitter's run sorted only when its seqs did not
+    /// arrive in order (they usually do).
+    fn by_seq(&self) -> Vec<u32> {
+        let recs = &self.recs;
+        let has = |r: &Rec| r.emitter != NONE && r.has(HAS_SEQ);
+        let n = self.strings.len();
+        let mut starts = vec![0u32; n + 1];
+        for r in recs.iter().filter(|r| has(r)) {
+            starts[r.emitter as usize + 1] += 1;
+        }
+        for i in 0..n {
+            starts[i + 1] += starts[i];
+        }
+        let mut fill = starts.clone();
+        let mut out = vec![0u32; starts[n] as usize];
+        for (i, r) in recs.iter().enumerate().filter(|(_, r)| has(r)) {
+            out[fill[r.emitter as usize] as usize] = i as u32;
+            fill[r.emitter as usize] += 1;
+        }
+        for e in 0..n {
+            let run = &mut out[starts[e] as usize..starts[e + 1] as usize];
+            if !run
+                .windows(2)
+                .all(|w| recs[w[0] as usize].seq <= recs[w[1] as usize].seq)
+            {
+                let mut keys: Vec<(u64, u32)> =
+                    run.iter().map(|&i| (recs[i as usize].seq, i)).collect();
+                keys.sort_unstable();
+                for (slot, (_, i)) in run.iter_mut().zip(keys) {
+                    *slot = i;
+                }
+            }
+        }
+        out
+    }
+
+    fn settle_duplicates(&mut self, accs: &mut [Acc], by_seq: &[u32]) -> u64 {
         let recs = &mut self.recs;
-        let mut by_seq: Vec<u32> = (0..recs.len() as u32)
-            .filter(|&i| {
-                let r = &recs[i as usize];
-                r.emitter != NONE && r.has(HAS_SEQ)
-            })
-            .collect();
-        by_seq.sort_unstable_by_key(|&i| (recs[i as usize].emitter, recs[i as usize].seq, i));
         let mut by_order: Vec<u32> = (0..recs.len() as u32)
             .filter(|&i| {
                 let r = &recs[i as usize];
@@ -483,12 +530,8 @@ impl History {
             .count() as u64
     }
 
-    fn telemetry_gaps(&self, accs: &mut [Acc]) -> Vec<EmitterReport> {
+    fn telemetry_gaps(&self, accs: &mut [Acc], by_seq: &[u32]) -> Vec<EmitterReport> {
         let recs = &self.recs;
-        let mut by_seq: Vec<u32> = (0..recs.len() as u32)
-            .filter(|&i| recs[i as usize].emitter != NONE && recs[i as usize].has(HAS_SEQ))
-            .collect();
-        by_seq.sort_unstable_by_key(|&i| (recs[i as usize].emitter, recs[i as usize].seq, i));
         let mut out = Vec::new();
         let mut a = 0;
         while a < by_seq.len() {
@@ -498,13 +541,15 @@ impl History {
                 b += 1;
             }
             let group = &by_seq[a..b];
-            let mut fed: Vec<u16> = group
-                .iter()
-                .map(|&i| recs[i as usize].prop)
-                .filter(|&p| p != UNATTRIBUTED)
+            let mut feeds = vec![false; accs.len()];
+            for &i in group {
+                if let Some(f) = feeds.get_mut(recs[i as usize].prop as usize) {
+                    *f = true;
+                }
+            }
+            let fed: Vec<u16> = (0..accs.len() as u16)
+                .filter(|&p| feeds[p as usize])
                 .collect();
-            fed.sort_unstable();
-            fed.dedup();
             let (mut gaps, mut missing, mut distinct) = (0u64, 0u64, 1u64);
             for w in group.windows(2) {
                 let (x, y) = (&recs[w[0] as usize], &recs[w[1] as usize]);
@@ -637,7 +682,9 @@ impl History {
 
     fn scope_groups(&self, accs: &mut [Acc]) {
         let recs = &self.recs;
-        // Counting sort by scope id, then each bucket by (property, incarnation, class, epoch desc, ts, index).
+        // Counting sort by scope id into compact slots (so that each bucket is contiguous and
+        // sorting it touches no record), then each bucket by
+        // (property, incarnation, class, epoch desc, ts, index).
         let nscopes = self.scopes.len();
         let mut starts = vec![0u32; nscopes + 1];
         let member = |r: &Rec| {
@@ -650,98 +697,88 @@ impl History {
             starts[i + 1] += starts[i];
         }
         let mut fill = starts.clone();
-        let mut order = vec![0u32; starts[nscopes] as usize];
+        let mut slots = vec![Slot::default(); starts[nscopes] as usize];
         for (i, r) in recs.iter().enumerate() {
             if member(r) {
-                let slot = &mut fill[r.scope as usize];
-                order[*slot as usize] = i as u32;
-                *slot += 1;
+                let at = &mut fill[r.scope as usize];
+                slots[*at as usize] = Slot {
+                    inc: r.incarnation,
+                    epoch: r.epoch,
+                    ts: r.ts,
+                    order: r.order(),
+                    idx: i as u32,
+                    holder: r.holder,
+                    prop: r.prop,
+                    class: if r.committed_mutation() && r.has(HAS_EPOCH) {
+                        0
+                    } else if r.kind == Kind::Grant {
+                        1
+                    } else {
+                        2
+                    },
+                };
+                *at += 1;
             }
         }
-        let class = |r: &Rec| -> u8 {
-            if r.committed_mutation() && r.has(HAS_EPOCH) {
-                0
-            } else if r.kind == Kind::Grant {
-                1
-            } else {
-                2
-            }
-        };
+        drop(fill);
         let mut work = scope::Workspace::default();
         for s in 0..nscopes {
-            let bucket = &mut order[starts[s] as usize..starts[s + 1] as usize];
+            let bucket = &mut slots[starts[s] as usize..starts[s + 1] as usize];
             if bucket.is_empty() {
                 continue;
             }
-            bucket.sort_unstable_by_key(|&i| {
-                let r = &recs[i as usize];
+            bucket.sort_unstable_by_key(|x| {
                 (
-                    r.prop,
-                    r.incarnation,
-                    class(r),
-                    std::cmp::Reverse(r.epoch),
-                    r.ts,
-                    i,
+                    x.prop,
+                    x.inc,
+                    x.class,
+                    std::cmp::Reverse(x.epoch),
+                    x.ts,
+                    x.idx,
                 )
             });
             let mut a = 0;
             while a < bucket.len() {
-                let prop = recs[bucket[a] as usize].prop;
-                let mut b = a;
-                while b < bucket.len() && recs[bucket[b] as usize].prop == prop {
-                    b += 1;
-                }
-                self.assess_group(&bucket[a..b], &mut accs[prop as usize], &mut work, &class);
+                let prop = bucket[a].prop;
+                let b = a + bucket[a..].iter().take_while(|x| x.prop == prop).count();
+                self.assess_group(&bucket[a..b], &mut accs[prop as usize], &mut work);
                 a = b;
             }
         }
     }
 
-    fn assess_group(
-        &self,
-        group: &[u32],
-        acc: &mut Acc,
-        work: &mut scope::Workspace,
-        class: &dyn Fn(&Rec) -> u8,
-    ) {
+    fn assess_group(&self, group: &[Slot], acc: &mut Acc, work: &mut scope::Workspace) {
         let recs = &self.recs;
-        let prop = &self.contract.properties[recs[group[0] as usize].prop as usize];
+        let prop = &self.contract.properties[group[0].prop as usize];
         let skew = prop.clock_skew.0;
         // Slices per incarnation: (committed, grants).
         work.incs.clear();
         let mut a = 0;
         while a < group.len() {
-            let inc = recs[group[a] as usize].incarnation;
-            let mut b = a;
-            while b < group.len() && recs[group[b] as usize].incarnation == inc {
-                b += 1;
-            }
-            let c_end = a + group[a..b]
-                .iter()
-                .take_while(|&&i| class(&recs[i as usize]) == 0)
-                .count();
-            let g_end = c_end
-                + group[c_end..b]
-                    .iter()
-                    .take_while(|&&i| class(&recs[i as usize]) == 1)
-                    .count();
+            let inc = group[a].inc;
+            let b = a + group[a..].iter().take_while(|x| x.inc == inc).count();
+            let c_end = a + group[a..b].iter().take_while(|x| x.class == 0).count();
+            let g_end = c_end + group[c_end..b].iter().take_while(|x| x.class == 1).count();
             work.incs.push((inc, a, c_end, g_end));
             a = b;
         }
-        let cand = |i: u32| {
-            let r = &recs[i as usize];
-            Cand {
-                epoch: r.epoch,
-                ts: r.ts,
-                order: r.order(),
-                holder: r.holder,
-                idx: i,
-            }
+        let cand = |x: &Slot| Cand {
+            epoch: x.epoch,
+            ts: x.ts,
+            order: x.order,
+            holder: x.holder,
+            idx: x.idx,
         };
         let mut found = GroupFindings::default();
+        let (mut commits, mut grants) = (
+            std::mem::take(&mut work.commits),
+            std::mem::take(&mut work.grants),
+        );
         for &(_, a, c_end, g_end) in &work.incs {
-            let commits: Vec<Cand> = group[a..c_end].iter().map(|&i| cand(i)).collect();
-            let grants: Vec<Cand> = group[c_end..g_end].iter().map(|&i| cand(i)).collect();
+            commits.clear();
+            commits.extend(group[a..c_end].iter().map(cand));
+            grants.clear();
+            grants.extend(group[c_end..g_end].iter().map(cand));
             scope::supersession(&commits, skew, &mut work.sweep, |b, outcome| {
                 found.epoch_outcome(commits[b].idx, outcome, false)
             });
@@ -754,19 +791,17 @@ impl History {
             scope::reuse(&grants, |stale, witness| found.reuse(stale, witness, true));
             scope::grant_checks(&commits, &grants, |c, g| found.grant_outcome(c, g));
         }
+        (work.commits, work.grants) = (commits, grants);
         if work.incs.len() > 1 {
             let slices: Vec<Vec<Cand>> = work
                 .incs
                 .iter()
-                .map(|&(_, a, c_end, _)| group[a..c_end].iter().map(|&i| cand(i)).collect())
+                .map(|&(_, a, c_end, _)| group[a..c_end].iter().map(cand).collect())
                 .collect();
             scope::incarnations(&slices, skew, |b, outcome| found.inc_outcome(b, outcome));
         }
-        let scope_name = || {
-            self.scopes
-                .resolve(recs[group[0] as usize].scope)
-                .to_string()
-        };
+        let group_scope = recs[group[0].idx as usize].scope;
+        let scope_name = || self.scopes.resolve(group_scope).to_string();
         for &i in &found.ambiguous() {
             let r = &recs[i as usize];
             acc.hit(Reason::AmbiguousOrder, 1, || {
@@ -793,7 +828,7 @@ impl History {
         if found.cxs.is_empty() {
             return;
         }
-        let mut by_time: Vec<u32> = group.to_vec();
+        let mut by_time: Vec<u32> = group.iter().map(|x| x.idx).collect();
         by_time.sort_unstable_by_key(|&i| (recs[i as usize].ts, i));
         let scope = scope_name();
         for &(kind, stale, witness) in &found.cxs {

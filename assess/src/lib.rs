@@ -10,6 +10,8 @@
 //! - [`history`]: exact assessment of a whole history in any arrival order (`check`).
 //! - [`scope`]: the per-scope decision procedures (certain order, supersession sweeps,
 //!   epoch reuse, grants, route silence) shared by every mode.
+//! - [`tracker`]: bounded per-scope state for the service: epoch intervals inside the horizon,
+//!   folded into a high-water mark that is never forgotten.
 //! - [`window`]: mergeable per-window summaries and the verdicts derived from them.
 //! - [`finding`], [`report`]: counterexamples, unknown reasons, verdicts and the report shape.
 //!
@@ -24,6 +26,7 @@ pub mod intern;
 pub mod report;
 pub(crate) mod scope;
 pub mod time;
+pub mod tracker;
 pub mod window;
 
 pub use contract::Contract;

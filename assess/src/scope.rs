@@ -46,6 +46,8 @@ pub(crate) fn precedes(a: &Cand, b: &Cand, skew: i64) -> bool {
 #[derive(Debug, Default)]
 pub(crate) struct Workspace {
     pub(crate) sweep: Sweep,
+    pub(crate) commits: Vec<Cand>,
+    pub(crate) grants: Vec<Cand>,
     pub(crate) incs: Vec<(u64, usize, usize, usize)>,
 }
 

@@ -63,6 +63,8 @@ pub struct WindowSeries {
     spans: Vec<Span>,
     first: Option<i64>,
     last: Option<i64>,
+    watermark: EventTime,
+    revised: std::collections::BTreeSet<i64>,
 }
 
 /// A run of consecutive windows with the same verdict.
@@ -96,6 +98,8 @@ impl WindowSeries {
             spans: Vec::new(),
             first: None,
             last: None,
+            watermark: EventTime::MIN,
+            revised: Default::default(),
         }
     }
 
@@ -136,13 +140,43 @@ impl WindowSeries {
     /// Places a counterexample whose stale event is at `t`.
     pub fn add_counterexample(&mut self, t: i64) {
         let k = self.clamp(self.index(t));
-        self.points.entry(k).or_default().counterexamples += 1;
+        self.lower(k, |s| s.counterexamples += 1);
     }
 
     /// Places a reason at `t`.
     pub fn add_reason(&mut self, t: i64, reason: Reason) {
         let k = self.clamp(self.index(t));
-        self.points.entry(k).or_default().unknown[reason as usize] += 1;
+        self.lower(k, |s| s.unknown[reason as usize] += 1);
+    }
+
+    /// Advances the watermark (it never goes back): windows ending at or before it are final.
+    pub fn advance_watermark(&mut self, wm: EventTime) {
+        self.watermark = self.watermark.max(wm);
+    }
+
+    /// The watermark.
+    pub fn watermark(&self) -> EventTime {
+        self.watermark
+    }
+
+    /// Whether window `k` is final.
+    pub fn is_final(&self, k: i64) -> bool {
+        self.watermark.0 >= self.start_of(k.saturating_add(1))
+    }
+
+    /// Windows whose final verdict late evidence lowered.
+    pub fn revised(&self) -> impl Iterator<Item = i64> + '_ {
+        self.revised.iter().copied()
+    }
+
+    /// Applies late evidence to window `k`, marking a final window `revised` when its verdict
+    /// drops (holds → unknown → refuted). Verdicts only ever drop: nothing is retracted.
+    fn lower(&mut self, k: i64, f: impl FnOnce(&mut WindowSummary)) {
+        let before = self.summary(k).verdict();
+        f(self.points.entry(k).or_default());
+        if self.is_final(k) && self.summary(k).verdict() > before {
+            self.revised.insert(k);
+        }
     }
 
     /// Places a reason on windows `from..=to` (indices).
@@ -245,14 +279,13 @@ impl WindowSeries {
                 _ if span_unknown => Verdict::Unknown,
                 _ => Verdict::Holds,
             };
-            let end_ns = self.start_of(b);
-            let is_final = watermark.0 >= end_ns || watermark == EventTime::MAX;
-            if merge_runs || (b - a) == 1 {
-                self.push_run(&mut out, a, b, verdict, is_final, merge_runs);
+            let fin = |k: i64| watermark.0 >= self.start_of(k + 1) || watermark == EventTime::MAX;
+            // Only point windows can be revised, and each is its own cut.
+            if (b - a) == 1 || (merge_runs && fin(b - 1) == fin(a)) {
+                self.push_run(&mut out, a, b, verdict, fin(b - 1), merge_runs);
             } else {
                 for k in a..b {
-                    let fin = watermark.0 >= self.start_of(k + 1) || watermark == EventTime::MAX;
-                    self.push_run(&mut out, k, k + 1, verdict, fin, false);
+                    self.push_run(&mut out, k, k + 1, verdict, fin(k), merge_runs);
                 }
             }
         }
@@ -268,9 +301,12 @@ impl WindowSeries {
         is_final: bool,
         merge: bool,
     ) {
+        let revised = (b - a) == 1 && self.revised.contains(&a);
         if merge
+            && !revised
             && let Some(prev) = out.last_mut()
             && prev.verdict == verdict
+            && !prev.revised
             && prev.is_final == is_final
         {
             prev.windows += (b - a) as u64;
@@ -283,7 +319,7 @@ impl WindowSeries {
             windows: (b - a) as u64,
             verdict,
             is_final,
-            revised: false,
+            revised,
             start_ns: self.start_of(a),
         });
     }
@@ -343,6 +379,35 @@ mod tests {
         let sum = a.summary(0);
         assert_eq!(sum.events, 2);
         assert_eq!(sum.verdict(), Verdict::Refuted);
+    }
+
+    #[test]
+    fn late_evidence_revises_final_windows_downwards_only() {
+        let mut s = WindowSeries::new(MIN);
+        s.add_event(0);
+        s.add_event(2 * MIN);
+        s.add_reason(0, Reason::MissingEpoch);
+        s.advance_watermark(EventTime(MIN));
+        s.advance_watermark(EventTime(5));
+        assert!(s.is_final(0) && !s.is_final(1));
+        // A counterexample arriving late lowers final window 0 from unknown to refuted.
+        s.add_counterexample(10);
+        // One in a provisional window is not a revision.
+        s.add_counterexample(2 * MIN);
+        // A further reason in an already-refuted final window changes nothing.
+        s.add_reason(1, Reason::TelemetryGap);
+        let t = s.timeline(s.watermark(), 100);
+        assert_eq!(
+            t.iter()
+                .map(|r| (r.verdict, r.is_final, r.revised))
+                .collect::<Vec<_>>(),
+            [
+                (Verdict::Refuted, true, true),
+                (Verdict::Holds, false, false),
+                (Verdict::Refuted, false, false),
+            ]
+        );
+        assert_eq!(s.revised().collect::<Vec<_>>(), [0]);
     }
 
     #[test]

@@ -110,6 +110,15 @@ pub fn decode_line(line: &[u8], max_bytes: usize) -> Result<Decoded<'_>, DecodeE
 
 /// Decodes one JSON object from a string.
 pub fn decode_str(text: &str) -> Result<Decoded<'_>, DecodeError> {
+    if let Some(d) = fast(text.as_bytes(), text) {
+        return Ok(d);
+    }
+    decode_slow(text)
+}
+
+/// The general decoder: serde_json with the strict visitor. It accepts and rejects exactly what
+/// [`decode_str`] does, and is the one that words the errors.
+pub fn decode_slow(text: &str) -> Result<Decoded<'_>, DecodeError> {
     let mut de = serde_json::Deserializer::from_str(text);
     let mut state = State::default();
     let result = EventSeed { state: &mut state }
@@ -151,6 +160,101 @@ fn json_reason(e: &serde_json::Error) -> String {
         serde_json::error::Category::Syntax => format!("invalid JSON: {s} (column {})", e.column()),
         _ => s,
     }
+}
+
+/// The fast path: a flat object of known fields whose values are escape-free strings,
+/// non-negative integers or `null`, with no duplicate key and nothing after it but whitespace —
+/// what well-behaved emitters send. Anything else, valid or not, returns `None` and goes to
+/// [`decode_slow`], so the fast path never has to word an error and never accepts a line the
+/// general decoder would reject.
+fn fast<'a>(b: &'a [u8], text: &'a str) -> Option<Decoded<'a>> {
+    let ws = |i: &mut usize| {
+        while *i < b.len() && matches!(b[*i], b' ' | b'\t' | b'\n' | b'\r') {
+            *i += 1;
+        }
+    };
+    // An escape-free string starting after its opening quote; returns its end (the quote).
+    let string_end = |i: usize| -> Option<usize> {
+        let n = memchr::memchr2(b'"', b'\\', &b[i..])?;
+        let end = i + n;
+        (b[end] == b'"' && !b[i..end].iter().any(|&c| c < 0x20)).then_some(end)
+    };
+    let mut st = State::default();
+    let mut i = 0;
+    ws(&mut i);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    ws(&mut i);
+    if b.get(i) == Some(&b'}') {
+        i += 1;
+    } else {
+        loop {
+            if b.get(i) != Some(&b'"') {
+                return None;
+            }
+            let kend = string_end(i + 1)?;
+            let key = &text[i + 1..kend];
+            let f = FIELDS.iter().position(|f| *f == key)?;
+            if st.seen & (1 << f) != 0 {
+                return None;
+            }
+            st.seen |= 1 << f;
+            i = kend + 1;
+            ws(&mut i);
+            if b.get(i) != Some(&b':') {
+                return None;
+            }
+            i += 1;
+            ws(&mut i);
+            let v = match *b.get(i)? {
+                b'"' => {
+                    let end = string_end(i + 1)?;
+                    let v = Scalar::Str(Cow::Borrowed(&text[i + 1..end]));
+                    i = end + 1;
+                    v
+                }
+                b'n' if b.get(i..i + 4) == Some(b"null") => {
+                    i += 4;
+                    Scalar::Null
+                }
+                b'0'..=b'9' => {
+                    let start = i;
+                    let mut n: u64 = 0;
+                    while let Some(&c @ b'0'..=b'9') = b.get(i) {
+                        n = n.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+                        i += 1;
+                    }
+                    if (b[start] == b'0' && i - start > 1)
+                        || matches!(b.get(i), Some(b'.' | b'e' | b'E'))
+                    {
+                        return None;
+                    }
+                    Scalar::U64(n)
+                }
+                _ => return None,
+            };
+            apply(&mut st, FIELDS[f], v).ok()?;
+            ws(&mut i);
+            match b.get(i)? {
+                b',' => {
+                    i += 1;
+                    ws(&mut i);
+                }
+                b'}' => {
+                    i += 1;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+    }
+    ws(&mut i);
+    if i != b.len() || st.first_error.is_some() {
+        return None;
+    }
+    st.finish().ok()
 }
 
 #[derive(Default)]
@@ -748,5 +852,78 @@ mod tests {
         let out = decode_array(r#"[{"kind":"commit","ts":1},{"kind""#);
         assert!(out[0].is_ok());
         assert!(out.last().unwrap().is_err());
+    }
+
+    fn arb_line() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let key = prop_oneof![
+            Just("kind".to_string()),
+            Just("ts".to_string()),
+            Just("scope".to_string()),
+            Just("epoch".to_string()),
+            Just("route".to_string()),
+            Just("outcome".to_string()),
+            Just("seq".to_string()),
+            Just("order".to_string()),
+            Just("x".to_string()),
+            Just("k\\u0069nd".to_string())
+        ];
+        let value = prop_oneof![
+            Just("\"commit\"".to_string()),
+            Just("\"grant\"".to_string()),
+            Just("\"heartbeat\"".to_string()),
+            Just("\"rejected\"".to_string()),
+            Just("\"2025-11-29T12:00:00Z\"".to_string()),
+            Just("null".to_string()),
+            Just("\"s\\\"1\"".to_string()),
+            Just("\"\"".to_string()),
+            Just("true".to_string()),
+            Just("[1]".to_string()),
+            (0u64..3).prop_map(|n| n.to_string()),
+            Just("007".to_string()),
+            Just("-1".to_string()),
+            Just("1.0".to_string()),
+            Just("1e3".to_string()),
+            Just("18446744073709551615".to_string()),
+            Just("18446744073709551616".to_string()),
+            Just("9223372036854775808".to_string()),
+        ];
+        let ws = prop_oneof![Just(""), Just(" "), Just("\t"), Just(" \r")];
+        (
+            prop::collection::vec((key, value, ws.clone()), 0..7),
+            ws,
+            any::<bool>(),
+        )
+            .prop_map(|(kvs, w, trailing)| {
+                let body: Vec<String> = kvs
+                    .iter()
+                    .map(|(k, v, w)| format!("{w}\"{k}\"{w}:{w}{v}{w}"))
+                    .collect();
+                format!(
+                    "{w}{{{}}}{w}{}",
+                    body.join(","),
+                    if trailing { "" } else { "x" }
+                )
+            })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 5000, ..Default::default() })]
+        #[test]
+        fn fast_path_agrees_with_the_general_decoder(line in arb_line()) {
+            let slow = decode_slow(&line);
+            if let Some(fast) = fast(line.as_bytes(), &line) {
+                proptest::prop_assert_eq!(Ok(fast), slow, "fast path accepted {}", line);
+            }
+            proptest::prop_assert_eq!(decode_str(&line), decode_slow(&line));
+        }
+    }
+
+    #[test]
+    fn fast_path_takes_the_common_line() {
+        let line = r#"{"kind":"commit","ts":1764417600000000000,"scope":"order-1","epoch":41,"route":"r","holder":"a","emitter":"e","seq":9}"#;
+        assert!(fast(line.as_bytes(), line).is_some());
+        let line = r#"{"kind":"commit","ts":"2025-11-29T12:00:00Z","scope":null}"#;
+        assert!(fast(line.as_bytes(), line).is_some());
     }
 }

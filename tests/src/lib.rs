@@ -17,7 +17,7 @@ pub fn bin() -> PathBuf {
     let bin = dir.join("fencewatch");
     assert!(
         bin.exists(),
-        "{} not built: run the workspace's tests (`cargo nextest run --workspace`)",
+        "{} not built: run `cargo build && cargo nextest run` as the README says",
         bin.display()
     );
     bin

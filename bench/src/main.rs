@@ -1,0 +1,368 @@
+//! `fencewatch-bench`: measures `fencewatch check` on one NDJSON file against its two peers of
+//! SPEC §7 — bare `serde_json` parsing (one thread) and the DataFusion stale-commit SQL — and
+//! reports wall times, throughput, ratios and whether the stale counts agree.
+//!
+//! Every measurement is timed as a whole process (spawn to exit): `check` runs the real
+//! binary, and the two peers run as subcommands of this binary (`serde FILE`,
+//! `datafusion FILE --skew-ns N`), so start-up, reading and tear-down count alike for all
+//! three.
+
+mod df;
+mod report;
+mod serde_parse;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+/// The clock skew used when neither `--skew-ns` nor the contract gives one (50 ms).
+const DEFAULT_SKEW_NS: i64 = 50_000_000;
+const DEFAULT_FENCEWATCH: &str = "target/release/fencewatch";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "fencewatch-bench",
+    about = "Benchmark `fencewatch check` against serde_json parsing and the DataFusion SQL of SPEC §7",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    mode: Option<Mode>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// The NDJSON file (integer `ts`), as written by `fencewatch simulate`.
+    #[arg(required = true)]
+    file: Option<PathBuf>,
+    /// The contract passed to `fencewatch check`; its first property's clock_skew is the skew.
+    #[arg(long, required = true)]
+    contract: Option<PathBuf>,
+    /// The fencewatch binary.
+    #[arg(long, default_value = DEFAULT_FENCEWATCH)]
+    fencewatch: PathBuf,
+    /// Runs of each measurement; the median is reported.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    runs: u32,
+    /// Clock skew in nanoseconds for the SQL (default: the contract's clock_skew).
+    #[arg(long)]
+    skew_ns: Option<i64>,
+    /// A `fencewatch simulate --truth` file: its injected stale_commit count is shown too.
+    #[arg(long)]
+    truth: Option<PathBuf>,
+    /// Print the result as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum Mode {
+    /// One serde_json pass over FILE (one thread); prints {"events","errors","seconds"}.
+    Serde {
+        /// The NDJSON file.
+        file: PathBuf,
+    },
+    /// One run of the SPEC §7 SQL over FILE; prints {"count","seconds"}.
+    Datafusion {
+        /// The NDJSON file.
+        file: PathBuf,
+        /// Clock skew in nanoseconds (the SQL's window ends skew+1 before each row).
+        #[arg(long, default_value_t = DEFAULT_SKEW_NS)]
+        skew_ns: i64,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.mode {
+        Some(Mode::Serde { file }) => serde_mode(&file),
+        Some(Mode::Datafusion { file, skew_ns }) => datafusion_mode(&file, skew_ns),
+        None => run(&cli.run),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fencewatch-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serde_mode(file: &Path) -> Result<()> {
+    let start = Instant::now();
+    let count = serde_parse::parse_file(file)?;
+    let seconds = start.elapsed().as_secs_f64();
+    let out =
+        serde_json::json!({"events": count.events, "errors": count.errors, "seconds": seconds});
+    println!("{out}");
+    Ok(())
+}
+
+fn datafusion_mode(file: &Path, skew_ns: i64) -> Result<()> {
+    let start = Instant::now();
+    let count = df::count_stale(file, skew_ns)?;
+    let seconds = start.elapsed().as_secs_f64();
+    println!(
+        "{}",
+        serde_json::json!({"count": count, "seconds": seconds})
+    );
+    Ok(())
+}
+
+/// The stdout of a `serde` subprocess.
+#[derive(Debug, Deserialize)]
+struct SerdeOut {
+    events: u64,
+    errors: u64,
+}
+
+/// The stdout of a `datafusion` subprocess.
+#[derive(Debug, Deserialize)]
+struct DatafusionOut {
+    count: u64,
+}
+
+/// What one `fencewatch check --format json` run reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CheckOut {
+    verdict: String,
+    events: u64,
+    stale_commit: u64,
+    exit_code: i32,
+}
+
+/// Runs `cmd` to completion with stdout captured; returns wall seconds, exit code and stdout.
+fn timed(cmd: &mut Command, what: &str) -> Result<(f64, i32, Vec<u8>)> {
+    let start = Instant::now();
+    let out = cmd
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("starting {what}"))?;
+    let seconds = start.elapsed().as_secs_f64();
+    let code = out.status.code().unwrap_or(-1);
+    Ok((seconds, code, out.stdout))
+}
+
+fn parse_check(stdout: &[u8], exit_code: i32) -> Result<CheckOut> {
+    let v: serde_json::Value =
+        serde_json::from_slice(stdout).context("fencewatch check printed no valid JSON")?;
+    let properties = v["properties"]
+        .as_array()
+        .context("fencewatch check JSON has no `properties` array")?;
+    let stale_commit = properties
+        .iter()
+        .filter_map(|p| p["counterexamples"].as_array())
+        .flatten()
+        .filter(|c| c["kind"] == "stale_commit")
+        .count();
+    Ok(CheckOut {
+        verdict: v["verdict"].as_str().unwrap_or("?").to_owned(),
+        events: v["events"].as_u64().unwrap_or(0),
+        stale_commit: stale_commit as u64,
+        exit_code,
+    })
+}
+
+/// The fencewatch binary: as given, or, for the default relative path that does not exist from
+/// here, the one beside this binary (both live in `target/release`).
+fn resolve_fencewatch(given: &Path) -> PathBuf {
+    if given.exists() || given != Path::new(DEFAULT_FENCEWATCH) {
+        return given.to_path_buf();
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|d| d.join("fencewatch")))
+        .filter(|p| p.exists())
+        .unwrap_or_else(|| given.to_path_buf())
+}
+
+/// The skew for the SQL: `--skew-ns`, else the contract's first property's clock_skew.
+fn skew_from(contract: &Path, given: Option<i64>) -> Result<(i64, String)> {
+    if let Some(ns) = given {
+        return Ok((ns, "--skew-ns".to_owned()));
+    }
+    let src = std::fs::read_to_string(contract)
+        .with_context(|| format!("reading {}", contract.display()))?;
+    let parsed = fencewatch_assess::Contract::parse(&contract.display().to_string(), &src)
+        .map_err(|e| anyhow::anyhow!("invalid contract:\n{e}"))?;
+    let Some(first) = parsed.properties.first() else {
+        return Ok((
+            DEFAULT_SKEW_NS,
+            "default (contract has no property)".to_owned(),
+        ));
+    };
+    let skew = first.clock_skew.0;
+    if parsed.properties.iter().any(|p| p.clock_skew.0 != skew) {
+        eprintln!(
+            "fencewatch-bench: warning: properties differ in clock_skew; the SQL uses the first ({})",
+            first.name
+        );
+    }
+    Ok((skew, format!("contract property {}", first.name)))
+}
+
+fn truth_stale(path: &Path) -> Result<u64> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).context("truth file is not JSON")?;
+    Ok(v["counterexamples"]["stale_commit"].as_u64().unwrap_or(0))
+}
+
+fn run(args: &RunArgs) -> Result<()> {
+    let (Some(file), Some(contract)) = (&args.file, &args.contract) else {
+        bail!("FILE and --contract are required");
+    };
+    let fencewatch = resolve_fencewatch(&args.fencewatch);
+    if !fencewatch.exists() {
+        bail!(
+            "fencewatch binary {} not found (build it with `cargo build --release -p fencewatch-api` or pass --fencewatch)",
+            fencewatch.display()
+        );
+    }
+    let (skew_ns, skew_source) = skew_from(contract, args.skew_ns)?;
+    let truth = args.truth.as_deref().map(truth_stale).transpose()?;
+    let me = std::env::current_exe().context("locating this binary")?;
+    let bytes = std::fs::metadata(file)
+        .with_context(|| format!("opening {}", file.display()))?
+        .len();
+
+    // Warm the page cache so the first timed run does not pay for the disk.
+    std::io::copy(
+        &mut std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?,
+        &mut std::io::sink(),
+    )
+    .context("reading the file")?;
+
+    let mut serde_s = Vec::new();
+    let mut check_s = Vec::new();
+    let mut df_s = Vec::new();
+    let mut serde_out: Option<(u64, u64)> = None;
+    let mut check_out: Option<CheckOut> = None;
+    let mut df_count: Option<u64> = None;
+    let mut notes = Vec::new();
+
+    // Interleaved, so that drift of the machine hits all three alike.
+    for i in 0..args.runs {
+        if !args.json {
+            eprintln!("run {}/{}: serde, check, datafusion", i + 1, args.runs);
+        }
+        let (s, code, out) = timed(Command::new(&me).arg("serde").arg(file), "serde")?;
+        if code != 0 {
+            bail!("serde run exited with {code}");
+        }
+        let o: SerdeOut = serde_json::from_slice(&out).context("serde run output")?;
+        if serde_out.is_some_and(|p| p != (o.events, o.errors)) {
+            notes.push(format!("serde counts differ between runs (run {})", i + 1));
+        }
+        serde_out = Some((o.events, o.errors));
+        serde_s.push(s);
+
+        let (s, code, out) = timed(
+            Command::new(&fencewatch)
+                .arg("check")
+                .arg("--contract")
+                .arg(contract)
+                .args(["--format", "json"])
+                .arg(file),
+            "fencewatch check",
+        )?;
+        if !(0..=2).contains(&code) {
+            bail!("fencewatch check exited with {code} (3 = error, 64 = usage)");
+        }
+        let c = parse_check(&out, code)?;
+        if check_out.as_ref().is_some_and(|p| *p != c) {
+            notes.push(format!("check results differ between runs (run {})", i + 1));
+        }
+        check_out = Some(c);
+        check_s.push(s);
+
+        let (s, code, out) = timed(
+            Command::new(&me)
+                .arg("datafusion")
+                .arg(file)
+                .arg("--skew-ns")
+                .arg(skew_ns.to_string()),
+            "datafusion",
+        )?;
+        if code != 0 {
+            bail!("datafusion run exited with {code}");
+        }
+        let o: DatafusionOut = serde_json::from_slice(&out).context("datafusion run output")?;
+        if df_count.is_some_and(|p| p != o.count) {
+            notes.push(format!(
+                "datafusion counts differ between runs (run {})",
+                i + 1
+            ));
+        }
+        df_count = Some(o.count);
+        df_s.push(s);
+    }
+
+    let (events, parse_errors) = serde_out.context("no run")?;
+    let check_out = check_out.context("no run")?;
+    let df_count = df_count.context("no run")?;
+    if parse_errors > 0 {
+        notes.push(format!(
+            "{parse_errors} lines did not parse into the borrowed struct (escaped strings or non-integer ts?)"
+        ));
+    }
+    let r = report::Report {
+        file: file.display().to_string(),
+        bytes,
+        events,
+        parse_errors,
+        runs: args.runs,
+        skew_ns,
+        skew_source,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        serde: report::Measurement::new(serde_s, events),
+        check: report::Measurement::new(check_s, events),
+        datafusion: report::Measurement::new(df_s, events),
+        check_verdict: check_out.verdict,
+        check_exit_code: check_out.exit_code,
+        check_events: check_out.events,
+        check_stale_commit: check_out.stale_commit,
+        datafusion_count: df_count,
+        truth_stale_commit: truth,
+        notes,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&r.to_json())?);
+    } else {
+        print!("{}", r.table());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_stale_commits_over_all_properties() {
+        let out = br#"{"verdict":"refuted","events":7,"properties":[
+            {"counterexamples":[{"kind":"stale_commit"},{"kind":"epoch_reuse"}]},
+            {"counterexamples":[{"kind":"stale_commit"}]},
+            {"counterexamples":[]}]}"#;
+        let c = parse_check(out, 1).unwrap();
+        assert_eq!(c.stale_commit, 2);
+        assert_eq!(c.events, 7);
+        assert_eq!(c.verdict, "refuted");
+    }
+
+    #[test]
+    fn cli_parses_both_shapes() {
+        let c = Cli::try_parse_from(["b", "f.ndjson", "--contract", "c.toml"]).unwrap();
+        assert!(c.mode.is_none());
+        assert_eq!(c.run.runs, 3);
+        let c = Cli::try_parse_from(["b", "datafusion", "f.ndjson", "--skew-ns", "5"]).unwrap();
+        assert!(matches!(c.mode, Some(Mode::Datafusion { skew_ns: 5, .. })));
+        assert!(Cli::try_parse_from(["b", "f.ndjson"]).is_err());
+    }
+}
