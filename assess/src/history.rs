@@ -127,6 +127,41 @@ struct Acc {
 }
 
 impl Acc {
+    /// An empty accumulator over the same window range.
+    fn empty_like(&self) -> Acc {
+        let mut series = WindowSeries::new(self.series.width());
+        if let Some((f, l)) = self.series.range() {
+            series.cover(series.start_of(f));
+            series.cover(series.start_of(l));
+        }
+        Acc {
+            counts: [0; Reason::COUNT],
+            samples: BTreeMap::new(),
+            series,
+            cxs: Vec::new(),
+            events: 0,
+            stale_rejections: 0,
+            route_obs: Vec::new(),
+            undeclared: BTreeMap::new(),
+        }
+    }
+
+    /// Adds what another accumulator found after this one (samples keep reading order).
+    fn absorb(&mut self, other: Acc) {
+        for (a, b) in self.counts.iter_mut().zip(other.counts) {
+            *a += b;
+        }
+        for (reason, samples) in other.samples {
+            let mine = self.samples.entry(reason).or_default();
+            let room = SAMPLES_PER_REASON.saturating_sub(mine.len());
+            mine.extend(samples.into_iter().take(room));
+        }
+        self.series.merge(&other.series);
+        self.cxs.extend(other.cxs);
+        self.events += other.events;
+        self.stale_rejections += other.stale_rejections;
+    }
+
     fn hit(&mut self, reason: Reason, count: u64, sample: impl FnOnce() -> Sample) {
         self.counts[reason as usize] += count;
         let s = self.samples.entry(reason).or_default();
@@ -150,6 +185,7 @@ pub struct History {
     unattributed: u64,
     valid: u64,
     max_valid_ts: Option<i64>,
+    threads: usize,
 }
 
 /// A source of events (a file, stdin): its index in [`History`].
@@ -172,6 +208,7 @@ impl History {
             unattributed: 0,
             valid: 0,
             max_valid_ts: None,
+            threads: 1,
         }
     }
 
@@ -184,6 +221,18 @@ impl History {
     pub fn add_source(&mut self, name: &str) -> SourceId {
         self.sources.push(name.to_string());
         SourceId(u32::try_from(self.sources.len() - 1).expect("fewer than 2^32 sources"))
+    }
+
+    /// Threads `finish` may use for the per-scope sweeps (default 1). The result does not
+    /// depend on it.
+    pub fn set_threads(&mut self, threads: usize) {
+        self.threads = threads.max(1);
+    }
+
+    /// Reserves room for about `events` more events (e.g. estimated from input sizes), which
+    /// saves the copies of a growing buffer.
+    pub fn reserve(&mut self, events: usize) {
+        self.recs.reserve(events);
     }
 
     /// Number of valid events pushed.
@@ -461,7 +510,7 @@ impl History {
             }
         };
         groups(
-            &by_seq,
+            by_seq,
             &|x, y| x.emitter == y.emitter && x.seq == y.seq,
             recs,
         );
@@ -721,28 +770,77 @@ impl History {
             }
         }
         drop(fill);
-        let mut work = scope::Workspace::default();
-        for s in 0..nscopes {
-            let bucket = &mut slots[starts[s] as usize..starts[s + 1] as usize];
-            if bucket.is_empty() {
-                continue;
+        // Buckets are independent: split them into contiguous ranges, one per thread, each
+        // with empty accumulators, and merge them back in range order, which keeps the output
+        // identical to a single-threaded run.
+        let threads = self.threads.clamp(1, 16);
+        let total = slots.len();
+        let mut cuts = vec![0usize];
+        for t in 1..threads {
+            let target = (total * t / threads) as u32;
+            cuts.push(starts.partition_point(|&x| x < target).min(nscopes));
+        }
+        cuts.push(nscopes);
+        let run = |lo: usize, hi: usize, bucket_slots: &mut [Slot], accs: &mut [Acc]| {
+            let base = starts[lo] as usize;
+            let mut work = scope::Workspace::default();
+            for s in lo..hi {
+                let bucket =
+                    &mut bucket_slots[starts[s] as usize - base..starts[s + 1] as usize - base];
+                if bucket.is_empty() {
+                    continue;
+                }
+                bucket.sort_unstable_by_key(|x| {
+                    (
+                        x.prop,
+                        x.inc,
+                        x.class,
+                        std::cmp::Reverse(x.epoch),
+                        x.ts,
+                        x.idx,
+                    )
+                });
+                let mut a = 0;
+                while a < bucket.len() {
+                    let prop = bucket[a].prop;
+                    let b = a + bucket[a..].iter().take_while(|x| x.prop == prop).count();
+                    self.assess_group(&bucket[a..b], &mut accs[prop as usize], &mut work);
+                    a = b;
+                }
             }
-            bucket.sort_unstable_by_key(|x| {
-                (
-                    x.prop,
-                    x.inc,
-                    x.class,
-                    std::cmp::Reverse(x.epoch),
-                    x.ts,
-                    x.idx,
-                )
-            });
-            let mut a = 0;
-            while a < bucket.len() {
-                let prop = bucket[a].prop;
-                let b = a + bucket[a..].iter().take_while(|x| x.prop == prop).count();
-                self.assess_group(&bucket[a..b], &mut accs[prop as usize], &mut work);
-                a = b;
+        };
+        if threads == 1 {
+            run(0, nscopes, &mut slots, accs);
+            return;
+        }
+        let mut parts: Vec<(usize, usize, &mut [Slot])> = Vec::new();
+        let mut rest: &mut [Slot] = &mut slots;
+        for w in cuts.windows(2) {
+            let len = (starts[w[1]] - starts[w[0]]) as usize;
+            let (part, tail) = rest.split_at_mut(len);
+            parts.push((w[0], w[1], part));
+            rest = tail;
+        }
+        let results: Vec<Vec<Acc>> = std::thread::scope(|sc| {
+            let handles: Vec<_> = parts
+                .into_iter()
+                .map(|(lo, hi, part)| {
+                    let mut local: Vec<Acc> = accs.iter().map(Acc::empty_like).collect();
+                    let run = &run;
+                    sc.spawn(move || {
+                        run(lo, hi, part, &mut local);
+                        local
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("scope group thread"))
+                .collect()
+        });
+        for local in results {
+            for (acc, part) in accs.iter_mut().zip(local) {
+                acc.absorb(part);
             }
         }
     }

@@ -388,7 +388,17 @@ pub fn read_into(
         .iter()
         .map(|i| history.add_source(&i.name()))
         .collect();
+    // Simulated and typical events are 120-200 bytes a line.
+    let bytes: u64 = inputs
+        .iter()
+        .filter_map(|i| match i {
+            Input::Path(p) => std::fs::metadata(p).ok().map(|m| m.len()),
+            Input::Stdin => None,
+        })
+        .sum();
+    history.reserve(usize::try_from(bytes / 160).unwrap_or(0));
     let threads = opts.threads.max(1);
+    history.set_threads(threads);
     let (chunk_tx, chunk_rx): (Sender<Chunk>, Receiver<Chunk>) = bounded(threads * 2);
     let (parsed_tx, parsed_rx): (Sender<Parsed>, Receiver<Parsed>) = bounded(threads * 2);
     let read_bytes = std::sync::atomic::AtomicU64::new(0);

@@ -196,7 +196,7 @@ fn fast<'a>(b: &'a [u8], text: &'a str) -> Option<Decoded<'a>> {
             }
             let kend = string_end(i + 1)?;
             let key = &text[i + 1..kend];
-            let f = FIELDS.iter().position(|f| *f == key)?;
+            let f = field_index(key)?;
             if st.seen & (1 << f) != 0 {
                 return None;
             }
@@ -235,7 +235,7 @@ fn fast<'a>(b: &'a [u8], text: &'a str) -> Option<Decoded<'a>> {
                 }
                 _ => return None,
             };
-            apply(&mut st, FIELDS[f], v).ok()?;
+            apply(&mut st, f, v).ok()?;
             ws(&mut i);
             match b.get(i)? {
                 b',' => {
@@ -350,6 +350,26 @@ impl Scalar<'_> {
     }
 }
 
+/// The index of a known field in [`FIELDS`].
+fn field_index(key: &str) -> Option<usize> {
+    Some(match key {
+        "kind" => 0,
+        "ts" => 1,
+        "property" => 2,
+        "scope" => 3,
+        "epoch" => 4,
+        "route" => 5,
+        "outcome" => 6,
+        "holder" => 7,
+        "op_id" => 8,
+        "incarnation" => 9,
+        "order" => 10,
+        "emitter" => 11,
+        "seq" => 12,
+        _ => return None,
+    })
+}
+
 const FIELDS: [&str; 13] = [
     "kind",
     "ts",
@@ -387,7 +407,7 @@ impl<'de> Visitor<'de> for EventSeed<'_, 'de> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let st = self.state;
         while let Some(key) = map.next_key_seed(KeySeed)? {
-            let Some(i) = FIELDS.iter().position(|f| *f == key) else {
+            let Some(i) = field_index(&key) else {
                 if st.unknown_keys.contains(&key) {
                     return Err(de::Error::custom(format!("duplicate key `{key}`")));
                 }
@@ -404,7 +424,7 @@ impl<'de> Visitor<'de> for EventSeed<'_, 'de> {
             st.field_at_error = Some(field);
             let v = map.next_value_seed(ScalarSeed { depth: 2 })?;
             st.field_at_error = None;
-            if let Err(reason) = apply(st, field, v) {
+            if let Err(reason) = apply(st, i, v) {
                 st.fail(field, reason);
             }
         }
@@ -436,10 +456,10 @@ fn unsigned(v: Scalar<'_>) -> Result<Option<u64>, String> {
     }
 }
 
-fn apply<'de>(st: &mut State<'de>, field: &'static str, v: Scalar<'de>) -> Result<(), String> {
+fn apply<'de>(st: &mut State<'de>, field: usize, v: Scalar<'de>) -> Result<(), String> {
     let f = &mut st.ev;
     match field {
-        "kind" => match v {
+        0 => match v {
             Scalar::Str(s) => {
                 st.kind = Some(Kind::parse(&s).ok_or_else(|| {
                     format!("unknown kind `{s}` (expected commit, fence, grant or heartbeat)")
@@ -448,7 +468,7 @@ fn apply<'de>(st: &mut State<'de>, field: &'static str, v: Scalar<'de>) -> Resul
             Scalar::Null => return Err("is required (null given)".into()),
             other => return Err(format!("expected a string, found {}", other.type_name())),
         },
-        "ts" => {
+        1 => {
             st.ts = Some(match v {
                 Scalar::U64(n) => {
                     EventTime::from_nanos(i128::from(n)).map_err(|e| e.to_string())?
@@ -466,17 +486,17 @@ fn apply<'de>(st: &mut State<'de>, field: &'static str, v: Scalar<'de>) -> Resul
                 }
             });
         }
-        "property" => f.property = string(v)?,
-        "scope" => f.scope = string(v)?,
-        "route" => f.route = string(v)?,
-        "holder" => f.holder = string(v)?,
-        "op_id" => f.op_id = string(v)?,
-        "emitter" => f.emitter = string(v)?,
-        "epoch" => f.epoch = unsigned(v)?.map(Epoch),
-        "incarnation" => f.incarnation = Incarnation(unsigned(v)?.unwrap_or(0)),
-        "order" => f.order = unsigned(v)?.map(Order),
-        "seq" => f.seq = unsigned(v)?.map(Seq),
-        "outcome" => {
+        2 => f.property = string(v)?,
+        3 => f.scope = string(v)?,
+        5 => f.route = string(v)?,
+        7 => f.holder = string(v)?,
+        8 => f.op_id = string(v)?,
+        11 => f.emitter = string(v)?,
+        4 => f.epoch = unsigned(v)?.map(Epoch),
+        9 => f.incarnation = Incarnation(unsigned(v)?.unwrap_or(0)),
+        10 => f.order = unsigned(v)?.map(Order),
+        12 => f.seq = unsigned(v)?.map(Seq),
+        6 => {
             f.outcome = match string(v)? {
                 None => Outcome::Committed,
                 Some(s) => Outcome::parse(&s).ok_or_else(|| {
@@ -484,7 +504,7 @@ fn apply<'de>(st: &mut State<'de>, field: &'static str, v: Scalar<'de>) -> Resul
                 })?,
             }
         }
-        _ => unreachable!("every field in FIELDS is handled"),
+        _ => unreachable!("every index of FIELDS is handled"),
     }
     Ok(())
 }

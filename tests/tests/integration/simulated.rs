@@ -137,3 +137,47 @@ fn clean_workload_holds() {
     assert_eq!(code, 0, "{}", doc["properties"][0]["unknown"]);
     assert_matches_truth(&doc, &truth);
 }
+
+#[test]
+fn output_does_not_depend_on_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let (contract, events, _) = simulate(
+        dir.path(),
+        &[
+            "--events",
+            "30000",
+            "--scopes",
+            "3000",
+            "--seed",
+            "9",
+            "--paused-old-owner",
+            "7",
+            "--clock-skew",
+            "5",
+            "--missing-epoch",
+            "4",
+            "--lost-telemetry",
+            "3",
+        ],
+    );
+    let out = |threads: &str| {
+        run(
+            &[
+                "check",
+                "--contract",
+                contract.to_str().unwrap(),
+                "--format",
+                "json",
+                "--threads",
+                threads,
+                events.to_str().unwrap(),
+            ],
+            None,
+        )
+        .stdout
+    };
+    let one = out("1");
+    assert!(one.len() > 1000);
+    assert_eq!(one, out("2"));
+    assert_eq!(one, out("5"));
+}
