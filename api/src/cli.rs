@@ -5,7 +5,7 @@ use crate::render;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use fencewatch_assess::Contract;
 use fencewatch_assess::history::History;
-use fencewatch_ingest::file::{Input, ReadOptions, read_into};
+use fencewatch_ingest::file::{Input, ReadOptions, read_into, total_size};
 use fencewatch_ingest::json::DEFAULT_MAX_LINE_BYTES;
 use fencewatch_ingest::simulate::{Faults, Workload, simulate};
 use std::ffi::OsString;
@@ -188,13 +188,7 @@ fn check(args: CheckArgs) -> i32 {
     if let Some(t) = args.threads {
         opts.threads = t.max(1);
     }
-    let total: u64 = inputs
-        .iter()
-        .filter_map(|i| match i {
-            Input::Path(p) => std::fs::metadata(p).ok().map(|m| m.len()),
-            Input::Stdin => None,
-        })
-        .sum();
+    let total = total_size(&inputs);
     let show_progress = args.format == Format::Text && std::io::stderr().is_terminal();
     let mut bar = render::ProgressBar::new(total);
     let mut progress = |n: u64| bar.update(n);

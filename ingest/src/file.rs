@@ -38,6 +38,18 @@ impl Input {
     }
 }
 
+/// Bytes of the inputs that are files (stdin counts 0): the size of a progress bar, and a hint
+/// for reserving memory.
+pub fn total_size(inputs: &[Input]) -> u64 {
+    inputs
+        .iter()
+        .filter_map(|i| match i {
+            Input::Path(p) => std::fs::metadata(p).ok().map(|m| m.len()),
+            Input::Stdin => None,
+        })
+        .sum()
+}
+
 /// How inputs are read.
 #[derive(Debug, Clone, Copy)]
 pub struct ReadOptions {
@@ -389,14 +401,7 @@ pub fn read_into(
         .map(|i| history.add_source(&i.name()))
         .collect();
     // Simulated and typical events are 120-200 bytes a line.
-    let bytes: u64 = inputs
-        .iter()
-        .filter_map(|i| match i {
-            Input::Path(p) => std::fs::metadata(p).ok().map(|m| m.len()),
-            Input::Stdin => None,
-        })
-        .sum();
-    history.reserve(usize::try_from(bytes / 160).unwrap_or(0));
+    history.reserve(usize::try_from(total_size(inputs) / 160).unwrap_or(0));
     let threads = opts.threads.max(1);
     history.set_threads(threads);
     let (chunk_tx, chunk_rx): (Sender<Chunk>, Receiver<Chunk>) = bounded(threads * 2);
