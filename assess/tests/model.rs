@@ -10,14 +10,13 @@ use fencewatch_assess::{Contract, EventTime, History, Reason};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
-const SKEW: i64 = 50;
 const WINDOW: i64 = 100;
 const FRESHNESS: i64 = 200;
 const ROUTES: [&str; 2] = ["r1", "r2"];
 
-fn contract(grants_required: bool) -> Contract {
+fn contract(grants_required: bool, skew: i64) -> Contract {
     let src = format!(
-        "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"{WINDOW}ns\"\nclock_skew=\"{SKEW}ns\"\nallowed_lateness=\"10ns\"\nroute_freshness=\"{FRESHNESS}ns\"\ngrants=\"{}\"\n[[property.route]]\nname=\"r1\"\n[[property.route]]\nname=\"r2\"\nfenced=false\n",
+        "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"{WINDOW}ns\"\nclock_skew=\"{skew}ns\"\nallowed_lateness=\"10ns\"\nroute_freshness=\"{FRESHNESS}ns\"\ngrants=\"{}\"\n[[property.route]]\nname=\"r1\"\n[[property.route]]\nname=\"r2\"\nfenced=false\n",
         if grants_required {
             "required"
         } else {
@@ -89,10 +88,10 @@ fn arb_event() -> impl Strategy<Value = E> {
         })
 }
 
-fn precedes(a: &E, b: &E) -> bool {
+fn precedes(a: &E, b: &E, skew: i64) -> bool {
     match (a.order, b.order) {
         (Some(x), Some(y)) if a.inc == b.inc => x < y,
-        _ => a.ts + SKEW < b.ts,
+        _ => a.ts + skew < b.ts,
     }
 }
 
@@ -103,7 +102,7 @@ struct Findings {
     reasons: BTreeMap<Reason, u64>,
 }
 
-fn model(evs: &[E], grants_required: bool) -> Findings {
+fn model(evs: &[E], grants_required: bool, skew: i64) -> Findings {
     let n = evs.len();
     // Duplicates: key groups, equal groups keep the first, differing groups set aside.
     let mut keys: BTreeMap<(u8, String), Vec<usize>> = BTreeMap::new();
@@ -187,11 +186,11 @@ fn model(evs: &[E], grants_required: bool) -> Findings {
             let pre: Vec<usize> = higher
                 .iter()
                 .copied()
-                .filter(|&a| precedes(&evs[a], eb))
+                .filter(|&a| precedes(&evs[a], eb, skew))
                 .collect();
             if let Some(w) = best(pre) {
                 cxs.insert((kind.to_string(), b, w));
-            } else if higher.iter().any(|&a| !precedes(eb, &evs[a])) {
+            } else if higher.iter().any(|&a| !precedes(eb, &evs[a], skew)) {
                 ambiguous.insert(b);
             }
         }
@@ -206,14 +205,14 @@ fn model(evs: &[E], grants_required: bool) -> Findings {
         let pre: Vec<usize> = higher
             .iter()
             .copied()
-            .filter(|&a| evs[a].ts + SKEW < eb.ts)
+            .filter(|&a| evs[a].ts + skew < eb.ts)
             .collect();
         if let Some(w) = pre
             .into_iter()
             .min_by_key(|&a| (std::cmp::Reverse((evs[a].inc, evs[a].epoch)), evs[a].ts, a))
         {
             cxs.insert(("stale_incarnation".to_string(), b, w));
-        } else if higher.iter().any(|&a| eb.ts + SKEW >= evs[a].ts) {
+        } else if higher.iter().any(|&a| eb.ts + skew >= evs[a].ts) {
             ambiguous.insert(b);
         }
     }
@@ -311,8 +310,8 @@ fn model(evs: &[E], grants_required: bool) -> Findings {
     f
 }
 
-fn core(evs: &[E], grants_required: bool) -> (Findings, fencewatch_assess::Report) {
-    let mut h = History::new(contract(grants_required));
+fn core(evs: &[E], grants_required: bool, skew: i64) -> (Findings, fencewatch_assess::Report) {
+    let mut h = History::new(contract(grants_required, skew));
     let src = h.add_source("m");
     for (i, e) in evs.iter().enumerate() {
         let ev = Event {
@@ -373,14 +372,14 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
 
     #[test]
-    fn core_agrees_with_the_model(evs in prop::collection::vec(arb_event(), 0..14).prop_shuffle(), required in any::<bool>()) {
-        let (got, report) = core(&evs, required);
-        let want = model(&shifted(&evs), required);
+    fn core_agrees_with_the_model(evs in prop::collection::vec(arb_event(), 0..14).prop_shuffle(), required in any::<bool>(), skew in prop_oneof![Just(0i64), Just(24), Just(25), Just(50), Just(80), 0i64..400]) {
+        let (got, report) = core(&evs, required, skew);
+        let want = model(&shifted(&evs), required, skew);
         prop_assert_eq!(&got, &want);
         // Nothing is refuted unless certain.
         for (kind, stale, witness) in &got.cxs {
             if kind == "stale_commit" || kind == "grant_regression" {
-                prop_assert!(precedes(&evs[*witness], &evs[*stale]));
+                prop_assert!(precedes(&evs[*witness], &evs[*stale], skew));
                 prop_assert!(evs[*witness].epoch > evs[*stale].epoch);
             }
         }
@@ -401,8 +400,8 @@ proptest! {
         // duplicates: there the findings are a function of the set of events alone.
         let has_dups = evs.iter().enumerate().any(|(i, a)| evs[..i].iter().any(|b| b.content() == a.content()));
         prop_assume!(!has_dups);
-        let (a, _) = core(&evs, false);
-        let (b, _) = core(&shuffled.iter().map(|(_, e)| e.clone()).collect::<Vec<_>>(), false);
+        let (a, _) = core(&evs, false, 50);
+        let (b, _) = core(&shuffled.iter().map(|(_, e)| e.clone()).collect::<Vec<_>>(), false, 50);
         let map = |f: &Findings, perm: Option<&[(usize, E)]>| -> BTreeSet<(String, usize, usize)> {
             f.cxs.iter().map(|(k, s, w)| match perm { Some(p) => (k.clone(), p[*s].0, p[*w].0), None => (k.clone(), *s, *w) }).collect()
         };
@@ -419,7 +418,7 @@ proptest! {
 
 #[test]
 fn window_placement_of_malformed_events_uses_prior_time() {
-    let mut h = History::new(contract(false));
+    let mut h = History::new(contract(false, 50));
     let src = h.add_source("m");
     let mut e = Event::new(Kind::Heartbeat, EventTime(1_000_000));
     e.route = Some("r1");

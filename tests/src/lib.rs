@@ -25,8 +25,14 @@ pub fn bin() -> PathBuf {
 
 /// Runs `fencewatch ARGS` with `stdin` as standard input.
 pub fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    run_in(Path::new("."), args, stdin)
+}
+
+/// Runs `fencewatch ARGS` in the directory `dir`.
+pub fn run_in(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
     use std::io::Write;
     let mut child = Command::new(bin())
+        .current_dir(dir)
         .args(args)
         .stdin(if stdin.is_some() {
             Stdio::piped()

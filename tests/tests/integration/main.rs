@@ -2,4 +2,5 @@
 
 mod cases;
 mod cli;
+mod golden;
 mod simulated;
