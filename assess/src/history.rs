@@ -13,7 +13,7 @@
 use crate::contract::{Compiled, Contract, Grants};
 use crate::event::{Event, Kind, Outcome};
 use crate::finding::{Counterexample, EventView, Provenance, Reason, Verdict, counterexample_id};
-use crate::intern::Interner;
+use crate::intern::{Interner, SharedInterner};
 use crate::report::{
     ContractSummary, EmitterReport, PropertyReport, Report, RouteCoverage, Sample, UndeclaredRoute,
 };
@@ -113,11 +113,29 @@ struct MalformedRec {
     prior: Option<i64>,
 }
 
+/// Where a sample comes from, (source, position): samples are the smallest ones.
+type SampleKey = (u32, u64);
+
+/// Keeps `sample` if it is among the [`SAMPLES_PER_REASON`] smallest keys seen.
+fn keep_sample(
+    kept: &mut Vec<(SampleKey, Sample)>,
+    key: SampleKey,
+    sample: impl FnOnce() -> Sample,
+) {
+    if kept.len() >= SAMPLES_PER_REASON && kept.iter().all(|(k, _)| *k < key) {
+        return;
+    }
+    kept.push((key, sample()));
+    kept.sort_by_key(|(k, _)| *k);
+    kept.truncate(SAMPLES_PER_REASON);
+}
+
 /// Per-property accumulation during `finish`.
 #[derive(Debug)]
 struct Acc {
     counts: [u64; Reason::COUNT],
-    samples: BTreeMap<Reason, Vec<Sample>>,
+    /// The samples with the smallest provenance, which does not depend on processing order.
+    samples: BTreeMap<Reason, Vec<(SampleKey, Sample)>>,
     series: WindowSeries,
     cxs: Vec<Counterexample>,
     events: u64,
@@ -153,8 +171,9 @@ impl Acc {
         }
         for (reason, samples) in other.samples {
             let mine = self.samples.entry(reason).or_default();
-            let room = SAMPLES_PER_REASON.saturating_sub(mine.len());
-            mine.extend(samples.into_iter().take(room));
+            for (key, sample) in samples {
+                keep_sample(mine, key, || sample);
+            }
         }
         self.series.merge(&other.series);
         self.cxs.extend(other.cxs);
@@ -162,12 +181,9 @@ impl Acc {
         self.stale_rejections += other.stale_rejections;
     }
 
-    fn hit(&mut self, reason: Reason, count: u64, sample: impl FnOnce() -> Sample) {
+    fn hit(&mut self, reason: Reason, count: u64, key: SampleKey, sample: impl FnOnce() -> Sample) {
         self.counts[reason as usize] += count;
-        let s = self.samples.entry(reason).or_default();
-        if s.len() < SAMPLES_PER_REASON {
-            s.push(sample());
-        }
+        keep_sample(self.samples.entry(reason).or_default(), key, sample);
     }
 }
 
@@ -178,7 +194,7 @@ pub struct History {
     compiled: Compiled,
     sources: Vec<String>,
     strings: Interner,
-    scopes: Interner,
+    scopes: std::sync::Arc<SharedInterner>,
     recs: Vec<Rec>,
     malformed: Vec<MalformedRec>,
     malformed_samples: Vec<Sample>,
@@ -186,6 +202,21 @@ pub struct History {
     valid: u64,
     max_valid_ts: Option<i64>,
     threads: usize,
+}
+
+/// An interned scope of one [`History`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScopeKey(u32);
+
+/// A handle on a [`History`]'s scope interner that decoding threads can share.
+#[derive(Debug, Clone)]
+pub struct ScopeInterner(std::sync::Arc<SharedInterner>);
+
+impl ScopeInterner {
+    /// The key of `scope`.
+    pub fn key(&self, scope: &str) -> ScopeKey {
+        ScopeKey(self.0.intern(scope))
+    }
 }
 
 /// A source of events (a file, stdin): its index in [`History`].
@@ -201,7 +232,7 @@ impl History {
             compiled,
             sources: Vec::new(),
             strings: Interner::new(),
-            scopes: Interner::new(),
+            scopes: Default::default(),
             recs: Vec::new(),
             malformed: Vec::new(),
             malformed_samples: Vec::new(),
@@ -255,6 +286,29 @@ impl History {
     /// Adds a decoded event read at `position` of `source`. Events that break a contract-level
     /// rule (no `property` under a multi-property contract) or a per-kind rule become malformed.
     pub fn push(&mut self, ev: &Event<'_>, source: SourceId, position: u64) {
+        let scope = ev.scope.map(|s| ScopeKey(self.scopes.intern(s)));
+        self.push_keyed(ev, scope, source, position);
+    }
+
+    /// The interner of scope ids, for decoding threads that intern scopes before
+    /// [`History::push_keyed`].
+    pub fn scope_interner(&self) -> ScopeInterner {
+        ScopeInterner(self.scopes.clone())
+    }
+
+    /// [`History::push`] with the event's scope interned by this history's [`ScopeInterner`].
+    pub fn push_keyed(
+        &mut self,
+        ev: &Event<'_>,
+        scope: Option<ScopeKey>,
+        source: SourceId,
+        position: u64,
+    ) {
+        debug_assert_eq!(
+            scope.map(|k| self.scopes.resolve(k.0)).as_deref(),
+            ev.scope,
+            "the key of another scope"
+        );
         if let Err((field, why)) = ev.validate() {
             return self.push_malformed(
                 source,
@@ -307,7 +361,7 @@ impl History {
             incarnation: ev.incarnation.0,
             seq: ev.seq.map_or(0, |s| s.0),
             position,
-            scope: opt(&mut self.scopes, ev.scope),
+            scope: scope.map_or(NONE, |k| k.0),
             holder: opt(&mut self.strings, ev.holder),
             route: opt(&mut self.strings, ev.route),
             emitter: opt(&mut self.strings, ev.emitter),
@@ -568,7 +622,12 @@ impl History {
                     ),
                 );
                 let acc = &mut accs[p as usize];
-                acc.hit(Reason::ConflictingDuplicate, 1, || sample);
+                acc.hit(
+                    Reason::ConflictingDuplicate,
+                    1,
+                    (first.source, first.position),
+                    || sample,
+                );
                 acc.series
                     .add_time_span(lo, hi, Reason::ConflictingDuplicate);
             }
@@ -619,7 +678,7 @@ impl History {
                             self.prov(y)
                         );
                         let acc = &mut accs[p as usize];
-                        acc.hit(Reason::TelemetryGap, 1, || Sample {
+                        acc.hit(Reason::TelemetryGap, 1, (y.source, y.position), || Sample {
                             source: self.prov(y).to_string(),
                             ts: Some(EventTime(y.ts).to_string()),
                             detail,
@@ -688,7 +747,7 @@ impl History {
             }
             let prop = &self.contract.properties[p];
             let mut raise = |reason: Reason, detail: String| {
-                acc.hit(reason, 1, || self.sample(r, detail));
+                acc.hit(reason, 1, (r.source, r.position), || self.sample(r, detail));
                 acc.series.add_reason(r.ts, reason);
             };
             if !r.has(HAS_SCOPE) {
@@ -734,7 +793,7 @@ impl History {
         // Counting sort by scope id into compact slots (so that each bucket is contiguous and
         // sorting it touches no record), then each bucket by
         // (property, incarnation, class, epoch desc, ts, index).
-        let nscopes = self.scopes.len();
+        let nscopes = self.scopes.id_bound();
         let mut starts = vec![0u32; nscopes + 1];
         let member = |r: &Rec| {
             r.prop != UNATTRIBUTED && r.has(HAS_SCOPE) && r.live() && r.kind != Kind::Heartbeat
@@ -899,10 +958,10 @@ impl History {
             scope::incarnations(&slices, skew, |b, outcome| found.inc_outcome(b, outcome));
         }
         let group_scope = recs[group[0].idx as usize].scope;
-        let scope_name = || self.scopes.resolve(group_scope).to_string();
+        let scope_name = || self.scopes.resolve(group_scope);
         for &i in &found.ambiguous() {
             let r = &recs[i as usize];
-            acc.hit(Reason::AmbiguousOrder, 1, || {
+            acc.hit(Reason::AmbiguousOrder, 1, (r.source, r.position), || {
                 self.sample(r, format!("epoch {} of scope `{}` has a higher-epoch or higher-incarnation partner within the clock skew and no `order` to decide", r.epoch, scope_name()))
             });
             acc.series.add_reason(r.ts, Reason::AmbiguousOrder);
@@ -910,7 +969,7 @@ impl History {
         if prop.grants == Grants::Required {
             for &i in &found.ungranted {
                 let r = &recs[i as usize];
-                acc.hit(Reason::UngrantedEpoch, 1, || {
+                acc.hit(Reason::UngrantedEpoch, 1, (r.source, r.position), || {
                     self.sample(
                         r,
                         format!(
@@ -970,7 +1029,7 @@ impl History {
                 acc.samples
                     .entry(Reason::MalformedEvent)
                     .or_default()
-                    .push(first.clone());
+                    .push(((0, 0), first.clone()));
             }
         }
     }
@@ -1012,10 +1071,12 @@ impl History {
                             ),
                             None => format!("route `{}` was never observed", route.name),
                         };
-                        acc.hit(Reason::RouteSilent, silent, || Sample {
-                            source: "contract".into(),
-                            ts: None,
-                            detail,
+                        acc.hit(Reason::RouteSilent, silent, (u32::MAX, i as u64), || {
+                            Sample {
+                                source: "contract".into(),
+                                ts: None,
+                                detail,
+                            }
                         });
                     }
                     routes.push(RouteCoverage {
@@ -1044,7 +1105,11 @@ impl History {
                     verdict,
                     counterexamples: acc.cxs,
                     unknown,
-                    unknown_samples: acc.samples,
+                    unknown_samples: acc
+                        .samples
+                        .into_iter()
+                        .map(|(r, v)| (r, v.into_iter().map(|(_, s)| s).collect()))
+                        .collect(),
                     events: acc.events,
                     stale_rejections: acc.stale_rejections,
                     routes,

@@ -121,3 +121,87 @@ mod tests {
         assert_eq!(i.len(), 10_002);
     }
 }
+
+/// Shards of the shared interner; a power of two.
+const SHARDS: u32 = 16;
+
+/// An interner shared between threads (decoders intern scopes in parallel), in mutex-guarded
+/// shards chosen by hash. Ids are dense per shard (`local * SHARDS + shard`), so they index
+/// arrays of at most [`SharedInterner::id_bound`] entries. Which id a string gets depends on
+/// thread timing, so nothing observable may depend on id order.
+#[derive(Debug)]
+pub struct SharedInterner {
+    shards: Vec<std::sync::Mutex<Interner>>,
+    hasher: foldhash::fast::FixedState,
+}
+
+impl Default for SharedInterner {
+    fn default() -> SharedInterner {
+        SharedInterner {
+            shards: (0..SHARDS).map(|_| Default::default()).collect(),
+            hasher: Default::default(),
+        }
+    }
+}
+
+impl SharedInterner {
+    /// An empty interner.
+    pub fn new() -> SharedInterner {
+        SharedInterner::default()
+    }
+
+    fn shard(&self, id: u32) -> std::sync::MutexGuard<'_, Interner> {
+        self.shards[(id % SHARDS) as usize]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The id of `s`, adding it when new.
+    pub fn intern(&self, s: &str) -> u32 {
+        let shard = (self.hasher.hash_one(s) >> 60) as u32 % SHARDS;
+        let local = self.shard(shard).intern(s);
+        local * SHARDS + shard
+    }
+
+    /// The string of an id.
+    pub fn resolve(&self, id: u32) -> String {
+        self.shard(id).resolve(id / SHARDS).to_string()
+    }
+
+    /// One more than the largest id given out.
+    pub fn id_bound(&self) -> usize {
+        (0..SHARDS)
+            .map(|s| self.shard(s).len() * SHARDS as usize + s as usize + 1)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        (0..SHARDS).map(|s| self.shard(s).heap_bytes()).sum()
+    }
+}
+
+#[cfg(test)]
+mod shared_tests {
+    use super::*;
+
+    #[test]
+    fn shared_ids_are_stable_and_bounded() {
+        let i = std::sync::Arc::new(SharedInterner::new());
+        let ids: Vec<Vec<u32>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2)
+                .map(|_| {
+                    let i = i.clone();
+                    s.spawn(move || (0..5000).map(|n| i.intern(&format!("s{n}"))).collect())
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(ids[0], ids[1]);
+        let bound = i.id_bound();
+        assert!(ids[0].iter().all(|&id| (id as usize) < bound));
+        assert!(bound < 5000 + 16 * 64, "ids stay dense: {bound}");
+        assert_eq!(i.resolve(ids[0][42]), "s42");
+    }
+}

@@ -9,7 +9,7 @@
 use crate::json::{self, DecodeError};
 use crossbeam_channel::{Receiver, Sender, bounded};
 use fencewatch_assess::event::{Epoch, Event, Incarnation, Kind, Order, Outcome, Seq};
-use fencewatch_assess::history::{History, SourceId};
+use fencewatch_assess::history::{History, ScopeInterner, ScopeKey, SourceId};
 use fencewatch_assess::time::EventTime;
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -99,6 +99,7 @@ struct Packed {
     kind: Kind,
     ts: EventTime,
     strs: [(u32, u32); 5],
+    scope_key: Option<ScopeKey>,
     epoch: Option<Epoch>,
     outcome: Outcome,
     incarnation: Incarnation,
@@ -124,8 +125,9 @@ struct Parsed {
 }
 
 impl Parsed {
-    fn pack(&mut self, d: &json::Decoded<'_>, position: u64) {
+    fn pack(&mut self, d: &json::Decoded<'_>, position: u64, scopes: &ScopeInterner) {
         let e = d.event();
+        let scope_key = e.scope.map(|s| scopes.key(s));
         let mut put = |s: Option<&str>| match s {
             None => (NO_STR, 0),
             Some(s) => {
@@ -145,6 +147,7 @@ impl Parsed {
             kind: e.kind,
             ts: e.ts,
             strs,
+            scope_key,
             epoch: e.epoch,
             outcome: e.outcome,
             incarnation: e.incarnation,
@@ -184,7 +187,7 @@ impl Parsed {
                         emitter: s(p.strs[4]),
                         seq: p.seq,
                     };
-                    history.push(&ev, self.source, p.position);
+                    history.push_keyed(&ev, p.scope_key, self.source, p.position);
                 }
                 Item::Bad {
                     position,
@@ -196,7 +199,18 @@ impl Parsed {
     }
 }
 
-fn decode_chunk(chunk: Chunk, max_line_bytes: usize) -> Parsed {
+/// The lines of `data` split at `\n` (the last one may be empty), found with memchr.
+fn lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut start = 0;
+    let ends = memchr::memchr_iter(b'\n', data).chain(std::iter::once(data.len()));
+    ends.map(move |end| {
+        let line = &data[start..end];
+        start = end + 1;
+        line
+    })
+}
+
+fn decode_chunk(chunk: Chunk, max_line_bytes: usize, scopes: &ScopeInterner) -> Parsed {
     let mut out = Parsed {
         seq: chunk.seq,
         source: chunk.source,
@@ -216,7 +230,7 @@ fn decode_chunk(chunk: Chunk, max_line_bytes: usize) -> Parsed {
             Ok(text) => {
                 for (i, r) in json::decode_array(text).into_iter().enumerate() {
                     match r {
-                        Ok(d) => out.pack(&d, i as u64 + 1),
+                        Ok(d) => out.pack(&d, i as u64 + 1, scopes),
                         Err(e) => out.bad(i as u64 + 1, e),
                     }
                 }
@@ -225,7 +239,7 @@ fn decode_chunk(chunk: Chunk, max_line_bytes: usize) -> Parsed {
         return out;
     }
     let mut oversized = chunk.oversized.iter().peekable();
-    for (this, line) in (chunk.first_line..).zip(chunk.data.split(|&b| b == b'\n')) {
+    for (this, line) in (chunk.first_line..).zip(lines(&chunk.data)) {
         if oversized.peek().is_some_and(|(n, _)| *n == this) {
             let (_, len) = oversized.next().expect("peeked");
             out.bad(
@@ -243,7 +257,7 @@ fn decode_chunk(chunk: Chunk, max_line_bytes: usize) -> Parsed {
             continue;
         }
         match json::decode_line(line, max_line_bytes) {
-            Ok(d) => out.pack(&d, this),
+            Ok(d) => out.pack(&d, this, scopes),
             Err(e) => out.bad(this, e),
         }
     }
@@ -427,9 +441,13 @@ pub fn read_into(
         for _ in 0..threads {
             let rx = chunk_rx.clone();
             let tx = parsed_tx.clone();
+            let scopes = history.scope_interner();
             s.spawn(move || {
                 for chunk in rx {
-                    if tx.send(decode_chunk(chunk, opts.max_line_bytes)).is_err() {
+                    if tx
+                        .send(decode_chunk(chunk, opts.max_line_bytes, &scopes))
+                        .is_err()
+                    {
                         break;
                     }
                 }

@@ -263,7 +263,7 @@ struct State<'de> {
     ts: Option<EventTime>,
     ev: Fields<'de>,
     seen: u16,
-    unknown_keys: Vec<Cow<'de, str>>,
+    unknown_keys: KeySet<'de>,
     first_error: Option<(&'static str, String)>,
     field_at_error: Option<&'static str>,
 }
@@ -320,6 +320,32 @@ impl<'de> State<'de> {
     fn fail(&mut self, field: &'static str, reason: String) {
         if self.first_error.is_none() {
             self.first_error = Some((field, reason));
+        }
+    }
+}
+
+/// Keys seen in one object, to reject duplicates: a short list, then a hash set, so that a line
+/// of a hundred thousand keys costs linear time, not quadratic.
+#[derive(Default)]
+struct KeySet<'de> {
+    few: Vec<Cow<'de, str>>,
+    many: std::collections::HashSet<Cow<'de, str>>,
+}
+
+impl<'de> KeySet<'de> {
+    /// Adds `k`; false when it was already there.
+    fn insert(&mut self, k: Cow<'de, str>) -> bool {
+        if self.many.is_empty() {
+            if self.few.contains(&k) {
+                return false;
+            }
+            self.few.push(k);
+            if self.few.len() > 16 {
+                self.many.extend(self.few.drain(..));
+            }
+            true
+        } else {
+            self.many.insert(k)
         }
     }
 }
@@ -408,10 +434,9 @@ impl<'de> Visitor<'de> for EventSeed<'_, 'de> {
         let st = self.state;
         while let Some(key) = map.next_key_seed(KeySeed)? {
             let Some(i) = field_index(&key) else {
-                if st.unknown_keys.contains(&key) {
+                if !st.unknown_keys.insert(key.clone()) {
                     return Err(de::Error::custom(format!("duplicate key `{key}`")));
                 }
-                st.unknown_keys.push(key);
                 map.next_value_seed(ScalarSeed { depth: 2 })?;
                 continue;
             };
@@ -602,12 +627,11 @@ impl<'de> Visitor<'de> for ScalarSeed {
                 "nesting deeper than {MAX_DEPTH}"
             )));
         }
-        let mut keys: Vec<Cow<'de, str>> = Vec::new();
+        let mut keys = KeySet::default();
         while let Some(k) = map.next_key_seed(KeySeed)? {
-            if keys.contains(&k) {
+            if !keys.insert(k.clone()) {
                 return Err(de::Error::custom(format!("duplicate key `{k}`")));
             }
-            keys.push(k);
             map.next_value_seed(ScalarSeed {
                 depth: self.depth + 1,
             })?;
@@ -845,6 +869,26 @@ mod tests {
         let e = bad(deep(64).as_bytes());
         assert!(e.reason.contains("nesting deeper than 64"), "{e}");
         assert!(bad(deep(100_000).as_bytes()).reason.contains("nesting"));
+    }
+
+    #[test]
+    fn many_keys_and_their_duplicates() {
+        let keys: Vec<String> = (0..30_000)
+            .map(|i| format!("\"k{i}\":{{\"a\":1,\"b\":2}}"))
+            .collect();
+        let line = format!(
+            "{{\"kind\":\"heartbeat\",\"route\":\"r\",\"ts\":1,{}}}",
+            keys.join(",")
+        );
+        assert!(line.len() < DEFAULT_MAX_LINE_BYTES);
+        assert!(decode_line(line.as_bytes(), DEFAULT_MAX_LINE_BYTES).is_ok());
+        let dup = format!("{},\"k7\":0}}", &line[..line.len() - 1]);
+        assert!(
+            decode_line(dup.as_bytes(), DEFAULT_MAX_LINE_BYTES)
+                .unwrap_err()
+                .reason
+                .contains("duplicate key `k7`")
+        );
     }
 
     #[test]
