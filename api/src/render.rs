@@ -26,16 +26,7 @@ pub fn text_report(w: &mut dyn Write, r: &Report) -> io::Result<()> {
     };
     writeln!(w, "contract: {status}")?;
     for m in &r.contract.missing {
-        let route = m
-            .route
-            .as_deref()
-            .map(|r| format!(" on route `{r}`"))
-            .unwrap_or_default();
-        writeln!(
-            w,
-            "  missing obligation {}{route} ({}): {}",
-            m.obligation, m.property, m.reason
-        )?;
+        writeln!(w, "  missing obligation ({}): {m}", m.property)?;
     }
     writeln!(
         w,
@@ -171,16 +162,7 @@ pub fn text_contract(w: &mut dyn Write, contract: &Contract, c: &Compiled) -> io
             )?;
         }
         for m in &s.missing {
-            let route = m
-                .route
-                .as_deref()
-                .map(|r| format!(" on route `{r}`"))
-                .unwrap_or_default();
-            writeln!(
-                w,
-                "  missing obligation: {}{route}: {}",
-                m.obligation, m.reason
-            )?;
+            writeln!(w, "  missing obligation: {m}")?;
         }
         for o in &s.obligations {
             writeln!(w, "  residual obligation: {o}")?;

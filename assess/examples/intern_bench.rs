@@ -21,31 +21,53 @@ fn main() {
     for &i in &order {
         sum += u64::from(plain.intern(&keys[i]));
     }
-    println!("Interner: {:.0} ns per lookup ({sum})", t.elapsed().as_nanos() as f64 / order.len() as f64);
+    println!(
+        "Interner: {:.0} ns per lookup ({sum})",
+        t.elapsed().as_nanos() as f64 / order.len() as f64
+    );
     let mut std_map: std::collections::HashMap<&str, u32> = Default::default();
     let t = Instant::now();
     for &i in &order {
         let n = std_map.len() as u32;
         sum += u64::from(*std_map.entry(keys[i].as_str()).or_insert(n));
     }
-    println!("std HashMap<&str, u32>: {:.0} ns per lookup ({sum})", t.elapsed().as_nanos() as f64 / order.len() as f64);
+    println!(
+        "std HashMap<&str, u32>: {:.0} ns per lookup ({sum})",
+        t.elapsed().as_nanos() as f64 / order.len() as f64
+    );
     let t = Instant::now();
     for &i in &order {
         sum += u64::from(plain.intern(&keys[i]));
     }
-    println!("Interner, second pass (all present): {:.0} ns per lookup ({sum})", t.elapsed().as_nanos() as f64 / order.len() as f64);
+    println!(
+        "Interner, second pass (all present): {:.0} ns per lookup ({sum})",
+        t.elapsed().as_nanos() as f64 / order.len() as f64
+    );
     let shared = SharedInterner::new();
     let t = Instant::now();
     let mut sum = 0u64;
     for &i in &order {
         sum += u64::from(shared.intern(&keys[i]));
     }
-    println!("SharedInterner: {:.0} ns per lookup ({sum})", t.elapsed().as_nanos() as f64 / order.len() as f64);
-    let small: Vec<&str> = ["worker-1", "worker-2", "orders-api-1", "orders-api.transition", "settlement-worker.settle"].to_vec();
+    println!(
+        "SharedInterner: {:.0} ns per lookup ({sum})",
+        t.elapsed().as_nanos() as f64 / order.len() as f64
+    );
+    let small: Vec<&str> = [
+        "worker-1",
+        "worker-2",
+        "orders-api-1",
+        "orders-api.transition",
+        "settlement-worker.settle",
+    ]
+    .to_vec();
     let mut si = Interner::new();
     let t = Instant::now();
     for (n, &i) in order.iter().enumerate() {
         sum += u64::from(si.intern(small[(i + n) % small.len()]));
     }
-    println!("small Interner: {:.0} ns per lookup ({sum})", t.elapsed().as_nanos() as f64 / order.len() as f64);
+    println!(
+        "small Interner: {:.0} ns per lookup ({sum})",
+        t.elapsed().as_nanos() as f64 / order.len() as f64
+    );
 }

@@ -531,6 +531,17 @@ pub struct Missing {
     pub reason: String,
 }
 
+impl fmt::Display for Missing {
+    /// `stale_authority_exclusion on route `x`: why`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.obligation)?;
+        if let Some(r) = &self.route {
+            write!(f, " on route `{r}`")?;
+        }
+        write!(f, ": {}", self.reason)
+    }
+}
+
 /// One property's compilation result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PropertyStatus {
