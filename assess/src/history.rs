@@ -454,9 +454,9 @@ impl History {
                 accs[r.prop as usize].series.cover(r.ts);
             }
         }
-        let by_seq = self.by_seq();
+        let (by_seq, emitter_starts) = self.by_seq();
         let duplicates = self.settle_duplicates(&mut accs, &by_seq);
-        let emitters = self.telemetry_gaps(&mut accs, &by_seq);
+        let emitters = self.telemetry_gaps(&mut accs, &by_seq, &emitter_starts);
         drop(by_seq);
         self.per_event(&mut accs);
         self.scope_groups(&mut accs);
@@ -483,7 +483,7 @@ impl History {
     /// Indices of events with an emitter and a seq, sorted by (emitter, seq, index): a stable
     /// counting sort by emitter, then each emitter's run sorted only when its seqs did not
     /// arrive in order (they usually do).
-    fn by_seq(&self) -> Vec<u32> {
+    fn by_seq(&self) -> (Vec<u32>, Vec<u32>) {
         let recs = &self.recs;
         let has = |r: &Rec| r.emitter != NONE && r.has(HAS_SEQ);
         let n = self.strings.len();
@@ -514,7 +514,7 @@ impl History {
                 }
             }
         }
-        out
+        (out, starts)
     }
 
     fn settle_duplicates(&mut self, accs: &mut [Acc], by_seq: &[u32]) -> u64 {
@@ -638,65 +638,73 @@ impl History {
             .count() as u64
     }
 
-    fn telemetry_gaps(&self, accs: &mut [Acc], by_seq: &[u32]) -> Vec<EmitterReport> {
+    /// Gaps per emitter, in one pass over each emitter's run of `by_seq` (bounded by
+    /// `starts`, indexed by emitter id).
+    fn telemetry_gaps(
+        &self,
+        accs: &mut [Acc],
+        by_seq: &[u32],
+        starts: &[u32],
+    ) -> Vec<EmitterReport> {
         let recs = &self.recs;
         let mut out = Vec::new();
-        let mut a = 0;
-        while a < by_seq.len() {
-            let emitter = recs[by_seq[a] as usize].emitter;
-            let mut b = a;
-            while b < by_seq.len() && recs[by_seq[b] as usize].emitter == emitter {
-                b += 1;
-            }
-            let group = &by_seq[a..b];
+        let mut found: Vec<(u32, u32)> = Vec::new();
+        for (emitter, w) in starts.windows(2).enumerate() {
+            let group = &by_seq[w[0] as usize..w[1] as usize];
+            let Some(&first) = group.first() else {
+                continue;
+            };
             let mut feeds = vec![false; accs.len()];
-            for &i in group {
-                if let Some(f) = feeds.get_mut(recs[i as usize].prop as usize) {
+            let (mut missing, mut distinct) = (0u64, 1u64);
+            found.clear();
+            let mut prev = &recs[first as usize];
+            if let Some(f) = feeds.get_mut(prev.prop as usize) {
+                *f = true;
+            }
+            for pair in group.windows(2) {
+                let y = &recs[pair[1] as usize];
+                if let Some(f) = feeds.get_mut(y.prop as usize) {
                     *f = true;
                 }
-            }
-            let fed: Vec<u16> = (0..accs.len() as u16)
-                .filter(|&p| feeds[p as usize])
-                .collect();
-            let (mut gaps, mut missing, mut distinct) = (0u64, 0u64, 1u64);
-            for w in group.windows(2) {
-                let (x, y) = (&recs[w[0] as usize], &recs[w[1] as usize]);
-                if y.seq == x.seq {
-                    continue;
-                }
-                distinct += 1;
-                if y.seq > x.seq + 1 {
-                    gaps += 1;
-                    missing += y.seq - x.seq - 1;
-                    for &p in &fed {
-                        let detail = format!(
-                            "emitter `{}` skipped seq {}..={} between {} and {}",
-                            self.strings.resolve(emitter),
-                            x.seq + 1,
-                            y.seq - 1,
-                            self.prov(x),
-                            self.prov(y)
-                        );
-                        let acc = &mut accs[p as usize];
-                        acc.hit(Reason::TelemetryGap, 1, (y.source, y.position), || Sample {
-                            source: self.prov(y).to_string(),
-                            ts: Some(EventTime(y.ts).to_string()),
-                            detail,
-                        });
-                        acc.series.add_time_span(x.ts, y.ts, Reason::TelemetryGap);
+                if y.seq != prev.seq {
+                    distinct += 1;
+                    if y.seq > prev.seq + 1 {
+                        missing += y.seq - prev.seq - 1;
+                        found.push((pair[0], pair[1]));
                     }
+                }
+                prev = y;
+            }
+            let name = self.strings.resolve(emitter as u32);
+            for &(xi, yi) in &found {
+                let (x, y) = (&recs[xi as usize], &recs[yi as usize]);
+                for (p, _) in feeds.iter().enumerate().filter(|(_, f)| **f) {
+                    let detail = format!(
+                        "emitter `{name}` skipped seq {}..={} between {} and {}",
+                        x.seq + 1,
+                        y.seq - 1,
+                        self.prov(x),
+                        self.prov(y)
+                    );
+                    let acc = &mut accs[p];
+                    acc.hit(Reason::TelemetryGap, 1, (y.source, y.position), || Sample {
+                        source: self.prov(y).to_string(),
+                        ts: Some(EventTime(y.ts).to_string()),
+                        detail,
+                    });
+                    acc.series.add_time_span(x.ts, y.ts, Reason::TelemetryGap);
                 }
             }
             out.push(EmitterReport {
-                emitter: self.strings.resolve(emitter).to_string(),
+                emitter: name.to_string(),
                 events: distinct,
-                first_seq: recs[group[0] as usize].seq,
-                last_seq: recs[group[group.len() - 1] as usize].seq,
-                gaps,
+                first_seq: recs[first as usize].seq,
+                last_seq: prev.seq,
+                gaps: found.len() as u64,
                 missing,
             });
-            a = b;
         }
+        out.sort_by(|a, b| a.emitter.cmp(&b.emitter));
         out
     }
 
