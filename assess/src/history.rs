@@ -950,10 +950,8 @@ impl History {
             scope::supersession(&grants, skew, &mut work.sweep, |b, outcome| {
                 found.epoch_outcome(grants[b].idx, outcome, true)
             });
-            scope::reuse(&commits, |stale, witness| {
-                found.reuse(stale, witness, false)
-            });
-            scope::reuse(&grants, |stale, witness| found.reuse(stale, witness, true));
+            scope::reuse(&commits, |stale, witness| found.reuse(stale, witness));
+            scope::reuse(&grants, |stale, witness| found.reuse(stale, witness));
             scope::grant_checks(&commits, &grants, |c, g| found.grant_outcome(c, g));
         }
         (work.commits, work.grants) = (commits, grants);
@@ -967,7 +965,7 @@ impl History {
         }
         let group_scope = recs[group[0].idx as usize].scope;
         let scope_name = || self.scopes.resolve(group_scope);
-        for &i in &found.ambiguous() {
+        for &i in found.ambiguous() {
             let r = &recs[i as usize];
             acc.hit(Reason::AmbiguousOrder, 1, (r.source, r.position), || {
                 self.sample(r, format!("epoch {} of scope `{}` has a higher-epoch or higher-incarnation partner within the clock skew and no `order` to decide", r.epoch, scope_name()))

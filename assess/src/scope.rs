@@ -272,7 +272,7 @@ impl GroupFindings {
         }
     }
 
-    pub(crate) fn reuse(&mut self, stale: u32, witness: u32, _grant: bool) {
+    pub(crate) fn reuse(&mut self, stale: u32, witness: u32) {
         self.cxs
             .push((CounterexampleKind::EpochReuse, stale, witness));
     }
@@ -287,10 +287,10 @@ impl GroupFindings {
     }
 
     /// Events with an ambiguous partner and no certain counterexample of that kind, once each.
-    pub(crate) fn ambiguous(&mut self) -> Vec<u32> {
+    pub(crate) fn ambiguous(&mut self) -> &[u32] {
         self.ambiguous.sort_unstable();
         self.ambiguous.dedup();
-        self.ambiguous.clone()
+        &self.ambiguous
     }
 }
 
