@@ -1,10 +1,10 @@
 //! Findings: counterexamples (verdict `refuted`), unknown reasons and the three verdicts.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// The three-valued assessment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Complete, fresh, unambiguous evidence and no counterexample.
@@ -42,7 +42,7 @@ impl fmt::Display for Verdict {
 }
 
 /// The kinds of counterexample (SPEC §4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CounterexampleKind {
     /// A superseded epoch committed after the newer one was established.
@@ -80,7 +80,7 @@ impl CounterexampleKind {
 }
 
 /// Why the evidence is incomplete (SPEC §4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     /// A committed commit/fence without `scope`.

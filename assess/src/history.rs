@@ -17,7 +17,7 @@ use crate::intern::{Interner, SharedInterner};
 use crate::report::{
     ContractSummary, EmitterReport, PropertyReport, Report, RouteCoverage, Sample, UndeclaredRoute,
 };
-use crate::scope::{self, Cand, GroupFindings};
+use crate::scope::{self, Slot};
 use crate::time::EventTime;
 use crate::window::WindowSeries;
 use std::collections::BTreeMap;
@@ -40,21 +40,6 @@ pub const MALFORMED_SAMPLES: usize = 100;
 pub const CONTEXT_EVENTS: usize = 5;
 /// Windows listed one by one before the timeline is shown as runs.
 pub const MAX_LISTED_WINDOWS: u64 = 10_000;
-
-/// A grouped event as the per-scope sweeps read it: a copy of what they need, so that sorting
-/// and sweeping a scope touches contiguous memory only.
-#[derive(Debug, Clone, Copy, Default)]
-struct Slot {
-    inc: u64,
-    epoch: u64,
-    ts: i64,
-    order: Option<u64>,
-    idx: u32,
-    holder: u32,
-    prop: u16,
-    /// 0 committed commit/fence with an epoch, 1 grant, 2 anything else.
-    class: u8,
-}
 
 /// One valid event, 72 bytes.
 #[derive(Debug, Clone, Copy)]
@@ -857,16 +842,7 @@ impl History {
                 if bucket.is_empty() {
                     continue;
                 }
-                bucket.sort_unstable_by_key(|x| {
-                    (
-                        x.prop,
-                        x.inc,
-                        x.class,
-                        std::cmp::Reverse(x.epoch),
-                        x.ts,
-                        x.idx,
-                    )
-                });
+                bucket.sort_unstable_by_key(Slot::sort_key);
                 let mut a = 0;
                 while a < bucket.len() {
                     let prop = bucket[a].prop;
@@ -915,54 +891,7 @@ impl History {
     fn assess_group(&self, group: &[Slot], acc: &mut Acc, work: &mut scope::Workspace) {
         let recs = &self.recs;
         let prop = &self.contract.properties[group[0].prop as usize];
-        let skew = prop.clock_skew.0;
-        // Slices per incarnation: (committed, grants).
-        work.incs.clear();
-        let mut a = 0;
-        while a < group.len() {
-            let inc = group[a].inc;
-            let b = a + group[a..].iter().take_while(|x| x.inc == inc).count();
-            let c_end = a + group[a..b].iter().take_while(|x| x.class == 0).count();
-            let g_end = c_end + group[c_end..b].iter().take_while(|x| x.class == 1).count();
-            work.incs.push((inc, a, c_end, g_end));
-            a = b;
-        }
-        let cand = |x: &Slot| Cand {
-            epoch: x.epoch,
-            ts: x.ts,
-            order: x.order,
-            holder: x.holder,
-            idx: x.idx,
-        };
-        let mut found = GroupFindings::default();
-        let (mut commits, mut grants) = (
-            std::mem::take(&mut work.commits),
-            std::mem::take(&mut work.grants),
-        );
-        for &(_, a, c_end, g_end) in &work.incs {
-            commits.clear();
-            commits.extend(group[a..c_end].iter().map(cand));
-            grants.clear();
-            grants.extend(group[c_end..g_end].iter().map(cand));
-            scope::supersession(&commits, skew, &mut work.sweep, |b, outcome| {
-                found.epoch_outcome(commits[b].idx, outcome, false)
-            });
-            scope::supersession(&grants, skew, &mut work.sweep, |b, outcome| {
-                found.epoch_outcome(grants[b].idx, outcome, true)
-            });
-            scope::reuse(&commits, |stale, witness| found.reuse(stale, witness));
-            scope::reuse(&grants, |stale, witness| found.reuse(stale, witness));
-            scope::grant_checks(&commits, &grants, |c, g| found.grant_outcome(c, g));
-        }
-        (work.commits, work.grants) = (commits, grants);
-        if work.incs.len() > 1 {
-            let slices: Vec<Vec<Cand>> = work
-                .incs
-                .iter()
-                .map(|&(_, a, c_end, _)| group[a..c_end].iter().map(cand).collect())
-                .collect();
-            scope::incarnations(&slices, skew, |b, outcome| found.inc_outcome(b, outcome));
-        }
+        let mut found = scope::decide_group(group, prop.clock_skew.0, work);
         let group_scope = recs[group[0].idx as usize].scope;
         let scope_name = || self.scopes.resolve(group_scope);
         for &i in found.ambiguous() {

@@ -23,6 +23,7 @@ pub mod event;
 pub mod finding;
 pub mod history;
 pub mod intern;
+pub mod live;
 pub mod report;
 pub(crate) mod scope;
 pub mod time;

@@ -78,7 +78,7 @@ pub struct PropertyReport {
 }
 
 /// A sample event behind a reason or a malformed line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Sample {
     /// `source:position`.
     pub source: String,
@@ -115,7 +115,7 @@ pub struct UndeclaredRoute {
 }
 
 /// One telemetry source.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EmitterReport {
     /// Emitter id.
     pub emitter: String,

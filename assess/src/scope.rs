@@ -239,6 +239,90 @@ pub(crate) fn grant_checks(commits: &[Cand], grants: &[Cand], mut f: impl FnMut(
     }
 }
 
+/// A grouped event as the per-scope sweeps read it: a copy of what they need, so that sorting
+/// and sweeping a scope touches contiguous memory only.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Slot {
+    pub(crate) inc: u64,
+    pub(crate) epoch: u64,
+    pub(crate) ts: i64,
+    pub(crate) order: Option<u64>,
+    pub(crate) idx: u32,
+    pub(crate) holder: u32,
+    pub(crate) prop: u16,
+    /// 0 committed commit/fence with an epoch, 1 grant, 2 anything else.
+    pub(crate) class: u8,
+}
+
+impl Slot {
+    /// The order [`decide_group`] needs: (property, incarnation, class, epoch descending, time,
+    /// index).
+    pub(crate) fn sort_key(&self) -> (u16, u64, u8, std::cmp::Reverse<u64>, i64, u32) {
+        (
+            self.prop,
+            self.inc,
+            self.class,
+            std::cmp::Reverse(self.epoch),
+            self.ts,
+            self.idx,
+        )
+    }
+}
+
+/// Runs every per-scope procedure over one (property, scope) group sorted by
+/// [`Slot::sort_key`]: supersession of commits and of grants, epoch reuse, grant checks per
+/// incarnation, then the incarnation sweep. The same function serves `check` and `serve`.
+pub(crate) fn decide_group(group: &[Slot], skew: i64, work: &mut Workspace) -> GroupFindings {
+    // Slices per incarnation: (committed, grants).
+    work.incs.clear();
+    let mut a = 0;
+    while a < group.len() {
+        let inc = group[a].inc;
+        let b = a + group[a..].iter().take_while(|x| x.inc == inc).count();
+        let c_end = a + group[a..b].iter().take_while(|x| x.class == 0).count();
+        let g_end = c_end + group[c_end..b].iter().take_while(|x| x.class == 1).count();
+        work.incs.push((inc, a, c_end, g_end));
+        a = b;
+    }
+    let cand = |x: &Slot| Cand {
+        epoch: x.epoch,
+        ts: x.ts,
+        order: x.order,
+        holder: x.holder,
+        idx: x.idx,
+    };
+    let mut found = GroupFindings::default();
+    let (mut commits, mut grants) = (
+        std::mem::take(&mut work.commits),
+        std::mem::take(&mut work.grants),
+    );
+    for &(_, a, c_end, g_end) in &work.incs {
+        commits.clear();
+        commits.extend(group[a..c_end].iter().map(cand));
+        grants.clear();
+        grants.extend(group[c_end..g_end].iter().map(cand));
+        supersession(&commits, skew, &mut work.sweep, |b, outcome| {
+            found.epoch_outcome(commits[b].idx, outcome, false)
+        });
+        supersession(&grants, skew, &mut work.sweep, |b, outcome| {
+            found.epoch_outcome(grants[b].idx, outcome, true)
+        });
+        reuse(&commits, |stale, witness| found.reuse(stale, witness));
+        reuse(&grants, |stale, witness| found.reuse(stale, witness));
+        grant_checks(&commits, &grants, |c, g| found.grant_outcome(c, g));
+    }
+    (work.commits, work.grants) = (commits, grants);
+    if work.incs.len() > 1 {
+        let slices: Vec<Vec<Cand>> = work
+            .incs
+            .iter()
+            .map(|&(_, a, c_end, _)| group[a..c_end].iter().map(cand).collect())
+            .collect();
+        incarnations(&slices, skew, |b, outcome| found.inc_outcome(b, outcome));
+    }
+    found
+}
+
 /// What one (property, scope) group yields: counterexamples as (kind, stale, witness) indices,
 /// ambiguous events and ungranted commits.
 #[derive(Debug, Default)]

@@ -4,7 +4,21 @@
 use std::fmt;
 
 /// Event time in nanoseconds since the Unix epoch, `0..=i64::MAX` for valid events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+/// Serialized as its nanoseconds (for checkpoints); shown as RFC 3339 by `Display`.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct EventTime(pub i64);
 
 /// A non-negative span of time in nanoseconds.

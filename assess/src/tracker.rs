@@ -19,7 +19,7 @@
 //! resident, by design).
 
 /// The folded high-water mark.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Mark {
     /// Incarnation of the highest epoch.
     pub incarnation: u64,
@@ -30,7 +30,7 @@ pub struct Mark {
 }
 
 /// One (incarnation, epoch) inside the horizon.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Interval {
     /// Incarnation.
     pub incarnation: u64,
@@ -61,7 +61,7 @@ pub enum Judgement {
 }
 
 /// Resident state of one (property, scope).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Tracker {
     mark: Option<Mark>,
     /// Boxed so that an idle tracker holds one thin null pointer (8 bytes) instead of an empty

@@ -8,11 +8,11 @@
 
 use crate::finding::{Reason, Verdict};
 use crate::time::EventTime;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// What one window holds, from one partition or merged from several.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WindowSummary {
     /// Valid events of the property in the window.
     pub events: u64,
@@ -45,7 +45,7 @@ impl WindowSummary {
 }
 
 /// A reason covering windows `from..=to` (window indices).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Span {
     /// First window index.
     pub from: i64,
@@ -56,7 +56,7 @@ pub struct Span {
 }
 
 /// One property's windows: sparse summaries plus spans.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WindowSeries {
     width: i64,
     points: BTreeMap<i64, WindowSummary>,
@@ -147,6 +147,36 @@ impl WindowSeries {
     pub fn add_reason(&mut self, t: i64, reason: Reason) {
         let k = self.clamp(self.index(t));
         self.lower(k, |s| s.unknown[reason as usize] += 1);
+    }
+
+    /// Withdraws a reason placed at `t` that later evidence resolved (an ambiguity a certain
+    /// order now decides, a grant that arrived). Only provisional windows change: a final
+    /// window's verdict never rises.
+    pub fn retract_reason(&mut self, t: i64, reason: Reason) {
+        let k = self.clamp(self.index(t));
+        if self.is_final(k) {
+            return;
+        }
+        if let Some(p) = self.points.get_mut(&k) {
+            let n = &mut p.unknown[reason as usize];
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    /// Sum of the point summaries of windows `from..=to` (spans excluded).
+    pub fn points_between(&self, from: i64, to: i64) -> WindowSummary {
+        let mut s = WindowSummary::default();
+        if from <= to {
+            for p in self.points.range(from..=to).map(|(_, p)| p) {
+                s.merge(p);
+            }
+        }
+        s
+    }
+
+    /// The spans.
+    pub fn spans(&self) -> &[Span] {
+        &self.spans
     }
 
     /// Advances the watermark (it never goes back): windows ending at or before it are final.

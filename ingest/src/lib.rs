@@ -7,9 +7,17 @@
 //!   core, never a crash.
 //! - [`file`]: streaming files and stdin through a parallel decoder into a
 //!   [`fencewatch_assess::History`], in reading order, with bounded memory.
+//! - [`partition`]: one local partition: the WAL batches, applying them to the live assessor,
+//!   opening with checkpoint restore and replay.
 //! - [`simulate`]: a realistic lease/epoch workload generator with injectable faults and a
 //!   ground truth of what it injected.
+//! - [`wal`]: the local write-ahead log, one durable, offset-addressed partition that HTTP, OTLP
+//!   and file ingest append to and the service replays after a crash.
+//! - [`checkpoint`]: atomic per-partition checkpoints of the assessor state with its offset.
 
+pub mod checkpoint;
 pub mod file;
 pub mod json;
+pub mod partition;
 pub mod simulate;
+pub mod wal;

@@ -1,0 +1,1170 @@
+//! The service's incremental assessor (SPEC §4 "`serve` is exact within the lateness horizon",
+//! §5): `(state, event) -> findings`, pure and deterministic, checkpointable with serde.
+//!
+//! [`Live`] takes events one at a time from one ordered partition (the WAL or a Kafka
+//! partition). Per (property, scope) it keeps the events still inside the retention horizon
+//! (`watermark - retention`) and re-runs the same per-scope procedures as `check`
+//! ([`crate::scope::decide_group`]) over them when the scope changes, so inside the horizon the
+//! findings are exactly `check`'s, whatever the arrival order. Older events are folded into a
+//! [`Tracker`] high-water mark that is never forgotten: a late event is judged against the kept
+//! events and the mark, `refuted` where certain, `unknown(late_evidence)` where the exact answer
+//! would need folded detail.
+//!
+//! Reasons that depend on the whole history are derived when queried, from compact state:
+//! route silence from per-window observation bounds (min and max per window decide silence
+//! exactly), telemetry gaps from per-emitter runs of contiguous `seq`s. Reasons that later
+//! evidence can resolve (`ambiguous_order`, `ungranted_epoch`) are withdrawn from provisional
+//! windows when resolved; final windows only ever get worse (`revised`). A counterexample, once
+//! found, is never withdrawn.
+//!
+//! Wall time enters only as a parameter: the time a batch was received (recorded in the WAL, so
+//! replay decides `future timestamp` the same way) and the time of a query.
+
+mod query;
+
+pub use query::{Assurance, Coverage, CxPage, EmitterCoverage, RouteState, ScopeView};
+
+use crate::contract::{Compiled, Contract, Grants};
+use crate::event::{Event, Kind, Outcome};
+use crate::finding::{
+    Counterexample, CounterexampleKind, EventView, Provenance, Reason, counterexample_id,
+};
+use crate::report::Sample;
+use crate::scope::{self, Slot};
+use crate::time::EventTime;
+use crate::tracker::{Judgement, Tracker};
+use crate::window::WindowSeries;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+const NONE: u32 = u32::MAX;
+const HAS_EPOCH: u8 = 1;
+const HAS_ORDER: u8 = 2;
+const HAS_SEQ: u8 = 4;
+const REJECTED: u8 = 8;
+const ASIDE: u8 = 16;
+const AMBIGUOUS: u8 = 32;
+const UNGRANTED: u8 = 64;
+/// The synthetic index of a scope's folded high-water mark in a sweep.
+const MARK_IDX: u32 = u32::MAX - 1;
+/// Malformed events whose message is kept (the most recent).
+pub const MALFORMED_SAMPLES: usize = 100;
+/// Samples kept per (property, reason): the first ones seen.
+pub const SAMPLES_PER_REASON: usize = 3;
+
+/// Options of the live assessor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveOptions {
+    /// How far behind the watermark events are kept exactly, in ns; older ones are folded.
+    /// `None`: each property's `allowed_lateness`.
+    pub retention: Option<i64>,
+    /// An event more than this ahead of the batch's receive time is malformed
+    /// (`future timestamp`), in ns.
+    pub future_tolerance: i64,
+}
+
+impl Default for LiveOptions {
+    fn default() -> LiveOptions {
+        LiveOptions {
+            retention: None,
+            future_tolerance: 300_000_000_000,
+        }
+    }
+}
+
+/// One retained event, compact. Strings are ids into [`Live`]'s name table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct Ev {
+    ts: i64,
+    epoch: u64,
+    order: u64,
+    inc: u64,
+    seq: u64,
+    position: u64,
+    holder: u32,
+    route: u32,
+    emitter: u32,
+    source: u32,
+    kind: u8,
+    flags: u8,
+}
+
+impl Ev {
+    fn has(&self, f: u8) -> bool {
+        self.flags & f != 0
+    }
+    fn kind(&self) -> Kind {
+        [Kind::Commit, Kind::Fence, Kind::Grant, Kind::Heartbeat][self.kind as usize]
+    }
+    fn epoch(&self) -> Option<u64> {
+        self.has(HAS_EPOCH).then_some(self.epoch)
+    }
+    fn order(&self) -> Option<u64> {
+        self.has(HAS_ORDER).then_some(self.order)
+    }
+    fn committed_mutation(&self) -> bool {
+        self.kind().is_mutation() && !self.has(REJECTED)
+    }
+    /// Equal as deliveries of one event (SPEC §4 "Duplicates"); scope and property are equal
+    /// by construction where this is used.
+    fn same_content(&self, o: &Ev) -> bool {
+        self.kind == o.kind
+            && self.has(REJECTED) == o.has(REJECTED)
+            && self.inc == o.inc
+            && self.epoch() == o.epoch()
+            && self.order() == o.order()
+            && self.holder == o.holder
+            && self.route == o.route
+            && self.ts == o.ts
+    }
+    /// The sweep class: 0 committed commit/fence with an epoch, 1 grant, 2 other.
+    fn class(&self) -> u8 {
+        if self.committed_mutation() && self.has(HAS_EPOCH) {
+            0
+        } else if self.kind() == Kind::Grant {
+            1
+        } else {
+            2
+        }
+    }
+}
+
+/// A counterexample as kept: events by value, rendered on query.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Cx {
+    id: String,
+    kind: CounterexampleKind,
+    scope: String,
+    stale: Ev,
+    /// `None`: the scope's folded high-water mark.
+    witness: Option<Ev>,
+    mark: Option<crate::tracker::Mark>,
+    context: Vec<Ev>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct ScopeState {
+    tracker: Tracker,
+    /// The smallest `order` among the folded events of the mark's (incarnation, epoch).
+    mark_order: Option<u64>,
+    /// Events of the scope (not heartbeats) inside the horizon, in arrival order.
+    events: Vec<Ev>,
+}
+
+/// Observation bounds of one route in one window: enough to decide silence exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct Obs {
+    min: i64,
+    max: i64,
+    count: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Prop {
+    scopes: HashMap<String, ScopeState>,
+    series: WindowSeries,
+    counts: [u64; Reason::COUNT],
+    samples: BTreeMap<Reason, Vec<Sample>>,
+    /// By (stale event time, id).
+    cxs: BTreeMap<(i64, String), Cx>,
+    /// Per declared route: observation bounds per window index.
+    routes: Vec<BTreeMap<i64, Obs>>,
+    undeclared: BTreeMap<u32, u64>,
+    events: u64,
+    stale_rejections: u64,
+    /// Greatest valid event time of this property.
+    max_ts: Option<i64>,
+    /// Events older than this are folded.
+    horizon: i64,
+    /// Holder mismatches waiting for the watermark to pass the commit (a matching grant may
+    /// still arrive): (commit time, scope).
+    pending: std::collections::BTreeSet<(i64, String)>,
+}
+
+/// A run of contiguous `seq`s of one emitter, with the times of the events at its ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct Run {
+    end: u64,
+    start_ts: i64,
+    end_ts: i64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Emitter {
+    /// Runs by first seq.
+    runs: BTreeMap<u64, Run>,
+    /// Content hashes of recent deliveries by seq, for duplicate settlement inside the horizon.
+    recent: HashMap<u64, (u64, i64)>,
+    /// Properties it fed.
+    props: Vec<u16>,
+    events: u64,
+}
+
+/// What one pushed event came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pushed {
+    /// Assessed.
+    Assessed,
+    /// A delivery of an event already assessed: dropped.
+    Duplicate,
+    /// Valid but naming no property of the contract.
+    Unattributed,
+    /// Malformed: counted as evidence (`malformed_event`).
+    Malformed,
+}
+
+/// A counterexample found by the last pushes, for metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewCounterexample {
+    /// The property's index in the contract.
+    pub property: usize,
+    /// Its kind.
+    pub kind: CounterexampleKind,
+    /// The stale event's route (empty when it had none).
+    pub route: String,
+    /// Its id.
+    pub id: String,
+}
+
+/// Serializable state of [`Live`] (everything but the contract).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveState {
+    fingerprint: u64,
+    options: LiveOptions,
+    names: Vec<String>,
+    sources: Vec<String>,
+    props: Vec<Prop>,
+    emitters: HashMap<u32, Emitter>,
+    max_ts: Option<i64>,
+    valid: u64,
+    malformed: u64,
+    unattributed: u64,
+    duplicates: u64,
+    malformed_samples: VecDeque<Sample>,
+    /// The input ended: the end of input is the end of time, every window final.
+    closed: bool,
+}
+
+/// The live assessor of one partition.
+#[derive(Debug)]
+pub struct Live {
+    contract: Contract,
+    compiled: Compiled,
+    state: LiveState,
+    name_ids: HashMap<String, u32>,
+    route_ids: Vec<Vec<(u32, usize)>>,
+    work: scope::Workspace,
+    slots: Vec<Slot>,
+    new_cxs: Vec<NewCounterexample>,
+}
+
+/// A checkpoint that does not belong to this contract.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the checkpoint was taken under another contract (fingerprint {found:016x}, this one is {expected:016x})"
+)]
+pub struct ContractChanged {
+    /// The checkpoint's contract fingerprint.
+    pub found: u64,
+    /// This contract's.
+    pub expected: u64,
+}
+
+/// A fingerprint of what the live state depends on in a contract: property names, windows,
+/// skews, lateness and routes.
+pub fn fingerprint(contract: &Contract) -> u64 {
+    let mut s = String::new();
+    for p in &contract.properties {
+        s.push_str(&format!(
+            "{}|{}|{}|{}|{}|{:?}|",
+            p.name, p.window.0, p.clock_skew.0, p.allowed_lateness.0, p.route_freshness.0, p.grants
+        ));
+        for r in &p.routes {
+            s.push_str(&format!("{}:{};", r.name, r.fenced));
+        }
+        s.push('\n');
+    }
+    xxhash_rust::xxh3::xxh3_64(s.as_bytes())
+}
+
+impl Live {
+    /// An empty assessor under `contract`.
+    pub fn new(contract: Contract, options: LiveOptions) -> Live {
+        let props = contract
+            .properties
+            .iter()
+            .map(|p| Prop {
+                scopes: HashMap::new(),
+                series: WindowSeries::new(p.window.0),
+                counts: [0; Reason::COUNT],
+                samples: BTreeMap::new(),
+                cxs: BTreeMap::new(),
+                routes: vec![BTreeMap::new(); p.routes.len()],
+                undeclared: BTreeMap::new(),
+                events: 0,
+                stale_rejections: 0,
+                max_ts: None,
+                horizon: i64::MIN,
+                pending: Default::default(),
+            })
+            .collect();
+        let state = LiveState {
+            fingerprint: fingerprint(&contract),
+            options,
+            names: Vec::new(),
+            sources: Vec::new(),
+            props,
+            emitters: HashMap::new(),
+            max_ts: None,
+            valid: 0,
+            malformed: 0,
+            unattributed: 0,
+            duplicates: 0,
+            malformed_samples: VecDeque::new(),
+            closed: false,
+        };
+        Live::from_parts(contract, state)
+    }
+
+    /// Restores a checkpointed state under `contract`.
+    pub fn restore(contract: Contract, state: LiveState) -> Result<Live, ContractChanged> {
+        let expected = fingerprint(&contract);
+        if state.fingerprint != expected {
+            return Err(ContractChanged {
+                found: state.fingerprint,
+                expected,
+            });
+        }
+        Ok(Live::from_parts(contract, state))
+    }
+
+    fn from_parts(contract: Contract, state: LiveState) -> Live {
+        let compiled = contract.compile();
+        let name_ids = state
+            .names
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.clone(), i as u32))
+            .collect();
+        let mut live = Live {
+            contract,
+            compiled,
+            state,
+            name_ids,
+            route_ids: Vec::new(),
+            work: scope::Workspace::default(),
+            slots: Vec::new(),
+            new_cxs: Vec::new(),
+        };
+        let names: Vec<Vec<String>> = live
+            .contract
+            .properties
+            .iter()
+            .map(|p| p.routes.iter().map(|r| r.name.clone()).collect())
+            .collect();
+        live.route_ids = names
+            .iter()
+            .map(|routes| {
+                routes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| (live.intern(r), i))
+                    .collect()
+            })
+            .collect();
+        live
+    }
+
+    /// The state to checkpoint.
+    pub fn state(&self) -> &LiveState {
+        &self.state
+    }
+
+    /// The contract.
+    pub fn contract(&self) -> &Contract {
+        &self.contract
+    }
+
+    /// The compiled contract (status and obligations).
+    pub fn compiled(&self) -> &Compiled {
+        &self.compiled
+    }
+
+    /// Registers a source (a partition name such as `wal`); provenance is `(source, position)`.
+    pub fn add_source(&mut self, name: &str) -> u32 {
+        if let Some(i) = self.state.sources.iter().position(|s| s == name) {
+            return i as u32;
+        }
+        self.state.sources.push(name.to_string());
+        (self.state.sources.len() - 1) as u32
+    }
+
+    fn intern(&mut self, s: &str) -> u32 {
+        if let Some(&id) = self.name_ids.get(s) {
+            return id;
+        }
+        let id = self.state.names.len() as u32;
+        self.state.names.push(s.to_string());
+        self.name_ids.insert(s.to_string(), id);
+        id
+    }
+
+    fn name(&self, id: u32) -> Option<&str> {
+        (id != NONE).then(|| self.state.names[id as usize].as_str())
+    }
+
+    /// Counterexamples found since the last call.
+    pub fn take_new_counterexamples(&mut self) -> Vec<NewCounterexample> {
+        std::mem::take(&mut self.new_cxs)
+    }
+
+    /// Valid, malformed, unattributed and duplicate events so far.
+    pub fn totals(&self) -> (u64, u64, u64, u64) {
+        let s = &self.state;
+        (s.valid, s.malformed, s.unattributed, s.duplicates)
+    }
+
+    /// Scopes with resident state, over all properties.
+    pub fn active_scopes(&self) -> usize {
+        self.state.props.iter().map(|p| p.scopes.len()).sum()
+    }
+
+    /// Approximate bytes of resident per-scope state.
+    pub fn state_bytes(&self) -> usize {
+        self.state
+            .props
+            .iter()
+            .flat_map(|p| p.scopes.iter())
+            .map(|(k, s)| {
+                k.len()
+                    + std::mem::size_of::<(String, ScopeState)>()
+                    + 8
+                    + s.events.capacity() * std::mem::size_of::<Ev>()
+                    + s.tracker.intervals().len() * 32
+            })
+            .sum()
+    }
+
+    /// The property's watermark: its greatest valid event time minus `allowed_lateness`
+    /// (`EventTime::MIN` before any event).
+    pub fn watermark(&self, p: usize) -> EventTime {
+        if self.state.closed {
+            return EventTime::MAX;
+        }
+        match self.state.max_ts {
+            Some(t) => EventTime(t.saturating_sub(self.contract.properties[p].allowed_lateness.0)),
+            None => EventTime::MIN,
+        }
+    }
+
+    /// Adds a malformed event at `position` of `source` (`ts` if it parsed).
+    pub fn push_malformed(
+        &mut self,
+        source: u32,
+        position: u64,
+        ts: Option<EventTime>,
+        message: String,
+    ) {
+        let s = &mut self.state;
+        s.malformed += 1;
+        if s.malformed_samples.len() >= MALFORMED_SAMPLES {
+            s.malformed_samples.pop_front();
+        }
+        s.malformed_samples.push_back(Sample {
+            source: format!("{}:{position}", s.sources[source as usize]),
+            ts: ts.map(|t| t.to_string()),
+            detail: message.clone(),
+        });
+        let at = ts.map(|t| t.0).or(s.max_ts);
+        for p in &mut s.props {
+            p.counts[Reason::MalformedEvent as usize] += 1;
+            let at = at.or_else(|| p.series.range().map(|(f, _)| p.series.start_of(f)));
+            if let Some(t) = at {
+                p.series.add_reason(t, Reason::MalformedEvent);
+            }
+            let samples = p.samples.entry(Reason::MalformedEvent).or_default();
+            if samples.len() < SAMPLES_PER_REASON {
+                samples.push(Sample {
+                    source: format!("{}:{position}", s.sources[source as usize]),
+                    ts: ts.map(|t| t.to_string()),
+                    detail: message.clone(),
+                });
+            }
+        }
+    }
+
+    /// Adds a decoded event received at wall time `received_at` (ns), read at `position` of
+    /// `source`.
+    pub fn push(&mut self, ev: &Event<'_>, source: u32, position: u64, received_at: i64) -> Pushed {
+        if let Err((field, why)) = ev.validate() {
+            self.push_malformed(
+                source,
+                position,
+                Some(ev.ts),
+                format!("field `{field}`: {why}"),
+            );
+            return Pushed::Malformed;
+        }
+        if ev.ts.0 > received_at.saturating_add(self.state.options.future_tolerance) {
+            self.push_malformed(
+                source,
+                position,
+                Some(ev.ts),
+                format!(
+                    "field `ts`: future timestamp {} is more than {} ahead of the time it was received ({})",
+                    ev.ts,
+                    crate::time::Duration(self.state.options.future_tolerance),
+                    EventTime(received_at)
+                ),
+            );
+            return Pushed::Malformed;
+        }
+        let prop = match ev.property {
+            Some(name) => self.contract.property_index(name),
+            None if self.contract.properties.len() == 1 => Some(0),
+            None => {
+                self.push_malformed(
+                    source,
+                    position,
+                    Some(ev.ts),
+                    "field `property`: required when the contract declares more than one property"
+                        .into(),
+                );
+                return Pushed::Malformed;
+            }
+        };
+        self.state.valid += 1;
+        self.state.max_ts = Some(self.state.max_ts.map_or(ev.ts.0, |m| m.max(ev.ts.0)));
+        let mut flags = 0;
+        for (cond, f) in [
+            (ev.epoch.is_some(), HAS_EPOCH),
+            (ev.order.is_some(), HAS_ORDER),
+            (ev.seq.is_some(), HAS_SEQ),
+            (ev.outcome == Outcome::Rejected, REJECTED),
+        ] {
+            if cond {
+                flags |= f;
+            }
+        }
+        let opt = |live: &mut Live, s: Option<&str>| s.map_or(NONE, |s| live.intern(s));
+        let rec = Ev {
+            ts: ev.ts.0,
+            epoch: ev.epoch.map_or(0, |e| e.0),
+            order: ev.order.map_or(0, |o| o.0),
+            inc: ev.incarnation.0,
+            seq: ev.seq.map_or(0, |s| s.0),
+            position,
+            holder: opt(self, ev.holder),
+            route: opt(self, ev.route),
+            emitter: opt(self, ev.emitter),
+            source,
+            kind: ev.kind as u8,
+            flags,
+        };
+        // Duplicates by (emitter, seq), over every valid event.
+        if rec.emitter != NONE && rec.has(HAS_SEQ) {
+            let hash = content_hash(ev);
+            let e = self.state.emitters.entry(rec.emitter).or_default();
+            if let Some(&(h, _)) = e.recent.get(&rec.seq) {
+                self.state.duplicates += 1;
+                if h != hash
+                    && let Some(p) = prop
+                {
+                    self.raise(
+                        p,
+                        &rec,
+                        Reason::ConflictingDuplicate,
+                        format!(
+                            "two different events carry emitter `{}` seq {}",
+                            ev.emitter.unwrap_or_default(),
+                            rec.seq
+                        ),
+                    );
+                }
+                return Pushed::Duplicate;
+            }
+            if runs_contain(&e.runs, rec.seq) {
+                // Seen before, but its content was folded: an old delivery again.
+                self.state.duplicates += 1;
+                return Pushed::Duplicate;
+            }
+            e.recent.insert(rec.seq, (hash, rec.ts));
+            e.events += 1;
+            add_to_runs(&mut e.runs, rec.seq, rec.ts);
+            if let Some(p) = prop
+                && !e.props.contains(&(p as u16))
+            {
+                e.props.push(p as u16);
+            }
+        }
+        let Some(p) = prop else {
+            self.state.unattributed += 1;
+            return Pushed::Unattributed;
+        };
+        self.push_attributed(p, rec, ev.scope);
+        self.advance(p);
+        Pushed::Assessed
+    }
+
+    fn raise(&mut self, p: usize, rec: &Ev, reason: Reason, detail: String) {
+        let source = format!(
+            "{}:{}",
+            self.state.sources[rec.source as usize], rec.position
+        );
+        let prop = &mut self.state.props[p];
+        prop.counts[reason as usize] += 1;
+        prop.series.add_reason(rec.ts, reason);
+        let samples = prop.samples.entry(reason).or_default();
+        if samples.len() < SAMPLES_PER_REASON {
+            samples.push(Sample {
+                source,
+                ts: Some(EventTime(rec.ts).to_string()),
+                detail,
+            });
+        }
+    }
+
+    fn withdraw(&mut self, p: usize, rec: &Ev, reason: Reason) {
+        let prop = &mut self.state.props[p];
+        prop.counts[reason as usize] = prop.counts[reason as usize].saturating_sub(1);
+        prop.series.retract_reason(rec.ts, reason);
+    }
+
+    fn push_attributed(&mut self, p: usize, rec: Ev, scope: Option<&str>) {
+        let kind = rec.kind();
+        {
+            let prop = &mut self.state.props[p];
+            prop.max_ts = Some(prop.max_ts.map_or(rec.ts, |m| m.max(rec.ts)));
+            prop.series.add_event(rec.ts);
+            prop.events += 1;
+            if kind.is_mutation() && rec.has(REJECTED) {
+                prop.stale_rejections += 1;
+            }
+        }
+        // Route observation.
+        let route_idx = (rec.route != NONE).then(|| {
+            self.route_ids[p]
+                .iter()
+                .find(|(id, _)| *id == rec.route)
+                .map(|&(_, i)| i)
+        });
+        if kind == Kind::Heartbeat || kind.is_mutation() {
+            let prop = &mut self.state.props[p];
+            match route_idx {
+                Some(Some(i)) => {
+                    let k = prop.series.index(rec.ts);
+                    let o = prop.routes[i].entry(k).or_insert(Obs {
+                        min: rec.ts,
+                        max: rec.ts,
+                        count: 0,
+                    });
+                    o.min = o.min.min(rec.ts);
+                    o.max = o.max.max(rec.ts);
+                    o.count += 1;
+                }
+                Some(None) if kind.is_mutation() => {
+                    *prop.undeclared.entry(rec.route).or_default() += 1;
+                }
+                _ => {}
+            }
+        }
+        if rec.committed_mutation() {
+            let k = kind.as_str();
+            if scope.is_none() {
+                self.raise(
+                    p,
+                    &rec,
+                    Reason::MissingScope,
+                    format!("{k} without `scope`"),
+                );
+            }
+            if !rec.has(HAS_EPOCH) {
+                self.raise(
+                    p,
+                    &rec,
+                    Reason::MissingEpoch,
+                    format!("{k} without `epoch`"),
+                );
+            }
+            match route_idx {
+                None => self.raise(
+                    p,
+                    &rec,
+                    Reason::MissingRoute,
+                    format!("{k} without `route`"),
+                ),
+                Some(None) => {
+                    let name = self.state.names[rec.route as usize].clone();
+                    self.raise(
+                        p,
+                        &rec,
+                        Reason::UndeclaredRoute,
+                        format!("route `{name}` is not in the contract"),
+                    )
+                }
+                Some(Some(i)) if !self.contract.properties[p].routes[i].fenced => {
+                    let name = self.contract.properties[p].routes[i].name.clone();
+                    self.raise(
+                        p,
+                        &rec,
+                        Reason::UnfencedRoute,
+                        format!("route `{name}` is declared `fenced = false`"),
+                    )
+                }
+                Some(Some(_)) => {}
+            }
+        }
+        let Some(scope) = scope else { return };
+        if kind == Kind::Heartbeat {
+            return;
+        }
+        let horizon = self.state.props[p].horizon;
+        let st = self.state.props[p]
+            .scopes
+            .entry(scope.to_string())
+            .or_default();
+        // Duplicates by (scope, incarnation, order, epoch) among commit/fence events.
+        if kind.is_mutation() && rec.has(HAS_ORDER) && rec.has(HAS_EPOCH) {
+            let same_key = |e: &Ev| {
+                e.kind().is_mutation()
+                    && e.has(HAS_ORDER)
+                    && e.has(HAS_EPOCH)
+                    && (e.inc, e.order, e.epoch) == (rec.inc, rec.order, rec.epoch)
+            };
+            if let Some(i) = st.events.iter().position(same_key) {
+                if st.events[i].same_content(&rec) {
+                    self.state.duplicates += 1;
+                    return;
+                }
+                let first_aside = !st.events[i].has(ASIDE);
+                st.events[i].flags |= ASIDE;
+                if first_aside {
+                    self.raise(
+                        p,
+                        &rec,
+                        Reason::ConflictingDuplicate,
+                        format!(
+                            "two different events of scope `{scope}` carry incarnation {}, order {} and epoch {}",
+                            rec.inc, rec.order, rec.epoch
+                        ),
+                    );
+                }
+                self.decide_scope(p, scope, None, horizon);
+                return;
+            }
+        }
+        st.events.push(rec);
+        if rec.class() < 2 {
+            self.decide_scope(
+                p,
+                scope,
+                Some(st_len(&self.state.props[p], scope) - 1),
+                horizon,
+            );
+        }
+    }
+
+    /// Re-decides one scope after a change; `new` is the index of the event just added.
+    fn decide_scope(&mut self, p: usize, scope: &str, new: Option<usize>, horizon: i64) {
+        let skew = self.contract.properties[p].clock_skew.0;
+        let grants_required = self.contract.properties[p].grants == Grants::Required;
+        let st = self.state.props[p].scopes.get(scope).expect("scope exists");
+        self.slots.clear();
+        for (i, e) in st.events.iter().enumerate() {
+            if e.has(ASIDE) || e.class() == 2 {
+                continue;
+            }
+            self.slots.push(Slot {
+                inc: e.inc,
+                epoch: e.epoch,
+                ts: e.ts,
+                order: e.order(),
+                idx: i as u32,
+                holder: e.holder,
+                prop: 0,
+                class: e.class(),
+            });
+        }
+        let mark = st.tracker.high_water();
+        if let Some(m) = mark {
+            // The folded mark takes part as the earliest event of the highest folded epoch.
+            self.slots.push(Slot {
+                inc: m.incarnation,
+                epoch: m.epoch,
+                ts: m.first,
+                order: st.mark_order,
+                idx: MARK_IDX,
+                holder: NONE,
+                prop: 0,
+                class: 0,
+            });
+        }
+        self.slots.sort_unstable_by_key(Slot::sort_key);
+        let mut found = scope::decide_group(&self.slots, skew, &mut self.work);
+        let ambiguous: Vec<u32> = found.ambiguous().to_vec();
+        let ungranted = std::mem::take(&mut found.ungranted);
+        let mut cxs = std::mem::take(&mut found.cxs);
+        // Late events against the folded mark: where the sweep cannot be certain and the
+        // exact answer needs folded detail.
+        let mut late = Vec::new();
+        if let Some(n) = new {
+            let e = st.events[n];
+            if e.class() == 0 && e.ts < horizon.saturating_add(skew) && mark.is_some() {
+                let j = st.tracker.judge(e.inc, e.epoch, e.ts, skew, horizon);
+                if j == Judgement::Late && !cxs.iter().any(|c| c.1 == n as u32) {
+                    late.push(n);
+                }
+            }
+        }
+        cxs.retain(|c| c.1 != MARK_IDX);
+        // A holder mismatch is final only once the watermark passed the commit: until then a
+        // grant to its holder may still arrive.
+        let wm = self.watermark(p).0;
+        let mut pending = Vec::new();
+        cxs.retain(|c| {
+            let waiting =
+                c.0 == CounterexampleKind::HolderMismatch && st.events[c.1 as usize].ts >= wm;
+            if waiting {
+                pending.push(st.events[c.1 as usize].ts);
+            }
+            !waiting
+        });
+        for t in pending {
+            self.state.props[p].pending.insert((t, scope.to_string()));
+        }
+        // Dynamic per-event reasons.
+        let mut changes: Vec<(Ev, Reason, bool)> = Vec::new();
+        let st = self.state.props[p]
+            .scopes
+            .get_mut(scope)
+            .expect("scope exists");
+        for (i, e) in st.events.iter_mut().enumerate() {
+            let i = i as u32;
+            let amb = ambiguous.binary_search(&i).is_ok();
+            let ungr = grants_required && e.class() == 0 && ungranted.contains(&i);
+            for (now, flag, reason) in [
+                (amb, AMBIGUOUS, Reason::AmbiguousOrder),
+                (ungr, UNGRANTED, Reason::UngrantedEpoch),
+            ] {
+                if now != e.has(flag) {
+                    e.flags ^= flag;
+                    changes.push((*e, reason, now));
+                }
+            }
+        }
+        for (e, reason, now) in changes {
+            if now {
+                let detail = match reason {
+                    Reason::AmbiguousOrder => format!(
+                        "epoch {} of scope `{scope}` has a higher-epoch or higher-incarnation partner within the clock skew and no `order` to decide",
+                        e.epoch
+                    ),
+                    _ => format!("epoch {} of scope `{scope}` was never granted", e.epoch),
+                };
+                self.raise(p, &e, reason, detail);
+            } else {
+                self.withdraw(p, &e, reason);
+            }
+        }
+        for n in late {
+            let e = self.state.props[p].scopes[scope].events[n];
+            self.raise(p, &e, Reason::LateEvidence, format!(
+                "epoch {} of scope `{scope}` arrived older than the retained horizon; its order against folded epochs is not known", e.epoch
+            ));
+        }
+        if cxs.is_empty() {
+            return;
+        }
+        let prop_name = self.contract.properties[p].name.clone();
+        let st = &self.state.props[p].scopes[scope];
+        let mut by_time: Vec<u32> = (0..st.events.len() as u32).collect();
+        by_time.sort_unstable_by_key(|&i| (st.events[i as usize].ts, i));
+        let mut out = Vec::new();
+        for (kind, stale, witness) in cxs {
+            let s = st.events[stale as usize];
+            let prov = Provenance {
+                source: self.state.sources[s.source as usize].clone(),
+                position: s.position,
+            };
+            let id = counterexample_id(&prop_name, kind, scope, s.inc, &prov);
+            let upto = by_time.partition_point(|&i| (st.events[i as usize].ts, i) <= (s.ts, stale));
+            let context = by_time[upto.saturating_sub(crate::history::CONTEXT_EVENTS)..upto]
+                .iter()
+                .map(|&i| st.events[i as usize])
+                .collect();
+            let (witness, m) = if witness == MARK_IDX {
+                (None, mark)
+            } else {
+                (Some(st.events[witness as usize]), None)
+            };
+            out.push(Cx {
+                id,
+                kind,
+                scope: scope.to_string(),
+                stale: s,
+                witness,
+                mark: m,
+                context,
+            });
+        }
+        for cx in out {
+            let key = (cx.stale.ts, cx.id.clone());
+            let prop = &mut self.state.props[p];
+            match prop.cxs.get_mut(&key) {
+                Some(old) => *old = cx,
+                None => {
+                    prop.series.add_counterexample(cx.stale.ts);
+                    if cx.kind == CounterexampleKind::EpochReuse {
+                        // One per (scope, incarnation, epoch, commits or grants), represented by
+                        // the group's latest event, which later evidence can change: the new
+                        // representative replaces the old one (the verdict stays refuted).
+                        let grant = cx.stale.kind() == Kind::Grant;
+                        let old = prop.cxs.iter().find(|(_, o)| {
+                            o.kind == CounterexampleKind::EpochReuse
+                                && o.scope == cx.scope
+                                && (o.stale.inc, o.stale.epoch) == (cx.stale.inc, cx.stale.epoch)
+                                && (o.stale.kind() == Kind::Grant) == grant
+                        });
+                        if let Some(k) = old.map(|(k, _)| k.clone()) {
+                            prop.cxs.remove(&k);
+                            prop.cxs.insert(key, cx);
+                            continue;
+                        }
+                    }
+                    let route = self.name(cx.stale.route).unwrap_or_default().to_string();
+                    self.new_cxs.push(NewCounterexample {
+                        property: p,
+                        kind: cx.kind,
+                        route,
+                        id: cx.id.clone(),
+                    });
+                    self.state.props[p].cxs.insert(key, cx);
+                }
+            }
+        }
+    }
+
+    /// Moves the property's horizon with its watermark and folds what fell behind it. Folding
+    /// visits every scope, so it runs only when the horizon moved by a window or more.
+    fn advance(&mut self, p: usize) {
+        let wm = self.watermark(p).0;
+        self.settle_pending(p, wm);
+        let prop_c = &self.contract.properties[p];
+        let retention = self
+            .state
+            .options
+            .retention
+            .unwrap_or(prop_c.allowed_lateness.0);
+        let width = prop_c.window.0;
+        let horizon = wm.saturating_sub(retention);
+        let prop = &mut self.state.props[p];
+        prop.series.advance_watermark(EventTime(wm));
+        if horizon == i64::MIN || horizon.saturating_sub(prop.horizon) < width {
+            return;
+        }
+        prop.horizon = horizon;
+        let skew = prop_c.clock_skew.0;
+        prop.scopes.retain(|_, st| {
+            if st.events.iter().all(|e| e.ts >= horizon) {
+                return true;
+            }
+            let before = st.tracker.high_water().map(|m| (m.incarnation, m.epoch));
+            let folding = |e: &&Ev| e.ts < horizon && e.class() == 0 && !e.has(ASIDE);
+            for e in st.events.iter().filter(folding) {
+                st.tracker.observe(e.inc, e.epoch, e.ts, skew, i64::MIN);
+            }
+            st.tracker.fold(i64::MAX);
+            if let Some(m) = st.tracker.high_water() {
+                if before != Some((m.incarnation, m.epoch)) {
+                    st.mark_order = None;
+                }
+                for e in st.events.iter().filter(folding) {
+                    if (e.inc, e.epoch) == (m.incarnation, m.epoch)
+                        && let Some(o) = e.order()
+                    {
+                        st.mark_order = Some(st.mark_order.map_or(o, |x| x.min(o)));
+                    }
+                }
+            }
+            st.events.retain(|e| e.ts >= horizon);
+            if st.events.is_empty() {
+                st.events = Vec::new();
+            }
+            // A scope with neither a mark nor recent events has nothing to remember.
+            st.tracker.high_water().is_some() || !st.events.is_empty()
+        });
+        // Per-emitter content hashes fall out with the horizon too.
+        let min_horizon = self
+            .state
+            .props
+            .iter()
+            .map(|p| p.horizon)
+            .min()
+            .unwrap_or(i64::MIN);
+        for e in self.state.emitters.values_mut() {
+            e.recent.retain(|_, &mut (_, ts)| ts >= min_horizon);
+        }
+    }
+
+    /// Decides the holder mismatches whose commit the watermark passed.
+    fn settle_pending(&mut self, p: usize, wm: i64) {
+        let prop = &mut self.state.props[p];
+        if prop.pending.first().is_none_or(|(t, _)| *t >= wm) {
+            return;
+        }
+        let rest = prop.pending.split_off(&(wm, String::new()));
+        let due = std::mem::replace(&mut prop.pending, rest);
+        let mut scopes: Vec<String> = due.into_iter().map(|(_, s)| s).collect();
+        scopes.sort_unstable();
+        scopes.dedup();
+        let horizon = self.state.props[p].horizon;
+        for scope in scopes {
+            if self.state.props[p].scopes.contains_key(&scope) {
+                self.decide_scope(p, &scope, None, horizon);
+            }
+        }
+    }
+
+    /// Ends the input: the end of input is the end of time (as in `check`), every window is
+    /// final and pending decisions are made. For finite inputs such as `serve --ingest-file`
+    /// without `--follow`, and tests.
+    pub fn close(&mut self) {
+        self.state.closed = true;
+        for p in 0..self.state.props.len() {
+            self.settle_pending(p, i64::MAX);
+            self.state.props[p].series.advance_watermark(EventTime::MAX);
+        }
+    }
+
+    fn view(&self, e: &Ev) -> EventView {
+        let s = |id: u32| self.name(id).map(str::to_string);
+        EventView {
+            kind: e.kind().as_str(),
+            ts: EventTime(e.ts).to_string(),
+            epoch: e.epoch(),
+            incarnation: e.inc,
+            order: e.order(),
+            route: s(e.route),
+            holder: s(e.holder),
+            outcome: if e.has(REJECTED) {
+                Outcome::Rejected.as_str()
+            } else {
+                Outcome::Committed.as_str()
+            },
+            emitter: s(e.emitter),
+            seq: e.has(HAS_SEQ).then_some(e.seq),
+            source: format!("{}:{}", self.state.sources[e.source as usize], e.position),
+        }
+    }
+
+    fn render(&self, p: usize, cx: &Cx) -> Counterexample {
+        let stale = self.view(&cx.stale);
+        let superseding = match (&cx.witness, cx.mark) {
+            (Some(w), _) => self.view(w),
+            (None, Some(m)) => EventView {
+                kind: "commit",
+                ts: EventTime(m.first).to_string(),
+                epoch: Some(m.epoch),
+                incarnation: m.incarnation,
+                order: None,
+                route: None,
+                holder: None,
+                outcome: Outcome::Committed.as_str(),
+                emitter: None,
+                seq: None,
+                source: "folded high-water mark".into(),
+            },
+            (None, None) => unreachable!("a counterexample has a witness or a mark"),
+        };
+        Counterexample {
+            id: cx.id.clone(),
+            kind: cx.kind,
+            property: self.contract.properties[p].name.clone(),
+            scope: cx.scope.clone(),
+            incarnation: cx.stale.inc,
+            explanation: scope::explain(cx.kind, &cx.scope, &stale, &superseding),
+            stale,
+            superseding,
+            context: cx.context.iter().map(|e| self.view(e)).collect(),
+            at: cx.stale.ts,
+        }
+    }
+}
+
+fn st_len(prop: &Prop, scope: &str) -> usize {
+    prop.scopes[scope].events.len()
+}
+
+fn content_hash(ev: &Event<'_>) -> u64 {
+    let mut buf = Vec::with_capacity(128);
+    let mut put = |b: &[u8]| {
+        buf.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        buf.extend_from_slice(b);
+    };
+    put(ev.kind.as_str().as_bytes());
+    put(ev.outcome.as_str().as_bytes());
+    put(ev.property.unwrap_or("\u{0}").as_bytes());
+    put(ev.scope.unwrap_or("\u{0}").as_bytes());
+    put(&ev.incarnation.0.to_le_bytes());
+    put(&ev.epoch.map_or([0xff; 9], |e| widen(e.0)));
+    put(&ev.order.map_or([0xff; 9], |o| widen(o.0)));
+    put(ev.holder.unwrap_or("\u{0}").as_bytes());
+    put(ev.route.unwrap_or("\u{0}").as_bytes());
+    put(&ev.ts.0.to_le_bytes());
+    xxhash_rust::xxh3::xxh3_64(&buf)
+}
+
+fn widen(v: u64) -> [u8; 9] {
+    let mut out = [0u8; 9];
+    out[..8].copy_from_slice(&v.to_le_bytes());
+    out
+}
+
+fn runs_contain(runs: &BTreeMap<u64, Run>, seq: u64) -> bool {
+    runs.range(..=seq)
+        .next_back()
+        .is_some_and(|(_, r)| r.end >= seq)
+}
+
+fn add_to_runs(runs: &mut BTreeMap<u64, Run>, seq: u64, ts: i64) {
+    let before = runs
+        .range(..seq)
+        .next_back()
+        .filter(|(_, r)| r.end.checked_add(1) == Some(seq))
+        .map(|(&s, _)| s);
+    let after = seq.checked_add(1).and_then(|n| runs.get(&n).copied());
+    match (before, after) {
+        (Some(b), Some(a)) => {
+            runs.remove(&(seq + 1));
+            let r = runs.get_mut(&b).expect("run");
+            r.end = a.end;
+            r.end_ts = a.end_ts;
+        }
+        (Some(b), None) => {
+            let r = runs.get_mut(&b).expect("run");
+            r.end = seq;
+            r.end_ts = ts;
+        }
+        (None, Some(a)) => {
+            runs.remove(&(seq + 1));
+            runs.insert(
+                seq,
+                Run {
+                    end: a.end,
+                    start_ts: ts,
+                    end_ts: a.end_ts,
+                },
+            );
+        }
+        (None, None) => {
+            runs.insert(
+                seq,
+                Run {
+                    end: seq,
+                    start_ts: ts,
+                    end_ts: ts,
+                },
+            );
+        }
+    }
+}

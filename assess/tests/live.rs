@@ -1,0 +1,330 @@
+//! Property tests of the live assessor against the exact offline one:
+//! - with nothing folded, `Live` finds exactly `History`'s counterexamples (id, kind, stale and
+//!   witness) and reason counts, for any arrival order;
+//! - with folding, it never reports a counterexample `check` would not (no refutation on an
+//!   uncertain order), and what it misses is accounted for as unknown;
+//! - a checkpoint taken at any point and restored gives the same final state as an
+//!   uninterrupted run.
+
+use fencewatch_assess::event::{Epoch, Event, Incarnation, Kind, Order, Outcome, Seq};
+use fencewatch_assess::live::{Live, LiveOptions, LiveState};
+use fencewatch_assess::{Contract, EventTime, History, Reason};
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+fn contract(grants_required: bool, skew: i64) -> Contract {
+    contract_with(grants_required, skew, "10ns", "200ns")
+}
+
+fn contract_with(grants_required: bool, skew: i64, lateness: &str, freshness: &str) -> Contract {
+    let src = format!(
+        "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"100ns\"\nclock_skew=\"{skew}ns\"\nallowed_lateness=\"{lateness}\"\nroute_freshness=\"{freshness}\"\ngrants=\"{}\"\n[[property.route]]\nname=\"r1\"\n[[property.route]]\nname=\"r2\"\nfenced=false\n",
+        if grants_required {
+            "required"
+        } else {
+            "optional"
+        }
+    );
+    Contract::parse("live.toml", &src).unwrap()
+}
+
+#[derive(Debug, Clone)]
+struct E {
+    kind: Kind,
+    ts: i64,
+    scope: Option<&'static str>,
+    epoch: Option<u64>,
+    route: Option<&'static str>,
+    rejected: bool,
+    holder: Option<&'static str>,
+    inc: u64,
+    order: Option<u64>,
+    emitter: Option<&'static str>,
+    skip_seq: bool,
+}
+
+fn arb_event() -> impl Strategy<Value = E> {
+    (
+        prop_oneof![4 => Just(Kind::Commit), 2 => Just(Kind::Fence), 2 => Just(Kind::Grant), 1 => Just(Kind::Heartbeat)],
+        0i64..40,
+        prop_oneof![1 => Just(None), 6 => Just(Some("s1")), 3 => Just(Some("s2"))],
+        prop_oneof![1 => Just(None), 8 => (0u64..5).prop_map(Some)],
+        prop_oneof![1 => Just(None), 6 => Just(Some("r1")), 2 => Just(Some("r2")), 1 => Just(Some("rx"))],
+        prop_oneof![9 => Just(false), 1 => Just(true)],
+        prop_oneof![2 => Just(None), 2 => Just(Some("a")), 1 => Just(Some("b"))],
+        prop_oneof![5 => Just(0u64), 1 => Just(1u64)],
+        prop::bool::weighted(0.3),
+        prop_oneof![3 => Just(None), 1 => Just(Some("e1")), 1 => Just(Some("e2"))],
+        prop::bool::weighted(0.1),
+    )
+        .prop_map(
+            |(kind, t, scope, epoch, route, rejected, holder, inc, ordered, emitter, skip_seq)| {
+                let mut e = E {
+                    kind,
+                    ts: t * 25,
+                    scope,
+                    epoch,
+                    route,
+                    rejected,
+                    holder,
+                    inc,
+                    order: ordered.then_some(0),
+                    emitter,
+                    skip_seq,
+                };
+                match kind {
+                    Kind::Grant => {
+                        e.scope = e.scope.or(Some("s1"));
+                        e.epoch = e.epoch.or(Some(1));
+                    }
+                    Kind::Heartbeat => e.route = e.route.or(Some("r1")),
+                    _ => {}
+                }
+                e
+            },
+        )
+}
+
+/// Events with unique duplicate keys (no conflicting duplicates, which `serve` settles by
+/// arrival), orders rising with time within a scope, and seqs with optional gaps.
+fn arb_history() -> impl Strategy<Value = (Vec<E>, Vec<usize>)> {
+    prop::collection::vec(arb_event(), 1..40)
+        .prop_map(|mut evs| {
+            // Orders follow time (a resource's commit sequence), unique per event.
+            let mut idx: Vec<usize> = (0..evs.len()).collect();
+            idx.sort_by_key(|&i| (evs[i].ts, i));
+            for (rank, &i) in idx.iter().enumerate() {
+                if evs[i].order.is_some() {
+                    evs[i].order = Some(rank as u64);
+                }
+            }
+            evs
+        })
+        .prop_flat_map(|evs| {
+            let n = evs.len();
+            (Just(evs), Just((0..n).collect::<Vec<_>>()).prop_shuffle())
+        })
+}
+
+fn seqs(evs: &[E]) -> Vec<Option<u64>> {
+    let mut next: BTreeMap<&str, u64> = BTreeMap::new();
+    evs.iter()
+        .map(|e| {
+            e.emitter.map(|em| {
+                let n = next.entry(em).or_insert(1);
+                *n += if e.skip_seq { 2 } else { 1 };
+                *n
+            })
+        })
+        .collect()
+}
+
+fn event<'a>(e: &'a E, seq: Option<u64>) -> Event<'a> {
+    let mut ev = Event::new(e.kind, EventTime(e.ts));
+    ev.scope = e.scope;
+    ev.epoch = e.epoch.map(Epoch);
+    ev.route = e.route;
+    ev.outcome = if e.rejected {
+        Outcome::Rejected
+    } else {
+        Outcome::Committed
+    };
+    ev.holder = e.holder;
+    ev.incarnation = Incarnation(e.inc);
+    ev.order = e.order.map(Order);
+    ev.emitter = e.emitter;
+    ev.seq = seq.map(Seq);
+    ev
+}
+
+type Cxs = BTreeSet<(String, String, String, String)>;
+
+fn offline(c: &Contract, evs: &[E], order: &[usize]) -> (Cxs, BTreeMap<Reason, u64>) {
+    let seqs = seqs(evs);
+    let mut h = History::new(c.clone());
+    let src = h.add_source("wal");
+    for &i in order {
+        h.push(&event(&evs[i], seqs[i]), src, i as u64);
+    }
+    let r = h.finish();
+    let p = &r.properties[0];
+    let cxs = p
+        .counterexamples
+        .iter()
+        .map(|x| {
+            (
+                x.id.clone(),
+                x.kind.as_str().to_string(),
+                x.stale.source.clone(),
+                x.superseding.source.clone(),
+            )
+        })
+        .collect();
+    (cxs, p.unknown.clone())
+}
+
+fn live(c: &Contract, evs: &[E], order: &[usize], retention: Option<i64>) -> Live {
+    let seqs = seqs(evs);
+    let mut l = Live::new(
+        c.clone(),
+        LiveOptions {
+            retention,
+            ..LiveOptions::default()
+        },
+    );
+    let src = l.add_source("wal");
+    for &i in order {
+        l.push(&event(&evs[i], seqs[i]), src, i as u64, 1_000_000);
+    }
+    l
+}
+
+fn live_cxs(l: &Live) -> Cxs {
+    l.counterexamples(None, None, None, None, None, usize::MAX / 4)
+        .counterexamples
+        .into_iter()
+        .map(|x| {
+            (
+                x.id,
+                x.kind.as_str().to_string(),
+                x.stale.source,
+                x.superseding.source,
+            )
+        })
+        .collect()
+}
+
+const NEVER_FOLD: Option<i64> = Some(i64::MAX / 4);
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1500))]
+
+    #[test]
+    fn exact_when_nothing_is_folded((evs, order) in arb_history(), grants in any::<bool>(), skew in 0i64..60) {
+        // Lateness beyond the history: every arrival is in time, as in `check`.
+        let c = contract_with(grants, skew, "1s", "2s");
+        let (cxs, mut reasons) = offline(&c, &evs, &order);
+        let mut l = live(&c, &evs, &order, NEVER_FOLD);
+        l.close();
+        prop_assert_eq!(live_cxs(&l), cxs);
+        let mut got = l.unknown_counts(0);
+        // Route silence is decided only up to the live watermark; `check` decides every window.
+        reasons.remove(&Reason::RouteSilent);
+        got.remove(&Reason::RouteSilent);
+        prop_assert_eq!(got, reasons);
+    }
+
+    #[test]
+    fn folding_never_refutes_what_check_does_not((evs, order) in arb_history(), grants in any::<bool>(), skew in 0i64..60, retention in 0i64..200) {
+        let c = contract(grants, skew);
+        let (cxs, _) = offline(&c, &evs, &order);
+        let l = live(&c, &evs, &order, Some(retention));
+        let got = live_cxs(&l);
+        // Epoch reuse is one per (scope, incarnation, epoch) group, represented by its latest
+        // event, which folding can hide: compare groups.
+        let key = |x: &(String, String, String, String)| {
+            let i: usize = x.2.trim_start_matches("wal:").parse().unwrap();
+            let e = &evs[i];
+            if x.1 == "epoch_reuse" {
+                (x.1.clone(), format!("{:?}/{}/{:?}/{}", e.scope, e.inc, e.epoch, e.kind == Kind::Grant))
+            } else {
+                (x.1.clone(), x.2.clone())
+            }
+        };
+        let ids: BTreeSet<(String, String)> = cxs.iter().map(key).collect();
+        // A holder mismatch is decided when the watermark passes the commit; a matching grant
+        // that arrives later than that is late evidence and does not withdraw it (documented).
+        for x in got.iter().filter(|x| x.1 != "holder_mismatch") {
+            prop_assert!(ids.contains(&key(x)), "live refuted {:?}, check did not: {:?}", x, cxs);
+        }
+    }
+
+    #[test]
+    fn checkpoint_and_restore_anywhere((evs, order) in arb_history(), cut in 0usize..40, retention in prop_oneof![Just(None), (0i64..200).prop_map(Some)]) {
+        let c = contract(false, 30);
+        let whole = live(&c, &evs, &order, retention);
+        let cut = cut.min(order.len());
+        let first = live(&c, &evs, &order[..cut], retention);
+        let bytes = postcard::to_stdvec(first.state()).unwrap();
+        let state: LiveState = postcard::from_bytes(&bytes).unwrap();
+        let mut resumed = Live::restore(c.clone(), state).unwrap();
+        let seqs = seqs(&evs);
+        let src = resumed.add_source("wal");
+        for &i in &order[cut..] {
+            resumed.push(&event(&evs[i], seqs[i]), src, i as u64, 1_000_000);
+        }
+        prop_assert_eq!(resumed.state(), whole.state());
+    }
+}
+
+#[test]
+fn a_resumed_old_owner_is_caught_after_its_epoch_was_folded() {
+    let c = contract(false, 10);
+    let mut l = Live::new(
+        c,
+        LiveOptions {
+            retention: Some(0),
+            ..LiveOptions::default()
+        },
+    );
+    let src = l.add_source("wal");
+    let push = |l: &mut Live, kind, ts: i64, epoch: u64, pos: u64| {
+        let mut ev = Event::new(kind, EventTime(ts));
+        ev.scope = Some("order-1");
+        ev.epoch = Some(Epoch(epoch));
+        ev.route = Some("r1");
+        l.push(&ev, src, pos, 1_000_000_000);
+    };
+    push(&mut l, Kind::Commit, 100, 41, 1);
+    push(&mut l, Kind::Commit, 200, 42, 2);
+    // Much later, other traffic moves the watermark far past both.
+    let mut hb = Event::new(Kind::Heartbeat, EventTime(100_000));
+    hb.route = Some("r1");
+    l.push(&hb, src, 3, 1_000_000_000);
+    let scope = l.scope(0, "order-1").expect("remembered");
+    assert!(scope.events.is_empty(), "folded: {scope:?}");
+    assert_eq!(scope.high_water.as_ref().map(|h| h.epoch), Some(42));
+    // The old owner resumes.
+    push(&mut l, Kind::Commit, 100_050, 41, 4);
+    let page = l.counterexamples(None, None, None, None, None, 10);
+    assert_eq!(page.counterexamples.len(), 1);
+    let cx = &page.counterexamples[0];
+    assert_eq!(cx.stale.epoch, Some(41));
+    assert_eq!(cx.superseding.epoch, Some(42));
+    assert_eq!(cx.stale.source, "wal:4");
+    // A late event from before the horizon whose order against folded epochs is unknown.
+    push(&mut l, Kind::Commit, 150, 40, 5);
+    let counts = l.unknown_counts(0);
+    assert!(
+        counts.contains_key(&Reason::LateEvidence) || l.counterexample_count(0) == 2,
+        "{counts:?}"
+    );
+}
+
+#[test]
+fn assurance_follows_the_watermark_and_the_wall_clock() {
+    let c = contract(false, 10);
+    let mut l = Live::new(c, LiveOptions::default());
+    let src = l.add_source("wal");
+    for (i, t) in (0..50).map(|i| (i, i * 10)) {
+        for r in ["r1", "r2"] {
+            let mut ev = Event::new(Kind::Commit, EventTime(t));
+            ev.scope = Some("s");
+            ev.epoch = Some(Epoch(1));
+            ev.route = Some(r);
+            l.push(&ev, src, i as u64, 1_000);
+        }
+    }
+    // r2 is unfenced: unknown. Assess only what the unfenced route does not touch? It touches
+    // every window, so the verdict is unknown, final up to the watermark.
+    let a = l.assurance(0, 400, 200, 500);
+    assert_eq!(a.verdict, fencewatch_assess::Verdict::Unknown);
+    assert!(a.unknown.contains_key(&Reason::UnfencedRoute));
+    assert!(a.is_final);
+    assert!(!a.stale_evidence);
+    // The wall clock runs far ahead of the watermark: stale evidence, never holds.
+    let b = l.assurance(0, 10_000, 200, 10_000);
+    assert!(b.stale_evidence);
+    assert_eq!(b.verdict, fencewatch_assess::Verdict::Unknown);
+    assert!(b.unknown.contains_key(&Reason::StaleEvidence));
+}

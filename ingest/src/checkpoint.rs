@@ -1,0 +1,353 @@
+//! Atomic per-partition checkpoints: the assessor's state together with the partition offset
+//! it covers (SPEC §5). After a crash the service loads the newest valid checkpoint and replays
+//! the partition from its offset.
+//!
+//! Each checkpoint is one file `checkpoint-<offset, 20 digits>.ckpt`, integers little-endian:
+//!
+//! ```text
+//! "FWCK" | version u32 = 1 | offset u64 | state_len u64 | crc32(state) u32 | state
+//! ```
+//!
+//! [`CheckpointStore::save`] writes a `.tmp` file, fsyncs it, renames it into place and fsyncs
+//! the directory, so a checkpoint is either wholly there or not at all. The newest two are
+//! kept: should the newest be damaged anyway (a bad disk, a bug), [`CheckpointStore::latest`]
+//! falls back to the one before, whose offset the WAL still covers as long as the caller
+//! removes WAL segments only up to the older of the two (see [`CheckpointStore::oldest_offset`]).
+
+use crate::wal::fsync_dir;
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// The first bytes of every checkpoint file.
+pub const MAGIC: [u8; 4] = *b"FWCK";
+/// The format version written.
+pub const VERSION: u32 = 1;
+/// Checkpoints kept by [`CheckpointStore::save`].
+pub const KEEP: usize = 2;
+const HEADER_BYTES: usize = 28;
+const PREFIX: &str = "checkpoint-";
+const SUFFIX: &str = ".ckpt";
+const TMP_SUFFIX: &str = ".ckpt.tmp";
+
+/// A checkpoint store failure.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file system operation failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The IO error.
+        #[source]
+        source: io::Error,
+    },
+    /// Checkpoints exist but none verifies: starting from scratch would silently replay from
+    /// offset 0 over a WAL that may no longer hold it, so this is an error, not `None`.
+    #[error("{dir}: none of the {skipped} checkpoints is valid")]
+    NoValidCheckpoint {
+        /// The store's directory.
+        dir: PathBuf,
+        /// Checkpoint files that failed to verify.
+        skipped: usize,
+    },
+}
+
+/// Result of checkpoint operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> Error {
+    move |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    fsync_dir(dir).map_err(io_err(dir))
+}
+
+/// A checkpoint loaded by [`CheckpointStore::latest`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Loaded {
+    /// The partition offset the state covers: replay from here.
+    pub offset: u64,
+    /// The state as saved.
+    pub state: Vec<u8>,
+    /// Newer checkpoint files that failed to verify and were passed over.
+    pub skipped_corrupt: usize,
+}
+
+/// The checkpoints of one partition, in their own directory.
+#[derive(Debug)]
+pub struct CheckpointStore {
+    dir: PathBuf,
+    /// Offsets of the checkpoint files present, ascending.
+    offsets: Vec<u64>,
+}
+
+impl CheckpointStore {
+    /// Opens (creating if needed) the store in `dir` and deletes stray `.tmp` files left by a
+    /// crash during [`CheckpointStore::save`].
+    pub fn open(dir: &Path) -> Result<CheckpointStore> {
+        fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let mut offsets = Vec::new();
+        let mut removed = false;
+        for entry in fs::read_dir(dir).map_err(io_err(dir))? {
+            let entry = entry.map_err(io_err(dir))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.starts_with(PREFIX) && name.ends_with(TMP_SUFFIX) {
+                let path = entry.path();
+                fs::remove_file(&path).map_err(io_err(&path))?;
+                removed = true;
+            } else if let Some(offset) = parse_name(name) {
+                offsets.push(offset);
+            }
+        }
+        if removed {
+            sync_dir(dir)?;
+        }
+        offsets.sort_unstable();
+        Ok(CheckpointStore {
+            dir: dir.to_path_buf(),
+            offsets,
+        })
+    }
+
+    /// Durably saves `state` as covering the partition up to `offset`, then deletes all but the
+    /// newest [`KEEP`] checkpoints. Checkpoints with a higher offset than `offset` are deleted
+    /// first: they exist only if [`CheckpointStore::latest`] passed them over as corrupt (or
+    /// the caller rewound on purpose), and would otherwise shadow this one. Saving an offset
+    /// again replaces that checkpoint atomically.
+    pub fn save(&mut self, offset: u64, state: &[u8]) -> Result<()> {
+        let path = self.path(offset);
+        let tmp = self.dir.join(format!("{PREFIX}{offset:020}{TMP_SUFFIX}"));
+        let mut header = [0; HEADER_BYTES];
+        header[0..4].copy_from_slice(&MAGIC);
+        header[4..8].copy_from_slice(&VERSION.to_le_bytes());
+        header[8..16].copy_from_slice(&offset.to_le_bytes());
+        header[16..24].copy_from_slice(&(state.len() as u64).to_le_bytes());
+        header[24..28].copy_from_slice(&crc32fast::hash(state).to_le_bytes());
+        let write = |tmp: &Path| -> io::Result<()> {
+            let mut file = File::create(tmp)?;
+            file.write_all(&header)?;
+            file.write_all(state)?;
+            file.sync_all()
+        };
+        if let Err(e) = write(&tmp) {
+            let _ = fs::remove_file(&tmp);
+            return Err(io_err(&tmp)(e));
+        }
+        fs::rename(&tmp, &path).map_err(io_err(&path))?;
+        sync_dir(&self.dir)?;
+        if let Err(i) = self.offsets.binary_search(&offset) {
+            self.offsets.insert(i, offset);
+        }
+        let newer = self.offsets.len() - self.offsets.partition_point(|&o| o <= offset);
+        let older = self.offsets.len().saturating_sub(newer + KEEP);
+        let doomed: Vec<u64> = (self.offsets.iter().rev().take(newer))
+            .chain(&self.offsets[..older])
+            .copied()
+            .collect();
+        for &o in &doomed {
+            let p = self.path(o);
+            match fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err(&p)(e)),
+            }
+            self.offsets.retain(|&x| x != o);
+        }
+        if !doomed.is_empty() {
+            sync_dir(&self.dir)?;
+        }
+        Ok(())
+    }
+
+    /// The newest checkpoint whose header and crc verify, passing over damaged newer ones;
+    /// `None` when there is no checkpoint at all.
+    pub fn latest(&self) -> Result<Option<Loaded>> {
+        for (skipped, &offset) in self.offsets.iter().rev().enumerate() {
+            let path = self.path(offset);
+            let data = fs::read(&path).map_err(io_err(&path))?;
+            if let Some(state) = verify(&data, offset) {
+                return Ok(Some(Loaded {
+                    offset,
+                    state: state.to_vec(),
+                    skipped_corrupt: skipped,
+                }));
+            }
+        }
+        match self.offsets.len() {
+            0 => Ok(None),
+            skipped => Err(Error::NoValidCheckpoint {
+                dir: self.dir.clone(),
+                skipped,
+            }),
+        }
+    }
+
+    /// Offset of the newest checkpoint file, from its name (not verified: see
+    /// [`CheckpointStore::latest`]).
+    pub fn latest_offset(&self) -> Option<u64> {
+        self.offsets.last().copied()
+    }
+
+    /// Offset of the oldest checkpoint kept: the WAL may be truncated up to here, so that a
+    /// fall-back to it can still replay.
+    pub fn oldest_offset(&self) -> Option<u64> {
+        self.offsets.first().copied()
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, offset: u64) -> PathBuf {
+        self.dir.join(format!("{PREFIX}{offset:020}{SUFFIX}"))
+    }
+}
+
+fn parse_name(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?;
+    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+/// The state of a checkpoint file, if its header matches `offset` and its crc verifies.
+fn verify(data: &[u8], offset: u64) -> Option<&[u8]> {
+    let (h, state) = data.split_at_checked(HEADER_BYTES)?;
+    let u32_at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().expect("4 bytes"));
+    let u64_at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().expect("8 bytes"));
+    let ok = h[0..4] == MAGIC
+        && u32_at(4) == VERSION
+        && u64_at(8) == offset
+        && u64_at(16) == state.len() as u64
+        && u32_at(24) == crc32fast::hash(state);
+    ok.then_some(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn save_and_load_round_trip_keeping_two() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = CheckpointStore::open(dir.path()).unwrap();
+        assert_eq!(store.latest().unwrap(), None);
+        assert_eq!(store.latest_offset(), None);
+        for offset in [10, 25, 40] {
+            store
+                .save(offset, format!("state at {offset}").as_bytes())
+                .unwrap();
+        }
+        store.save(41, b"").unwrap();
+        assert_eq!(
+            files(dir.path()),
+            [
+                "checkpoint-00000000000000000040.ckpt",
+                "checkpoint-00000000000000000041.ckpt"
+            ]
+        );
+        assert_eq!(
+            (store.oldest_offset(), store.latest_offset()),
+            (Some(40), Some(41))
+        );
+        let store = CheckpointStore::open(dir.path()).unwrap();
+        let loaded = store.latest().unwrap().unwrap();
+        assert_eq!(
+            (loaded.offset, loaded.state, loaded.skipped_corrupt),
+            (41, vec![], 0)
+        );
+    }
+
+    #[test]
+    fn a_corrupt_newest_falls_back_to_the_previous() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = CheckpointStore::open(dir.path()).unwrap();
+        store.save(7, b"seven").unwrap();
+        store.save(9, b"nine").unwrap();
+        let newest = store.path(9);
+        let mut bytes = fs::read(&newest).unwrap();
+        for damage in [0, HEADER_BYTES + 1, 8] {
+            let mut bad = bytes.clone();
+            bad[damage] ^= 1; // magic, state, offset field
+            fs::write(&newest, &bad).unwrap();
+            let loaded = store.latest().unwrap().unwrap();
+            assert_eq!(
+                (loaded.offset, &loaded.state[..], loaded.skipped_corrupt),
+                (7, &b"seven"[..], 1)
+            );
+        }
+        bytes.truncate(HEADER_BYTES + 2); // torn
+        fs::write(&newest, &bytes).unwrap();
+        assert_eq!(store.latest().unwrap().unwrap().offset, 7);
+        fs::write(store.path(7), b"FWCK").unwrap();
+        let err = store.latest().unwrap_err();
+        assert!(
+            matches!(err, Error::NoValidCheckpoint { skipped: 2, .. }),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .ends_with("none of the 2 checkpoints is valid")
+        );
+        // Recovering from the older one and saving again replaces the damaged newer ones.
+        store.save(8, b"eight").unwrap();
+        assert_eq!(
+            files(dir.path()),
+            [
+                "checkpoint-00000000000000000007.ckpt",
+                "checkpoint-00000000000000000008.ckpt"
+            ]
+        );
+        let loaded = store.latest().unwrap().unwrap();
+        assert_eq!((loaded.offset, &loaded.state[..]), (8, &b"eight"[..]));
+    }
+
+    #[test]
+    fn stray_tmp_files_are_removed_on_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = CheckpointStore::open(dir.path()).unwrap();
+        store.save(3, b"three").unwrap();
+        fs::write(
+            dir.path().join("checkpoint-00000000000000000005.ckpt.tmp"),
+            b"FWCK half",
+        )
+        .unwrap();
+        fs::write(dir.path().join("unrelated.txt"), b"keep me").unwrap();
+        let store = CheckpointStore::open(dir.path()).unwrap();
+        assert_eq!(
+            files(dir.path()),
+            ["checkpoint-00000000000000000003.ckpt", "unrelated.txt"]
+        );
+        assert_eq!(store.latest().unwrap().unwrap().state, b"three");
+    }
+
+    #[test]
+    fn saving_an_offset_again_replaces_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = CheckpointStore::open(dir.path()).unwrap();
+        store.save(1, b"a").unwrap();
+        store.save(2, b"b").unwrap();
+        store.save(2, b"c").unwrap();
+        assert_eq!(
+            (store.oldest_offset(), store.latest_offset()),
+            (Some(1), Some(2))
+        );
+        assert_eq!(store.latest().unwrap().unwrap().state, b"c");
+    }
+}

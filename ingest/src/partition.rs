@@ -1,0 +1,448 @@
+//! One local partition: the WAL that ingest appends to, the live assessor it feeds and the
+//! checkpoints of that assessor (SPEC §5).
+//!
+//! A WAL record is one ingested batch, stored as received: a small header (format, the wall
+//! time it was received, the source name) and the body bytes. Its offsets count the batch's
+//! items (NDJSON lines, or array elements), so every event has a stable position
+//! `base + index` that is its provenance (`source:offset`) and keys its counterexample ids.
+//! Applying a record decodes it again, so replay after a crash goes through exactly the same
+//! code as live ingest and produces the same findings: the core is deterministic and the only
+//! wall time it sees is the one recorded in the header.
+//!
+//! Checkpoints are taken at record boundaries: the assessor's state (postcard) with the offset
+//! of the next record. On open, the newest valid checkpoint is restored and the WAL replayed
+//! from its offset; segments every kept checkpoint covers are deleted.
+
+use crate::checkpoint::{self, CheckpointStore};
+use crate::json::{self, DecodeError};
+use crate::wal::{self, Wal, WalOptions};
+use fencewatch_assess::Contract;
+use fencewatch_assess::live::{ContractChanged, Live, LiveOptions, LiveState, Pushed};
+use std::path::{Path, PathBuf};
+
+const PAYLOAD_VERSION: u8 = 1;
+
+/// How a batch body is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// One JSON object per line.
+    Ndjson,
+    /// A JSON array of objects.
+    Array,
+}
+
+/// Errors of a partition.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The write-ahead log failed.
+    #[error("write-ahead log: {0}")]
+    Wal(#[from] wal::Error),
+    /// The checkpoint store failed.
+    #[error("checkpoint: {0}")]
+    Checkpoint(#[from] checkpoint::Error),
+    /// A checkpoint could not be decoded.
+    #[error("checkpoint at offset {offset} cannot be decoded: {reason}")]
+    BadCheckpoint {
+        /// Its offset.
+        offset: u64,
+        /// Why.
+        reason: String,
+    },
+    /// The checkpoint belongs to another contract.
+    #[error(
+        "{0}; the assessment state in the data directory was built under a different contract: start with the contract it was built with, or move the data directory away to start afresh"
+    )]
+    ContractChanged(#[from] ContractChanged),
+    /// A WAL record whose payload is not a batch.
+    #[error("write-ahead log record at offset {offset} is not a batch: {reason}")]
+    BadRecord {
+        /// Its base offset.
+        offset: u64,
+        /// Why.
+        reason: String,
+    },
+    /// A batch with more items than a record can hold.
+    #[error("a batch holds at most {max} events, this one {got}")]
+    TooManyItems {
+        /// The limit.
+        max: u64,
+        /// The batch's.
+        got: u64,
+    },
+    /// A file could not be created.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+/// `Result` of this module.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A malformed item of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemError {
+    /// 1-based line (NDJSON) or element (array) number within the batch.
+    pub item: u64,
+    /// Its WAL offset.
+    pub offset: u64,
+    /// What is wrong.
+    pub error: DecodeError,
+}
+
+/// What applying one batch did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// Items that were valid events (assessed, unattributed or duplicate deliveries).
+    pub accepted: u64,
+    /// Duplicate deliveries among them.
+    pub duplicates: u64,
+    /// Malformed items, each also counted as `malformed_event` evidence.
+    pub errors: Vec<ItemError>,
+}
+
+/// Number of offsets a body takes: its lines (blank ones included) or array elements.
+pub fn items(format: Format, body: &[u8]) -> u64 {
+    match format {
+        Format::Ndjson => lines(body).count() as u64,
+        Format::Array => match std::str::from_utf8(body) {
+            Ok(text) => json::decode_array(text).len().max(1) as u64,
+            Err(_) => 1,
+        },
+    }
+}
+
+fn lines(body: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let body = body.strip_suffix(b"\n").unwrap_or(body);
+    let empty = body.is_empty();
+    body.split(|&b| b == b'\n').filter(move |_| !empty)
+}
+
+/// Encodes a batch as a WAL payload.
+pub fn encode(format: Format, received_at: i64, source: &str, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + source.len() + 12);
+    out.push(PAYLOAD_VERSION);
+    out.push(match format {
+        Format::Ndjson => 0,
+        Format::Array => 1,
+    });
+    out.extend_from_slice(&received_at.to_le_bytes());
+    out.extend_from_slice(&(source.len() as u16).to_le_bytes());
+    out.extend_from_slice(source.as_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// A decoded WAL payload.
+#[derive(Debug, Clone, Copy)]
+pub struct Batch<'a> {
+    /// Framing of the body.
+    pub format: Format,
+    /// Wall time it was received, ns.
+    pub received_at: i64,
+    /// The ingest source (`http`, a file name).
+    pub source: &'a str,
+    /// The body as received.
+    pub body: &'a [u8],
+}
+
+/// Decodes a WAL payload.
+pub fn decode(payload: &[u8]) -> Result<Batch<'_>, String> {
+    let short = || "payload too short".to_string();
+    let (&version, rest) = payload.split_first().ok_or_else(short)?;
+    if version != PAYLOAD_VERSION {
+        return Err(format!("unknown payload version {version}"));
+    }
+    let (&fmt, rest) = rest.split_first().ok_or_else(short)?;
+    let format = match fmt {
+        0 => Format::Ndjson,
+        1 => Format::Array,
+        x => return Err(format!("unknown body format {x}")),
+    };
+    let (ts, rest) = rest.split_at_checked(8).ok_or_else(short)?;
+    let (len, rest) = rest.split_at_checked(2).ok_or_else(short)?;
+    let len = u16::from_le_bytes([len[0], len[1]]) as usize;
+    let (source, body) = rest.split_at_checked(len).ok_or_else(short)?;
+    Ok(Batch {
+        format,
+        received_at: i64::from_le_bytes(ts.try_into().expect("8 bytes")),
+        source: std::str::from_utf8(source).map_err(|_| "source is not UTF-8".to_string())?,
+        body,
+    })
+}
+
+/// Feeds one batch at WAL offset `base` to the assessor.
+pub fn apply(live: &mut Live, base: u64, batch: &Batch<'_>, max_line_bytes: usize) -> Applied {
+    let source = live.add_source(batch.source);
+    let mut out = Applied::default();
+    let mut take = |live: &mut Live, i: u64, res: Result<json::Decoded<'_>, DecodeError>| {
+        let offset = base + i;
+        match res {
+            Ok(d) => match live.push(&d.event(), source, offset, batch.received_at) {
+                Pushed::Malformed => out.errors.push(ItemError {
+                    item: i + 1,
+                    offset,
+                    error: DecodeError {
+                        field: None,
+                        reason: live
+                            .malformed_samples()
+                            .last()
+                            .map(|s| s.detail.clone())
+                            .unwrap_or_default(),
+                        ts: Some(d.event().ts),
+                    },
+                }),
+                Pushed::Duplicate => {
+                    out.accepted += 1;
+                    out.duplicates += 1;
+                }
+                Pushed::Assessed | Pushed::Unattributed => out.accepted += 1,
+            },
+            Err(e) => {
+                live.push_malformed(source, offset, e.ts, e.to_string());
+                out.errors.push(ItemError {
+                    item: i + 1,
+                    offset,
+                    error: e,
+                });
+            }
+        }
+    };
+    match batch.format {
+        Format::Ndjson => {
+            for (i, line) in lines(batch.body).enumerate() {
+                if json::is_blank(line) {
+                    continue;
+                }
+                take(live, i as u64, json::decode_line(line, max_line_bytes));
+            }
+        }
+        Format::Array => match std::str::from_utf8(batch.body) {
+            Ok(text) => {
+                for (i, res) in json::decode_array(text).into_iter().enumerate() {
+                    take(live, i as u64, res);
+                }
+            }
+            Err(e) => take(
+                live,
+                0,
+                Err(DecodeError {
+                    field: None,
+                    reason: format!("invalid UTF-8: {e}"),
+                    ts: None,
+                }),
+            ),
+        },
+    }
+    out
+}
+
+/// A partition opened from its data directory, with what opening it took.
+#[derive(Debug)]
+pub struct Opened {
+    /// The log, positioned after its last valid record.
+    pub wal: Wal,
+    /// The checkpoints.
+    pub checkpoints: CheckpointStore,
+    /// The assessor, restored and replayed up to the end of the log.
+    pub live: Live,
+    /// Offset of the checkpoint restored, if any.
+    pub restored_from: Option<u64>,
+    /// Records replayed.
+    pub replayed_records: u64,
+    /// Bytes of a torn tail cut off the log (a crash during a write that was never
+    /// acknowledged).
+    pub recovered_tail_bytes: u64,
+}
+
+/// Options of a partition.
+#[derive(Debug, Clone, Copy)]
+pub struct PartitionOptions {
+    /// WAL segment size.
+    pub segment_bytes: u64,
+    /// Lines longer than this are malformed.
+    pub max_line_bytes: usize,
+    /// Options of the assessor.
+    pub live: LiveOptions,
+}
+
+/// Opens (or creates) the partition in `dir`: restores the newest checkpoint and replays the
+/// log after it.
+pub fn open(dir: &Path, contract: Contract, opts: PartitionOptions) -> Result<Opened> {
+    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let wal = Wal::open(
+        &dir.join("wal"),
+        WalOptions {
+            segment_bytes: opts.segment_bytes,
+        },
+    )?;
+    let checkpoints = CheckpointStore::open(&dir.join("checkpoints"))?;
+    let (mut live, from) = match checkpoints.latest()? {
+        Some(loaded) => {
+            let state: LiveState =
+                postcard::from_bytes(&loaded.state).map_err(|e| Error::BadCheckpoint {
+                    offset: loaded.offset,
+                    reason: e.to_string(),
+                })?;
+            (Live::restore(contract, state)?, Some(loaded.offset))
+        }
+        None => (Live::new(contract, opts.live), None),
+    };
+    let mut replayed = 0;
+    for rec in wal.read_from(from.unwrap_or(0))? {
+        let rec = rec?;
+        if rec.base < from.unwrap_or(0) {
+            // Checkpoints are taken at record boundaries: a record straddling one was applied.
+            continue;
+        }
+        let batch = decode(&rec.payload).map_err(|reason| Error::BadRecord {
+            offset: rec.base,
+            reason,
+        })?;
+        apply(&mut live, rec.base, &batch, opts.max_line_bytes);
+        replayed += 1;
+    }
+    live.take_new_counterexamples();
+    let recovered_tail_bytes = wal.recovered_tail_bytes();
+    Ok(Opened {
+        wal,
+        checkpoints,
+        live,
+        restored_from: from,
+        replayed_records: replayed,
+        recovered_tail_bytes,
+    })
+}
+
+/// Serializes the assessor for a checkpoint.
+pub fn snapshot(live: &Live) -> Vec<u8> {
+    postcard::to_stdvec(live.state()).expect("the live state serializes")
+}
+
+/// Saves a checkpoint of `state` (from [`snapshot`]) at `offset` (the next record's base) and
+/// deletes the WAL segments every kept checkpoint covers. Returns the WAL bytes freed.
+pub fn checkpoint(
+    wal: &mut Wal,
+    checkpoints: &mut CheckpointStore,
+    offset: u64,
+    state: &[u8],
+) -> Result<u64> {
+    checkpoints.save(offset, state)?;
+    let keep_from = checkpoints.oldest_offset().unwrap_or(0);
+    Ok(wal.remove_before(keep_from)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contract() -> Contract {
+        Contract::parse(
+            "c.toml",
+            "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\n[[property.route]]\nname=\"r\"\n",
+        )
+        .unwrap()
+    }
+
+    fn opts() -> PartitionOptions {
+        PartitionOptions {
+            segment_bytes: 4096,
+            max_line_bytes: 1 << 20,
+            live: LiveOptions::default(),
+        }
+    }
+
+    const BATCH: &str = "{\"kind\":\"commit\",\"ts\":1000,\"scope\":\"o\",\"epoch\":2,\"route\":\"r\"}\n\n{\"kind\":\"commit\",\"ts\":\"bad\"}\n{\"kind\":\"commit\",\"ts\":2000000000,\"scope\":\"o\",\"epoch\":1,\"route\":\"r\"}\n";
+
+    #[test]
+    fn payload_round_trip_and_item_counts() {
+        let p = encode(Format::Ndjson, 42, "http", BATCH.as_bytes());
+        let b = decode(&p).unwrap();
+        assert_eq!(
+            (b.format, b.received_at, b.source),
+            (Format::Ndjson, 42, "http")
+        );
+        assert_eq!(b.body, BATCH.as_bytes());
+        assert_eq!(items(Format::Ndjson, BATCH.as_bytes()), 4);
+        assert_eq!(items(Format::Ndjson, b"{}"), 1);
+        assert_eq!(items(Format::Ndjson, b""), 0);
+        assert_eq!(items(Format::Array, b"[{}, {}, 3]"), 3);
+        assert!(decode(&p[..5]).is_err());
+    }
+
+    #[test]
+    fn apply_reports_item_errors_and_keeps_valid_ones() {
+        let mut live = Live::new(contract(), LiveOptions::default());
+        let b = Batch {
+            format: Format::Ndjson,
+            received_at: 10_000_000_000,
+            source: "http",
+            body: BATCH.as_bytes(),
+        };
+        let a = apply(&mut live, 100, &b, 1 << 20);
+        assert_eq!(a.accepted, 2);
+        assert_eq!(a.errors.len(), 1);
+        assert_eq!((a.errors[0].item, a.errors[0].offset), (3, 102));
+        let page = live.counterexamples(None, None, None, None, None, 10);
+        assert_eq!(page.counterexamples.len(), 1);
+        assert_eq!(page.counterexamples[0].stale.source, "http:103");
+    }
+
+    #[test]
+    fn reopen_replays_and_checkpoints_truncate() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ids = Vec::new();
+        {
+            let mut o = open(dir.path(), contract(), opts()).unwrap();
+            for i in 0..50i64 {
+                let line = format!(
+                    "{{\"kind\":\"commit\",\"ts\":{},\"scope\":\"s{}\",\"epoch\":{},\"route\":\"r\"}}\n",
+                    1_000_000_000 * i,
+                    i % 7,
+                    50 - i
+                );
+                let payload = encode(Format::Ndjson, 1 << 40, "http", line.as_bytes());
+                let base = o.wal.append(1, &payload).unwrap();
+                o.wal.sync().unwrap();
+                apply(&mut o.live, base, &decode(&payload).unwrap(), 1 << 20);
+                if i == 20 {
+                    let state = snapshot(&o.live);
+                    let next = o.wal.next_offset();
+                    checkpoint(&mut o.wal, &mut o.checkpoints, next, &state).unwrap();
+                }
+            }
+            let page = o.live.counterexamples(None, None, None, None, None, 1000);
+            ids.extend(page.counterexamples.into_iter().map(|c| c.id));
+            assert!(!ids.is_empty());
+        }
+        let o = open(dir.path(), contract(), opts()).unwrap();
+        assert_eq!(o.restored_from, Some(21));
+        assert_eq!(o.replayed_records, 29);
+        let page = o.live.counterexamples(None, None, None, None, None, 1000);
+        let again: Vec<String> = page.counterexamples.into_iter().map(|c| c.id).collect();
+        assert_eq!(again, ids);
+    }
+
+    #[test]
+    fn a_changed_contract_is_refused_with_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut o = open(dir.path(), contract(), opts()).unwrap();
+            let state = snapshot(&o.live);
+            checkpoint(&mut o.wal, &mut o.checkpoints, 0, &state).unwrap();
+        }
+        let other = Contract::parse(
+            "c.toml",
+            "[[property]]\nname=\"q\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\n[[property.route]]\nname=\"r\"\n",
+        )
+        .unwrap();
+        let err = open(dir.path(), other, opts()).unwrap_err();
+        assert!(err.to_string().contains("different contract"), "{err}");
+    }
+}

@@ -1,0 +1,863 @@
+//! The local write-ahead log: one ordered, offset-addressed partition (SPEC §5) that HTTP, OTLP
+//! and file ingest append to, and that the service replays from a checkpoint's offset.
+//!
+//! Offsets count items (events), as Kafka offsets count messages: a record is one appended
+//! batch of `items > 0` events with an opaque payload, and the next record starts at
+//! `base + items`. The log is a directory of segment files, each named by the base offset of
+//! its first record (`00000000000000000000.wal`), each a run of records, integers little-endian:
+//!
+//! ```text
+//! "FWL1" (0x46574C31) | payload_len u32 | base u64 | items u32 | crc32(base, items, payload) u32 | payload
+//! ```
+//!
+//! Appends are buffered; [`Wal::sync`] flushes and fsyncs them all at once (group commit), and
+//! only synced records may be acknowledged. On [`Wal::open`] an invalid tail of the last segment
+//! (partial header, short payload, bad magic or crc) is a crash during an unacknowledged write
+//! and is cut off; anything invalid before it, or a gap in offsets, is [`Error::Corrupt`] and
+//! the log refuses to open rather than drop acknowledged data. A bit flip inside the last
+//! segment cannot be told apart from a torn write and cuts the tail there:
+//! [`Wal::recovered_tail_bytes`] says how much, for the operator's log.
+//!
+//! A `wal.lock` file, locked while the log is open, keeps a second writer out.
+
+use std::collections::VecDeque;
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// The first bytes of every record: ASCII `FWL1`, 0x46574C31 read big-endian.
+pub const MAGIC: [u8; 4] = *b"FWL1";
+/// Bytes of a record header.
+pub const HEADER_BYTES: u64 = 24;
+const LOCK_FILE: &str = "wal.lock";
+const WRITE_BUFFER: usize = 256 * 1024;
+const READ_BUFFER: usize = 64 * 1024;
+
+/// A WAL failure.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file system operation failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The IO error.
+        #[source]
+        source: io::Error,
+    },
+    /// Data before the tail of the log is damaged, or offsets have a gap.
+    #[error("{path}: corrupt at byte {offset}: {reason}")]
+    Corrupt {
+        /// The segment file.
+        path: PathBuf,
+        /// Byte position in the file of the bad record (0 for a gap before the segment).
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Another process (or another [`Wal`] in this one) has the log open.
+    #[error("{path}: the log is open elsewhere")]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+    },
+    /// A record must advance the offset.
+    #[error("a record must hold at least one item")]
+    EmptyRecord,
+    /// Payloads are at most `u32::MAX` bytes.
+    #[error("payload of {0} bytes exceeds the record limit of 4 GiB")]
+    PayloadTooLarge(usize),
+    /// The offset would pass `u64::MAX`.
+    #[error("offset overflow")]
+    OffsetOverflow,
+    /// A replay asked for an offset whose segment was removed.
+    #[error("offset {requested} was removed, the log starts at {first}")]
+    Removed {
+        /// The requested offset.
+        requested: u64,
+        /// The oldest offset still in the log.
+        first: u64,
+    },
+    /// An earlier write or sync failed, so what reached the disk is unknown; reopen the log.
+    #[error("an earlier write or sync failed, reopen the log")]
+    Poisoned,
+}
+
+/// Result of WAL operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> Error {
+    move |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// How a [`Wal`] is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalOptions {
+    /// A new segment is started before an append once the active one holds this many bytes.
+    pub segment_bytes: u64,
+}
+
+impl Default for WalOptions {
+    fn default() -> Self {
+        WalOptions {
+            segment_bytes: 64 << 20,
+        }
+    }
+}
+
+/// One record: a batch of `items` events at offsets `base..base + items`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Offset of the first item.
+    pub base: u64,
+    /// Items in the batch (at least 1).
+    pub items: u32,
+    /// The opaque payload as appended.
+    pub payload: Vec<u8>,
+}
+
+impl Record {
+    /// The offset after the record's last item: the next record's base.
+    pub fn end(&self) -> u64 {
+        self.base + u64::from(self.items)
+    }
+}
+
+#[derive(Debug)]
+struct Segment {
+    base: u64,
+    /// Offset after the last record.
+    end: u64,
+    /// Length in bytes, including appends still buffered.
+    bytes: u64,
+    path: PathBuf,
+}
+
+/// One partition's write-ahead log, open for appending. See the [module docs](self).
+#[derive(Debug)]
+pub struct Wal {
+    dir: PathBuf,
+    opts: WalOptions,
+    closed: Vec<Segment>,
+    active: Segment,
+    writer: BufWriter<File>,
+    synced_bytes: u64,
+    durable: u64,
+    recovered_tail: u64,
+    poisoned: bool,
+    _lock: File,
+}
+
+impl Wal {
+    /// Opens (creating if needed) the log in `dir`, validates every record and cuts a torn tail
+    /// of the last segment. Everything recovered is fsynced before this returns.
+    pub fn open(dir: &Path, opts: WalOptions) -> Result<Wal> {
+        fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let lock_path = dir.join(LOCK_FILE);
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io_err(&lock_path))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => return Err(Error::Locked { path: lock_path }),
+            Err(TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
+        }
+        let mut bases = list_segments(dir)?;
+        if bases.is_empty() {
+            create_segment(dir, 0)?;
+            bases.push(0);
+        }
+        let mut closed: Vec<Segment> = Vec::with_capacity(bases.len());
+        let mut recovered_tail = 0;
+        for (i, &base) in bases.iter().enumerate() {
+            let path = segment_path(dir, base);
+            if let Some(prev) = closed.last()
+                && prev.end != base
+            {
+                return Err(gap(path, base, prev.end));
+            }
+            let mut c = Cursor::open(path, base, None)?;
+            let invalid = loop {
+                match c.next_record(false)? {
+                    Step::Record(_) => {}
+                    Step::End => break None,
+                    Step::Invalid(reason) => break Some(reason),
+                }
+            };
+            if let Some(reason) = invalid {
+                if i + 1 < bases.len() {
+                    return Err(corrupt(&c.path, c.pos, reason));
+                }
+                recovered_tail = c.limit - c.pos;
+                let file = OpenOptions::new().write(true).open(&c.path);
+                (file.and_then(|f| f.set_len(c.pos))).map_err(io_err(&c.path))?;
+            }
+            closed.push(Segment {
+                base,
+                end: c.next_base,
+                bytes: c.pos,
+                path: c.path,
+            });
+        }
+        let active = closed.pop().expect("at least one segment");
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&active.path)
+            .map_err(io_err(&active.path))?;
+        // Whatever the previous process left in the page cache becomes durable now.
+        file.sync_all().map_err(io_err(&active.path))?;
+        Ok(Wal {
+            dir: dir.to_path_buf(),
+            opts,
+            synced_bytes: active.bytes,
+            durable: active.end,
+            closed,
+            active,
+            writer: BufWriter::with_capacity(WRITE_BUFFER, file),
+            recovered_tail,
+            poisoned: false,
+            _lock: lock,
+        })
+    }
+
+    /// Appends one record of `items` (at least 1) events and returns its base offset. The record
+    /// is buffered, not durable: acknowledge it only after [`Wal::sync`].
+    pub fn append(&mut self, items: u32, payload: &[u8]) -> Result<u64> {
+        if items == 0 {
+            return Err(Error::EmptyRecord);
+        }
+        let len =
+            u32::try_from(payload.len()).map_err(|_| Error::PayloadTooLarge(payload.len()))?;
+        self.guard(|w| {
+            if w.active.bytes > 0 && w.active.bytes >= w.opts.segment_bytes {
+                w.roll()?;
+            }
+            let base = w.active.end;
+            let end = base
+                .checked_add(u64::from(items))
+                .ok_or(Error::OffsetOverflow)?;
+            let header = encode_header(base, items, payload);
+            (w.writer.write_all(&header))
+                .and_then(|()| w.writer.write_all(payload))
+                .map_err(io_err(&w.active.path))?;
+            w.active.bytes += HEADER_BYTES + u64::from(len);
+            w.active.end = end;
+            Ok(base)
+        })
+    }
+
+    /// Flushes every appended record and fsyncs (`fdatasync`) the active segment: afterwards
+    /// [`Wal::durable_offset`] equals [`Wal::next_offset`].
+    pub fn sync(&mut self) -> Result<()> {
+        self.guard(|w| {
+            if w.synced_bytes == w.active.bytes {
+                return Ok(());
+            }
+            let path = &w.active.path;
+            w.writer.flush().map_err(io_err(path))?;
+            w.writer.get_ref().sync_data().map_err(io_err(path))?;
+            w.synced_bytes = w.active.bytes;
+            w.durable = w.active.end;
+            Ok(())
+        })
+    }
+
+    /// Reads every durable record whose range ends after `offset`, in order; a record holding
+    /// `offset` in its middle is yielded whole. The reader opens the files itself, so the log
+    /// can go on appending; it stops at [`Wal::durable_offset`] as of this call (sync first to
+    /// include everything appended). Segments that [`Wal::remove_before`] deletes before the
+    /// reader reaches them make it fail.
+    pub fn read_from(&self, offset: u64) -> Result<WalReader> {
+        let first = self.first_offset();
+        if offset < first {
+            return Err(Error::Removed {
+                requested: offset,
+                first,
+            });
+        }
+        let mut pending: VecDeque<_> = (self.closed.iter())
+            .filter(|s| s.end > offset)
+            .map(|s| (s.base, s.path.clone(), s.bytes))
+            .collect();
+        if self.durable > offset && self.synced_bytes > 0 {
+            pending.push_back((
+                self.active.base,
+                self.active.path.clone(),
+                self.synced_bytes,
+            ));
+        }
+        Ok(WalReader {
+            pending,
+            current: None,
+            from: offset,
+            done: false,
+        })
+    }
+
+    /// Deletes the closed segments whose every record ends at or before `offset` (say, the
+    /// offset of a durable checkpoint), oldest first; the active segment always stays. Returns
+    /// the bytes freed.
+    pub fn remove_before(&mut self, offset: u64) -> Result<u64> {
+        let mut freed = 0;
+        while let Some(s) = self.closed.first()
+            && s.end <= offset
+        {
+            match fs::remove_file(&s.path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err(&s.path)(e)),
+            }
+            // One directory sync per removal: a later unlink must never outlive an earlier
+            // one, or the next open would see a gap.
+            sync_dir(&self.dir)?;
+            freed += s.bytes;
+            self.closed.remove(0);
+        }
+        Ok(freed)
+    }
+
+    /// The base offset the next append gets.
+    pub fn next_offset(&self) -> u64 {
+        self.active.end
+    }
+
+    /// Every record ending at or before this offset is synced to disk.
+    pub fn durable_offset(&self) -> u64 {
+        self.durable
+    }
+
+    /// The oldest offset still in the log (segments before it were removed).
+    pub fn first_offset(&self) -> u64 {
+        self.closed.first().map_or(self.active.base, |s| s.base)
+    }
+
+    /// Bytes of all segments, counting appends not yet flushed.
+    pub fn bytes_on_disk(&self) -> u64 {
+        self.closed.iter().map(|s| s.bytes).sum::<u64>() + self.active.bytes
+    }
+
+    /// Segment files, the active one included.
+    pub fn segments(&self) -> usize {
+        self.closed.len() + 1
+    }
+
+    /// Bytes of a torn or corrupt tail that [`Wal::open`] cut from the last segment.
+    pub fn recovered_tail_bytes(&self) -> u64 {
+        self.recovered_tail
+    }
+
+    /// The log's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Runs a write path; an IO failure poisons the log, since what reached the disk (and
+    /// whether a failed fsync can be retried) is unknown.
+    fn guard<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        if self.poisoned {
+            return Err(Error::Poisoned);
+        }
+        let r = f(self);
+        if let Err(Error::Io { .. }) = r {
+            self.poisoned = true;
+        }
+        r
+    }
+
+    /// Makes the active segment durable and closed, and starts a new one at the next offset.
+    fn roll(&mut self) -> Result<()> {
+        self.sync()?;
+        let base = self.active.end;
+        let file = create_segment(&self.dir, base)?;
+        let path = segment_path(&self.dir, base);
+        let old = std::mem::replace(
+            &mut self.active,
+            Segment {
+                base,
+                end: base,
+                bytes: 0,
+                path,
+            },
+        );
+        self.closed.push(old);
+        self.writer = BufWriter::with_capacity(WRITE_BUFFER, file);
+        self.synced_bytes = 0;
+        Ok(())
+    }
+}
+
+fn segment_path(dir: &Path, base: u64) -> PathBuf {
+    dir.join(format!("{base:020}.wal"))
+}
+
+/// Base offsets of the segment files in `dir`, ascending.
+fn list_segments(dir: &Path) -> Result<Vec<u64>> {
+    let mut bases = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io_err(dir))? {
+        let name = entry.map_err(io_err(dir))?.file_name();
+        let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".wal")) else {
+            continue;
+        };
+        if stem.len() == 20
+            && stem.bytes().all(|b| b.is_ascii_digit())
+            && let Ok(base) = stem.parse()
+        {
+            bases.push(base);
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+/// Creates an empty segment and makes its directory entry durable.
+fn create_segment(dir: &Path, base: u64) -> Result<File> {
+    let path = segment_path(dir, base);
+    let file =
+        (OpenOptions::new().append(true).create_new(true).open(&path)).map_err(io_err(&path))?;
+    sync_dir(dir)?;
+    Ok(file)
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    fsync_dir(dir).map_err(io_err(dir))
+}
+
+/// Fsyncs a directory, making the creation, renaming and removal of its entries durable.
+pub(crate) fn fsync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+fn encode_header(base: u64, items: u32, payload: &[u8]) -> [u8; HEADER_BYTES as usize] {
+    let mut h = [0; HEADER_BYTES as usize];
+    h[0..4].copy_from_slice(&MAGIC);
+    h[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    h[8..16].copy_from_slice(&base.to_le_bytes());
+    h[16..20].copy_from_slice(&items.to_le_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&h[8..20]);
+    crc.update(payload);
+    h[20..24].copy_from_slice(&crc.finalize().to_le_bytes());
+    h
+}
+
+fn corrupt(path: &Path, offset: u64, reason: impl Into<String>) -> Error {
+    let (path, reason) = (path.to_path_buf(), reason.into());
+    Error::Corrupt {
+        path,
+        offset,
+        reason,
+    }
+}
+
+fn gap(path: PathBuf, base: u64, prev_end: u64) -> Error {
+    corrupt(
+        &path,
+        0,
+        format!("segment starts at offset {base}, previous ends at {prev_end}"),
+    )
+}
+
+/// A position in one segment file, verifying records up to `limit` bytes.
+#[derive(Debug)]
+struct Cursor {
+    reader: BufReader<File>,
+    path: PathBuf,
+    pos: u64,
+    limit: u64,
+    /// The base offset the next record must have.
+    next_base: u64,
+}
+
+/// What [`Cursor::next_record`] found.
+enum Step {
+    End,
+    /// Bytes that are not a whole valid record: a torn write, or damage.
+    Invalid(&'static str),
+    Record(Record),
+}
+
+impl Cursor {
+    /// Opens the segment at `base`, to read up to `limit` bytes (`None`: the whole file).
+    fn open(path: PathBuf, base: u64, limit: Option<u64>) -> Result<Cursor> {
+        let file = File::open(&path).map_err(io_err(&path))?;
+        let limit = match limit {
+            Some(limit) => limit,
+            None => file.metadata().map_err(io_err(&path))?.len(),
+        };
+        let reader = BufReader::with_capacity(READ_BUFFER, file);
+        Ok(Cursor {
+            reader,
+            path,
+            pos: 0,
+            limit,
+            next_base: base,
+        })
+    }
+
+    /// Reads and verifies the next record. With `keep` false the payload only streams through
+    /// the crc and the record comes back without it, so recovery holds no payload.
+    fn next_record(&mut self, keep: bool) -> Result<Step> {
+        let left = self.limit - self.pos;
+        if left == 0 {
+            return Ok(Step::End);
+        } else if left < HEADER_BYTES {
+            return Ok(Step::Invalid("partial header"));
+        }
+        let io = |e| io_err(&self.path)(e);
+        let mut h = [0; HEADER_BYTES as usize];
+        self.reader.read_exact(&mut h).map_err(io)?;
+        let u32_at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().expect("4 bytes"));
+        let (len, items, crc) = (u64::from(u32_at(4)), u32_at(16), u32_at(20));
+        let base = u64::from_le_bytes(h[8..16].try_into().expect("8 bytes"));
+        if h[0..4] != MAGIC {
+            return Ok(Step::Invalid("bad magic"));
+        } else if left - HEADER_BYTES < len {
+            return Ok(Step::Invalid("short payload"));
+        }
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(&h[8..20]);
+        let mut payload = Vec::new();
+        if keep {
+            payload.resize(len as usize, 0);
+            self.reader.read_exact(&mut payload).map_err(io)?;
+            hasher.update(&payload);
+        } else {
+            let mut rest = len as usize;
+            while rest > 0 {
+                let chunk = self.reader.fill_buf().map_err(io)?;
+                if chunk.is_empty() {
+                    return Err(io(io::ErrorKind::UnexpectedEof.into()));
+                }
+                let n = chunk.len().min(rest);
+                hasher.update(&chunk[..n]);
+                self.reader.consume(n);
+                rest -= n;
+            }
+        }
+        if hasher.finalize() != crc {
+            return Ok(Step::Invalid("crc mismatch"));
+        }
+        // A valid crc over a wrong offset was written so: no torn write explains it.
+        let end = base.checked_add(u64::from(items));
+        if base != self.next_base || items == 0 || end.is_none() {
+            let expected = self.next_base;
+            let reason = format!("record at offset {base} with {items} items, expected {expected}");
+            return Err(corrupt(&self.path, self.pos, reason));
+        }
+        self.pos += HEADER_BYTES + len;
+        self.next_base = end.expect("checked");
+        Ok(Step::Record(Record {
+            base,
+            items,
+            payload,
+        }))
+    }
+}
+
+/// An iterator over durable records from [`Wal::read_from`]. It verifies every record again
+/// and ends after the first error.
+#[derive(Debug)]
+pub struct WalReader {
+    /// Segments still to read: (base, path, bytes to read).
+    pending: VecDeque<(u64, PathBuf, u64)>,
+    current: Option<Cursor>,
+    from: u64,
+    done: bool,
+}
+
+impl WalReader {
+    fn step(&mut self) -> Result<Option<Record>> {
+        loop {
+            if self.current.as_ref().is_none_or(|c| c.pos >= c.limit) {
+                let Some((base, path, limit)) = self.pending.pop_front() else {
+                    return Ok(None);
+                };
+                if let Some(prev) = &self.current
+                    && prev.next_base != base
+                {
+                    return Err(gap(path, base, prev.next_base));
+                }
+                self.current = Some(Cursor::open(path, base, Some(limit))?);
+            }
+            let c = self.current.as_mut().expect("opened above");
+            match c.next_record(true)? {
+                Step::Record(r) if r.end() > self.from => return Ok(Some(r)),
+                Step::Record(_) | Step::End => {}
+                Step::Invalid(reason) => return Err(corrupt(&c.path, c.pos, reason)),
+            }
+        }
+    }
+}
+
+impl Iterator for WalReader {
+    type Item = Result<Record>;
+
+    fn next(&mut self) -> Option<Result<Record>> {
+        if self.done {
+            return None;
+        }
+        let r = self.step();
+        if !matches!(r, Ok(Some(_))) {
+            self.done = true;
+        }
+        r.transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const SMALL: WalOptions = WalOptions { segment_bytes: 100 };
+
+    fn payload(i: usize) -> Vec<u8> {
+        (0..(i * 7) % 50).map(|b| (b + i) as u8).collect()
+    }
+
+    /// Appends records `items[i]` with `payload(i)`, returns their base offsets.
+    fn fill(wal: &mut Wal, items: &[u32]) -> Vec<u64> {
+        let bases: Vec<u64> = (items.iter().enumerate())
+            .map(|(i, &n)| wal.append(n, &payload(i)).unwrap())
+            .collect();
+        wal.sync().unwrap();
+        bases
+    }
+
+    fn read_all(wal: &Wal, from: u64) -> Vec<Record> {
+        wal.read_from(from).unwrap().collect::<Result<_>>().unwrap()
+    }
+
+    fn segment_files(dir: &Path) -> Vec<PathBuf> {
+        let bases = list_segments(dir).unwrap();
+        bases.into_iter().map(|b| segment_path(dir, b)).collect()
+    }
+
+    #[test]
+    fn round_trip_across_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let items: Vec<u32> = (0..20).map(|i| i % 4 + 1).collect();
+        let mut wal = Wal::open(dir.path(), SMALL).unwrap();
+        assert_eq!((wal.next_offset(), wal.segments()), (0, 1));
+        assert_eq!(
+            wal.append(0, b"x").unwrap_err().to_string(),
+            "a record must hold at least one item"
+        );
+        let bases = fill(&mut wal, &items);
+        let end: u64 = items.iter().map(|&n| u64::from(n)).sum();
+        assert_eq!((wal.next_offset(), wal.durable_offset()), (end, end));
+        assert!(wal.segments() > 3);
+        let files = segment_files(dir.path());
+        assert_eq!(files.len(), wal.segments());
+        let total: u64 = files.iter().map(|f| fs::metadata(f).unwrap().len()).sum();
+        assert_eq!(wal.bytes_on_disk(), total);
+        assert!(matches!(
+            Wal::open(dir.path(), SMALL),
+            Err(Error::Locked { .. })
+        ));
+        drop(wal);
+
+        let wal = Wal::open(dir.path(), SMALL).unwrap();
+        assert_eq!((wal.next_offset(), wal.recovered_tail_bytes()), (end, 0));
+        let all = read_all(&wal, 0);
+        assert_eq!(all.len(), items.len());
+        for (i, r) in all.iter().enumerate() {
+            assert_eq!(
+                (r.base, r.items, &r.payload),
+                (bases[i], items[i], &payload(i))
+            );
+        }
+        // In the middle of a record: that record whole, then the rest.
+        let mid = all.iter().position(|r| r.items > 1).unwrap();
+        let got = read_all(&wal, all[mid].base + 1);
+        assert_eq!(got, all[mid..]);
+        // At every segment boundary.
+        for base in list_segments(dir.path()).unwrap() {
+            let first = all.iter().position(|r| r.base == base).unwrap();
+            assert_eq!(read_all(&wal, base), all[first..]);
+        }
+        assert!(read_all(&wal, end).is_empty());
+    }
+
+    #[test]
+    fn reads_durable_records_while_appending() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut wal = Wal::open(dir.path(), SMALL).unwrap();
+        fill(&mut wal, &[1, 2, 3]);
+        wal.append(5, b"not yet synced").unwrap();
+        let reader = wal.read_from(0).unwrap();
+        wal.append(1, b"later").unwrap();
+        wal.sync().unwrap();
+        assert_eq!(
+            reader.map(|r| r.unwrap().end()).collect::<Vec<_>>(),
+            [1, 3, 6]
+        );
+        assert_eq!(read_all(&wal, 0).last().unwrap().end(), 12);
+    }
+
+    #[test]
+    fn torn_tail_is_cut_at_every_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let items = [3, 1, 4, 1, 5, 9, 2, 6];
+        let mut wal = Wal::open(dir.path(), SMALL).unwrap();
+        fill(&mut wal, &items);
+        let end = wal.next_offset();
+        drop(wal);
+        let last = segment_files(dir.path()).pop().unwrap();
+        let full = fs::read(&last).unwrap();
+        let last_len = HEADER_BYTES as usize + payload(items.len() - 1).len();
+        let keep = full.len() - last_len;
+        let mut cases: Vec<Vec<u8>> = (keep..full.len()).map(|cut| full[..cut].to_vec()).collect();
+        cases.push([&full[..], &[0; 7]].concat());
+        cases.push([&full[..], b"garbage that is longer than a header"].concat());
+        let mut flipped = full.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        cases.push(flipped);
+        for case in cases {
+            fs::write(&last, &case).unwrap();
+            let (good, good_end) = if case.len() > full.len() {
+                (full.len(), end)
+            } else {
+                (keep, end - 6)
+            };
+            let mut wal = Wal::open(dir.path(), SMALL).unwrap();
+            assert_eq!(wal.recovered_tail_bytes(), (case.len() - good) as u64);
+            assert_eq!(fs::metadata(&last).unwrap().len(), good as u64);
+            assert_eq!(wal.next_offset(), good_end);
+            let all = read_all(&wal, 0);
+            assert_eq!(all.len(), items.len() - usize::from(good_end < end));
+            assert_eq!(wal.append(2, b"next").unwrap(), good_end);
+            wal.sync().unwrap();
+            drop(wal);
+            fs::write(&last, &full).unwrap();
+            for f in segment_files(dir.path()).into_iter().filter(|f| *f > last) {
+                fs::remove_file(f).unwrap(); // the append rolled
+            }
+        }
+    }
+
+    #[test]
+    fn damage_before_the_tail_refuses_to_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut wal = Wal::open(dir.path(), WalOptions { segment_bytes: 200 }).unwrap();
+        fill(&mut wal, &[1; 12]);
+        assert!(wal.segments() >= 2);
+        drop(wal);
+        let first = segment_files(dir.path()).remove(0);
+        let original = fs::read(&first).unwrap();
+        let mut bytes = original.clone();
+        bytes[2 * HEADER_BYTES as usize + 2] ^= 0x40; // a payload byte of the second record
+        fs::write(&first, &bytes).unwrap();
+        let err = Wal::open(dir.path(), SMALL).unwrap_err();
+        assert!(
+            matches!(&err, Error::Corrupt { path, offset: 24, .. } if *path == first),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .ends_with("corrupt at byte 24: crc mismatch"),
+            "{err}"
+        );
+        // A missing middle segment is a gap.
+        fs::write(&first, &original).unwrap();
+        fs::remove_file(&segment_files(dir.path())[1]).unwrap();
+        let err = Wal::open(dir.path(), SMALL).unwrap_err();
+        assert!(err.to_string().contains("previous ends at"), "{err}");
+    }
+
+    #[test]
+    fn remove_before_keeps_the_active_segment_and_the_next_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut wal = Wal::open(dir.path(), SMALL).unwrap();
+        fill(&mut wal, &[2; 20]);
+        let segs = wal.segments();
+        let bases = list_segments(dir.path()).unwrap();
+        // Up to the middle of the third segment: only the first two go.
+        let bytes = wal.bytes_on_disk();
+        let freed = wal.remove_before(bases[2] + 1).unwrap();
+        assert_eq!(wal.segments(), segs - 2);
+        assert_eq!(wal.bytes_on_disk(), bytes - freed);
+        assert_eq!(list_segments(dir.path()).unwrap(), bases[2..]);
+        assert_eq!(wal.first_offset(), bases[2]);
+        assert!(
+            matches!(wal.read_from(bases[2] - 1), Err(Error::Removed { first, .. }) if first == bases[2])
+        );
+        assert_eq!(read_all(&wal, bases[2] + 1)[0].base, bases[2]);
+        // Everything: the active segment stays, even empty after a roll.
+        let next = wal.next_offset();
+        wal.remove_before(u64::MAX).unwrap();
+        assert_eq!(wal.segments(), 1);
+        drop(wal);
+        let mut wal = Wal::open(dir.path(), SMALL).unwrap();
+        assert_eq!(wal.next_offset(), next);
+        assert_eq!(wal.first_offset(), *bases.last().unwrap());
+        let base = wal.append(3, b"abc").unwrap();
+        wal.sync().unwrap();
+        assert_eq!(base, next);
+        assert_eq!(read_all(&wal, next).len(), 1);
+    }
+
+    #[test]
+    fn an_empty_only_segment_keeps_its_base() {
+        let dir = tempfile::tempdir().unwrap();
+        File::create(segment_path(dir.path(), 42)).unwrap();
+        let mut wal = Wal::open(dir.path(), SMALL).unwrap();
+        assert_eq!((wal.next_offset(), wal.first_offset()), (42, 42));
+        assert!(read_all(&wal, 42).is_empty());
+        assert_eq!(wal.append(1, b"").unwrap(), 42);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn crash_recovers_a_prefix_holding_every_synced_record(
+            batches in prop::collection::vec((1u32..5, prop::collection::vec(any::<u8>(), 0..40)), 1..30),
+            synced in 0usize..30,
+            cut in any::<prop::sample::Index>(),
+            garbage in prop::collection::vec(any::<u8>(), 0..30),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let opts = WalOptions { segment_bytes: 150 };
+            let synced = synced.min(batches.len());
+            let mut wal = Wal::open(dir.path(), opts).unwrap();
+            for (i, (items, p)) in batches.iter().enumerate() {
+                if i == synced {
+                    wal.sync().unwrap();
+                }
+                wal.append(*items, p).unwrap();
+            }
+            let durable = wal.durable_offset();
+            drop(wal); // flushes, like a crash after the page cache got the tail
+            // The crash loses any part of the last segment past its durable records.
+            let last = segment_files(dir.path()).pop().unwrap();
+            let bytes = fs::read(&last).unwrap();
+            let mut pos = 0;
+            let mut base = list_segments(dir.path()).unwrap().pop().unwrap();
+            while pos < bytes.len() && base < durable {
+                let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().unwrap());
+                base += u64::from(u32_at(pos + 16));
+                pos += 24 + u32_at(pos + 4) as usize;
+            }
+            let cut = pos + cut.index(bytes.len() - pos + 1);
+            fs::write(&last, [&bytes[..cut], &garbage[..]].concat()).unwrap();
+
+            let mut wal = Wal::open(dir.path(), opts).unwrap();
+            let got = read_all(&wal, 0);
+            prop_assert!(got.len() <= batches.len());
+            let mut next = 0;
+            for (r, (items, p)) in got.iter().zip(&batches) {
+                prop_assert_eq!((r.base, r.items, &r.payload), (next, *items, p));
+                next += u64::from(*items);
+            }
+            prop_assert!(next >= durable);
+            prop_assert_eq!(wal.next_offset(), next);
+            prop_assert_eq!(wal.append(1, b"after").unwrap(), next);
+        }
+    }
+}
