@@ -37,6 +37,19 @@ enum Command {
     Contract(ContractCommand),
     /// Generate a realistic lease/epoch workload as NDJSON, with injectable faults.
     Simulate(SimulateArgs),
+    /// Run the service: durable HTTP ingest, the assurance API and Prometheus metrics
+    /// (configuration: --config FILE, then FENCEWATCH_* variables, then flags; exit 64 when
+    /// invalid).
+    Serve(Box<ServeCommand>),
+}
+
+#[derive(Debug, Args)]
+struct ServeCommand {
+    #[command(flatten)]
+    args: crate::serve::config::ServeArgs,
+    /// NDJSON files (or `-` for stdin) to append to the write-ahead log at start, in batches.
+    #[arg(long = "ingest-file", value_name = "FILE")]
+    ingest_files: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -147,6 +160,10 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
     match cli.command {
         Command::Check(args) => check(args),
         Command::Contract(ContractCommand::Check { file, format }) => contract_check(&file, format),
+        Command::Serve(s) => {
+            let ServeCommand { args, ingest_files } = *s;
+            crate::serve::run::run(args, ingest_files)
+        }
         Command::Simulate(args) => match run_simulate(args) {
             Ok(()) => 0,
             Err(e) => {

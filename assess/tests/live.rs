@@ -242,9 +242,20 @@ proptest! {
     #[test]
     fn checkpoint_and_restore_anywhere((evs, order) in arb_history(), cut in 0usize..40, retention in prop_oneof![Just(None), (0i64..200).prop_map(Some)]) {
         let c = contract(false, 30);
-        let whole = live(&c, &evs, &order, retention);
         let cut = cut.min(order.len());
-        let first = live(&c, &evs, &order[..cut], retention);
+        let mut whole = live(&c, &evs, &order[..cut], retention);
+        whole.push_malformed(0, 9_999, None, "line 9999: not JSON".into());
+        whole.push_malformed(0, 10_000, Some(EventTime(5)), "bad epoch".into());
+        {
+            let seqs = seqs(&evs);
+            for &i in &order[cut..] {
+                whole.push(&event(&evs[i], seqs[i]), 0, i as u64, 1_000_000);
+            }
+        }
+        let mut first = live(&c, &evs, &order[..cut], retention);
+        // Malformed events (with and without a time) are part of the state too.
+        first.push_malformed(0, 9_999, None, "line 9999: not JSON".into());
+        first.push_malformed(0, 10_000, Some(EventTime(5)), "bad epoch".into());
         let bytes = postcard::to_stdvec(first.state()).unwrap();
         let state: LiveState = postcard::from_bytes(&bytes).unwrap();
         let mut resumed = Live::restore(c.clone(), state).unwrap();

@@ -187,11 +187,7 @@ pub fn apply(live: &mut Live, base: u64, batch: &Batch<'_>, max_line_bytes: usiz
                     offset,
                     error: DecodeError {
                         field: None,
-                        reason: live
-                            .malformed_samples()
-                            .last()
-                            .map(|s| s.detail.clone())
-                            .unwrap_or_default(),
+                        reason: live.last_malformed().unwrap_or_default().to_string(),
                         ts: Some(d.event().ts),
                     },
                 }),

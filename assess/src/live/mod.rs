@@ -129,6 +129,25 @@ impl Ev {
     }
 }
 
+/// A sample as kept in the state. [`Sample`] skips absent fields when serialized, which a
+/// non-self-describing checkpoint format cannot read back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Kept {
+    source: String,
+    ts: Option<String>,
+    detail: String,
+}
+
+impl Kept {
+    fn sample(&self) -> Sample {
+        Sample {
+            source: self.source.clone(),
+            ts: self.ts.clone(),
+            detail: self.detail.clone(),
+        }
+    }
+}
+
 /// A counterexample as kept: events by value, rendered on query.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Cx {
@@ -164,7 +183,7 @@ struct Prop {
     scopes: HashMap<String, ScopeState>,
     series: WindowSeries,
     counts: [u64; Reason::COUNT],
-    samples: BTreeMap<Reason, Vec<Sample>>,
+    samples: BTreeMap<Reason, Vec<Kept>>,
     /// By (stale event time, id).
     cxs: BTreeMap<(i64, String), Cx>,
     /// Per declared route: observation bounds per window index.
@@ -240,7 +259,7 @@ pub struct LiveState {
     malformed: u64,
     unattributed: u64,
     duplicates: u64,
-    malformed_samples: VecDeque<Sample>,
+    malformed_samples: VecDeque<Kept>,
     /// The input ended: the end of input is the end of time, every window final.
     closed: bool,
 }
@@ -470,7 +489,7 @@ impl Live {
         if s.malformed_samples.len() >= MALFORMED_SAMPLES {
             s.malformed_samples.pop_front();
         }
-        s.malformed_samples.push_back(Sample {
+        s.malformed_samples.push_back(Kept {
             source: format!("{}:{position}", s.sources[source as usize]),
             ts: ts.map(|t| t.to_string()),
             detail: message.clone(),
@@ -484,7 +503,7 @@ impl Live {
             }
             let samples = p.samples.entry(Reason::MalformedEvent).or_default();
             if samples.len() < SAMPLES_PER_REASON {
-                samples.push(Sample {
+                samples.push(Kept {
                     source: format!("{}:{position}", s.sources[source as usize]),
                     ts: ts.map(|t| t.to_string()),
                     detail: message.clone(),
@@ -616,7 +635,7 @@ impl Live {
         prop.series.add_reason(rec.ts, reason);
         let samples = prop.samples.entry(reason).or_default();
         if samples.len() < SAMPLES_PER_REASON {
-            samples.push(Sample {
+            samples.push(Kept {
                 source,
                 ts: Some(EventTime(rec.ts).to_string()),
                 detail,

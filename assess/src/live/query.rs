@@ -147,8 +147,12 @@ impl Live {
     }
 
     /// Samples of unknown reasons of a property (the first few of each).
-    pub fn samples(&self, p: usize) -> &BTreeMap<Reason, Vec<Sample>> {
-        &self.state.props[p].samples
+    pub fn samples(&self, p: usize) -> BTreeMap<Reason, Vec<Sample>> {
+        self.state.props[p]
+            .samples
+            .iter()
+            .map(|(r, v)| (*r, v.iter().map(|k| k.sample()).collect()))
+            .collect()
     }
 
     /// Counterexamples of a property so far.
@@ -157,8 +161,20 @@ impl Live {
     }
 
     /// The most recent malformed events.
-    pub fn malformed_samples(&self) -> impl Iterator<Item = &Sample> {
-        self.state.malformed_samples.iter()
+    pub fn malformed_samples(&self) -> Vec<Sample> {
+        self.state
+            .malformed_samples
+            .iter()
+            .map(|k| k.sample())
+            .collect()
+    }
+
+    /// The message of the last malformed event.
+    pub fn last_malformed(&self) -> Option<&str> {
+        self.state
+            .malformed_samples
+            .back()
+            .map(|k| k.detail.as_str())
     }
 
     /// The last window whose silence can be decided: its end at or before the watermark.

@@ -1,0 +1,515 @@
+//! The configuration of `serve`, loaded once and validated once (STYLE 8).
+//!
+//! Layers, later ones winning: the embedded defaults ([`DEFAULTS_TOML`]), the TOML file of
+//! `--config`, then `FENCEWATCH_*` environment variables and command-line flags (both arrive
+//! through clap in [`ServeArgs`]; a flag wins over its variable). [`ServeConfig::load`] reads
+//! everything and reports **every** problem at once in [`ConfigErrors`], one per line; the
+//! caller exits 64 on it. Relative paths in the file are resolved against the file's folder,
+//! relative paths of flags and variables against the working directory.
+//!
+//! Each file key is checked on its own, so several unknown keys and wrongly typed values are
+//! all reported with their lines, not only the first as `#[serde(deny_unknown_fields)]` alone
+//! would (the per-key check still goes through that derive, so the accepted keys and types
+//! are the struct's).
+
+use crate::serve::auth::AuthToken;
+use clap::{Args, ValueEnum};
+use fencewatch_assess::{Contract, Duration};
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// The embedded defaults, parsed like a config file.
+pub const DEFAULTS_TOML: &str = r#"
+data_dir = "./fencewatch-data"
+listen = "127.0.0.1:8080"
+max_body_bytes = 16777216       # 16 MiB
+max_line_bytes = 1048576        # 1 MiB
+request_timeout = "30s"
+future_tolerance = "5m"         # an event further ahead of the wall clock is malformed
+checkpoint_interval = "10s"
+wal_segment_bytes = 67108864    # 64 MiB
+log_format = "text"
+log_level = "info"
+"#;
+
+/// The smallest accepted `max_body_bytes`.
+pub const MIN_BODY_BYTES: u64 = 1 << 10;
+/// The smallest accepted `max_line_bytes`.
+pub const MIN_LINE_BYTES: u64 = 256;
+/// The smallest accepted `wal_segment_bytes`.
+pub const MIN_WAL_SEGMENT_BYTES: u64 = 1 << 20;
+
+/// How logs are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The flags of `fencewatch serve`; each also reads a `FENCEWATCH_*` variable.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ServeArgs {
+    /// Configuration file (TOML); flags and FENCEWATCH_* variables override it.
+    #[arg(long, env = "FENCEWATCH_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The contract (TOML). Required.
+    #[arg(long, env = "FENCEWATCH_CONTRACT", value_name = "FILE")]
+    pub contract: Option<PathBuf>,
+    /// Folder of the WAL, checkpoints and archive [default: ./fencewatch-data].
+    #[arg(long, env = "FENCEWATCH_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:8080].
+    #[arg(long, env = "FENCEWATCH_LISTEN", value_name = "IP:PORT")]
+    pub listen: Option<String>,
+    /// Bearer token required on /v1/* (prefer --auth-token-file).
+    #[arg(long, env = "FENCEWATCH_AUTH_TOKEN", hide_env_values = true)]
+    pub auth_token: Option<AuthToken>,
+    /// File holding the bearer token required on /v1/*.
+    #[arg(long, env = "FENCEWATCH_AUTH_TOKEN_FILE", value_name = "FILE")]
+    pub auth_token_file: Option<PathBuf>,
+    /// Largest accepted request body in bytes [default: 16 MiB].
+    #[arg(long, env = "FENCEWATCH_MAX_BODY_BYTES", value_name = "BYTES")]
+    pub max_body_bytes: Option<u64>,
+    /// Longer event lines are malformed [default: 1 MiB].
+    #[arg(long, env = "FENCEWATCH_MAX_LINE_BYTES", value_name = "BYTES")]
+    pub max_line_bytes: Option<u64>,
+    /// Requests taking longer fail with 503 [default: 30s].
+    #[arg(long, env = "FENCEWATCH_REQUEST_TIMEOUT", value_name = "DURATION")]
+    pub request_timeout: Option<String>,
+    /// Events further ahead of the wall clock are malformed [default: 5m].
+    #[arg(long, env = "FENCEWATCH_FUTURE_TOLERANCE", value_name = "DURATION")]
+    pub future_tolerance: Option<String>,
+    /// How long detail is kept resident [default: derived from the contract].
+    #[arg(long, env = "FENCEWATCH_RETENTION", value_name = "DURATION")]
+    pub retention: Option<String>,
+    /// Time between checkpoints [default: 10s].
+    #[arg(long, env = "FENCEWATCH_CHECKPOINT_INTERVAL", value_name = "DURATION")]
+    pub checkpoint_interval: Option<String>,
+    /// Size at which a new WAL segment starts [default: 64 MiB].
+    #[arg(long, env = "FENCEWATCH_WAL_SEGMENT_BYTES", value_name = "BYTES")]
+    pub wal_segment_bytes: Option<u64>,
+    /// Log format [default: text].
+    #[arg(long, env = "FENCEWATCH_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Log level or filter, e.g. `debug` or `info,fencewatch_ingest=debug` [default: info].
+    #[arg(long, env = "FENCEWATCH_LOG_LEVEL", value_name = "FILTER")]
+    pub log_level: Option<String>,
+    /// Kafka bootstrap servers (not available in this build yet).
+    #[arg(long, env = "FENCEWATCH_KAFKA_BROKERS", value_name = "HOSTS")]
+    pub kafka_brokers: Option<String>,
+    /// Kafka topic of events (not available in this build yet).
+    #[arg(long, env = "FENCEWATCH_KAFKA_TOPIC", value_name = "TOPIC")]
+    pub kafka_topic: Option<String>,
+    /// Kafka consumer group (not available in this build yet).
+    #[arg(long, env = "FENCEWATCH_KAFKA_GROUP", value_name = "GROUP")]
+    pub kafka_group: Option<String>,
+}
+
+/// The validated configuration, passed down by value (no global).
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Where the contract was read from.
+    pub contract_path: PathBuf,
+    /// The contract, parsed and validated.
+    pub contract: Contract,
+    /// Folder of the WAL, checkpoints and archive.
+    pub data_dir: PathBuf,
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Token required on `/v1/*`, if any.
+    pub auth_token: Option<AuthToken>,
+    /// Largest accepted request body.
+    pub max_body_bytes: u64,
+    /// Longer event lines are malformed.
+    pub max_line_bytes: u64,
+    /// Requests taking longer fail.
+    pub request_timeout: Duration,
+    /// Events further ahead of the wall clock are malformed.
+    pub future_tolerance: Duration,
+    /// Resident horizon; `None` lets the engine derive it from the contract.
+    pub retention: Option<Duration>,
+    /// Time between checkpoints.
+    pub checkpoint_interval: Duration,
+    /// Size at which a new WAL segment starts.
+    pub wal_segment_bytes: u64,
+    /// Log format.
+    pub log_format: LogFormat,
+    /// Log level or `tracing` filter directives.
+    pub log_level: String,
+    // Kafka settings join here when Kafka ingest lands; until then setting them is an error.
+}
+
+/// Every problem found in a configuration, one per line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", errors.join("\n"))]
+pub struct ConfigErrors {
+    /// At least one message, each naming where the bad value came from.
+    pub errors: Vec<String>,
+}
+
+/// One layer: the embedded defaults or the file (flags are [`ServeArgs`]).
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Layer {
+    contract: Option<PathBuf>,
+    data_dir: Option<PathBuf>,
+    listen: Option<String>,
+    auth_token: Option<String>,
+    auth_token_file: Option<PathBuf>,
+    max_body_bytes: Option<u64>,
+    max_line_bytes: Option<u64>,
+    request_timeout: Option<String>,
+    future_tolerance: Option<String>,
+    retention: Option<String>,
+    checkpoint_interval: Option<String>,
+    wal_segment_bytes: Option<u64>,
+    log_format: Option<LogFormat>,
+    log_level: Option<String>,
+    kafka_brokers: Option<String>,
+    kafka_topic: Option<String>,
+    kafka_group: Option<String>,
+}
+
+/// Where a value came from, to say so in an error.
+#[derive(Clone, Copy, Default)]
+enum Origin {
+    #[default]
+    Default,
+    File,
+    Flag,
+}
+
+struct Loader {
+    file: Option<(String, String)>,
+    errors: Vec<String>,
+}
+
+impl Loader {
+    fn place(&self, key: &str, origin: Origin) -> String {
+        match (origin, &self.file) {
+            (Origin::File, Some((name, src))) => match line_of_key(src, key) {
+                Some(line) => format!("{name}:{line}: `{key}`"),
+                None => format!("{name}: `{key}`"),
+            },
+            (Origin::Flag, _) => format!(
+                "--{} (or FENCEWATCH_{})",
+                key.replace('_', "-"),
+                key.to_ascii_uppercase()
+            ),
+            _ => format!("default `{key}`"),
+        }
+    }
+
+    fn error(&mut self, key: &str, origin: Origin, message: impl std::fmt::Display) {
+        let place = self.place(key, origin);
+        self.errors.push(format!("{place}: {message}"));
+    }
+
+    /// The duration of the highest layer (zero, with an error, when it is invalid).
+    fn duration(&mut self, key: &str, v: Option<(String, Origin)>) -> Option<Duration> {
+        let (s, origin) = v?;
+        match Duration::parse(&s) {
+            Ok(d) if d.0 == 0 && key != "future_tolerance" => {
+                self.error(key, origin, "must be greater than zero");
+            }
+            Ok(d) => return Some(d),
+            Err(e) => self.error(key, origin, e),
+        }
+        Some(Duration(0))
+    }
+
+    /// The byte count of the highest layer, which must be at least `min`.
+    fn bytes(&mut self, key: &str, v: Option<(u64, Origin)>, min: u64) -> u64 {
+        let (n, origin) = v.unwrap_or((min, Origin::Default));
+        if n < min {
+            self.error(
+                key,
+                origin,
+                format_args!("{n} is too small (at least {min})"),
+            );
+        }
+        n
+    }
+
+    /// Reads the file layer; keys with errors are reported and left out.
+    fn read_file(&mut self, path: &Path) -> Layer {
+        let name = path.display().to_string();
+        let src = match std::fs::read_to_string(path) {
+            Ok(src) => src,
+            Err(e) => {
+                self.errors
+                    .push(format!("config file `{name}`: cannot read: {e}"));
+                return Layer::default();
+            }
+        };
+        let mut table: toml::Table = match toml::from_str(&src) {
+            Ok(t) => t,
+            Err(e) => {
+                let line = e.span().map_or(1, |s| line_of_offset(&src, s.start));
+                let msg = e.message().trim().to_owned();
+                self.errors
+                    .push(format!("{name}:{line}: invalid TOML: {msg}"));
+                return Layer::default();
+            }
+        };
+        self.file = Some((name.clone(), src.clone()));
+        // Each key through the derive on its own: every unknown key and bad type is found.
+        let mut bad = Vec::new();
+        for (key, value) in &table {
+            let one = toml::Table::from_iter([(key.clone(), value.clone())]);
+            if let Err(e) = one.try_into::<Layer>() {
+                let line = line_of_key(&src, key).unwrap_or(0);
+                bad.push((line, key.clone(), e.message().trim().to_owned()));
+            }
+        }
+        bad.sort();
+        for (line, key, message) in &bad {
+            if message.starts_with("unknown field") {
+                self.errors.push(format!("{name}:{line}: {message}"));
+            } else {
+                self.error(key, Origin::File, message);
+            }
+        }
+        table.retain(|k, _| !bad.iter().any(|(_, b, _)| b == k));
+        let mut layer = table.try_into::<Layer>().unwrap_or_default();
+        let dir = path.parent().unwrap_or(Path::new(""));
+        for p in [
+            &mut layer.contract,
+            &mut layer.data_dir,
+            &mut layer.auth_token_file,
+        ] {
+            if let Some(p) = p.as_mut().filter(|p| p.is_relative()) {
+                *p = dir.join(&*p);
+            }
+        }
+        layer
+    }
+}
+
+fn line_of_offset(src: &str, offset: usize) -> usize {
+    src.as_bytes()[..offset.min(src.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// The 1-based line where top-level `key` is assigned, if found.
+fn line_of_key(src: &str, key: &str) -> Option<usize> {
+    src.lines()
+        .position(|l| {
+            let l = l.trim_start();
+            let rest = l
+                .strip_prefix(key)
+                .or_else(|| l.strip_prefix(&format!("\"{key}\"")));
+            rest.is_some_and(|r| r.trim_start().starts_with('='))
+        })
+        .map(|i| i + 1)
+}
+
+/// The highest layer's value and its origin.
+fn pick<T>(flag: Option<T>, file: Option<T>, default: Option<T>) -> Option<(T, Origin)> {
+    flag.map(|v| (v, Origin::Flag))
+        .or_else(|| file.map(|v| (v, Origin::File)))
+        .or_else(|| default.map(|v| (v, Origin::Default)))
+}
+
+fn is_level(s: &str) -> bool {
+    ["trace", "debug", "info", "warn", "error", "off"]
+        .iter()
+        .any(|l| s.eq_ignore_ascii_case(l))
+}
+
+impl ServeConfig {
+    /// Layers defaults, the file, variables and flags; validates everything, the contract
+    /// included, and reports every problem together.
+    pub fn load(args: ServeArgs) -> Result<ServeConfig, ConfigErrors> {
+        let d: Layer = toml::from_str(DEFAULTS_TOML).expect("the embedded defaults parse");
+        let mut l = Loader {
+            file: None,
+            errors: Vec::new(),
+        };
+        let f = args
+            .config
+            .as_deref()
+            .map_or_else(Layer::default, |p| l.read_file(p));
+        let a = args;
+
+        let contract_path = pick(a.contract, f.contract, None).map(|(p, _)| p);
+        let contract = contract_path.as_deref().and_then(|path| {
+            let name = path.display().to_string();
+            let src = std::fs::read_to_string(path)
+                .map_err(|e| {
+                    l.errors
+                        .push(format!("contract `{name}`: cannot read: {e}"))
+                })
+                .ok()?;
+            Contract::parse(&name, &src)
+                .map_err(|e| l.errors.extend(e.diagnostics.iter().map(|d| d.to_string())))
+                .ok()
+        });
+        if contract_path.is_none() {
+            l.errors.push(
+                "no contract: set `contract` in the config file, --contract or \
+                 FENCEWATCH_CONTRACT"
+                    .into(),
+            );
+        }
+
+        let (listen, origin) = pick(a.listen, f.listen, d.listen).unwrap_or_default();
+        let listen = listen.parse::<SocketAddr>().unwrap_or_else(|_| {
+            let expected = "expected IP:PORT, e.g. 127.0.0.1:8080 or [::]:8080";
+            l.error(
+                "listen",
+                origin,
+                format_args!("`{listen}` is not an address ({expected})"),
+            );
+            SocketAddr::from(([127, 0, 0, 1], 0))
+        });
+
+        let auth_token = if a.auth_token.is_some() || a.auth_token_file.is_some() {
+            token(
+                &mut l,
+                a.auth_token.map(Ok),
+                a.auth_token_file,
+                Origin::Flag,
+            )
+        } else {
+            let t = f.auth_token.map(|s| s.parse::<AuthToken>());
+            token(&mut l, t, f.auth_token_file, Origin::File)
+        };
+
+        let body = pick(a.max_body_bytes, f.max_body_bytes, d.max_body_bytes);
+        let max_body_bytes = l.bytes("max_body_bytes", body, MIN_BODY_BYTES);
+        let line = pick(a.max_line_bytes, f.max_line_bytes, d.max_line_bytes);
+        let max_line_bytes = l.bytes("max_line_bytes", line, MIN_LINE_BYTES);
+        let segment = pick(
+            a.wal_segment_bytes,
+            f.wal_segment_bytes,
+            d.wal_segment_bytes,
+        );
+        let wal_segment_bytes = l.bytes("wal_segment_bytes", segment, MIN_WAL_SEGMENT_BYTES);
+        let timeout = pick(a.request_timeout, f.request_timeout, d.request_timeout);
+        let request_timeout = l.duration("request_timeout", timeout).unwrap_or_default();
+        let future = pick(a.future_tolerance, f.future_tolerance, d.future_tolerance);
+        let future_tolerance = l.duration("future_tolerance", future).unwrap_or_default();
+        let retention = l.duration("retention", pick(a.retention, f.retention, None));
+        let every = pick(
+            a.checkpoint_interval,
+            f.checkpoint_interval,
+            d.checkpoint_interval,
+        );
+        let checkpoint_interval = l.duration("checkpoint_interval", every).unwrap_or_default();
+        let data_dir = pick(a.data_dir, f.data_dir, d.data_dir)
+            .unwrap_or_default()
+            .0;
+        let log_format = pick(a.log_format, f.log_format, d.log_format)
+            .unwrap_or_default()
+            .0;
+        let (log_level, level_origin) =
+            pick(a.log_level, f.log_level, d.log_level).unwrap_or_default();
+        if !(is_level(&log_level) || log_level.contains(['=', ',']))
+            || tracing_subscriber::EnvFilter::try_new(&log_level).is_err()
+        {
+            l.error(
+                "log_level",
+                level_origin,
+                format_args!(
+                    "`{log_level}` is not a level (trace, debug, info, warn, error, off) or a \
+                     filter like `info,fencewatch_ingest=debug`"
+                ),
+            );
+        }
+
+        let mut kafka = Vec::new();
+        for (key, v) in [
+            (
+                "kafka_brokers",
+                pick(a.kafka_brokers, f.kafka_brokers, None),
+            ),
+            ("kafka_topic", pick(a.kafka_topic, f.kafka_topic, None)),
+            ("kafka_group", pick(a.kafka_group, f.kafka_group, None)),
+        ] {
+            match v {
+                Some((s, o)) if s.trim().is_empty() => l.error(key, o, "must not be empty"),
+                Some(_) => kafka.push(key),
+                None => {}
+            }
+        }
+        if !kafka.is_empty() {
+            l.errors.push(format!(
+                "kafka ingest is not available in this build yet (set: {}); remove these \
+                 settings and send events over HTTP",
+                kafka.join(", ")
+            ));
+        }
+
+        match (contract_path, contract) {
+            (Some(contract_path), Some(contract)) if l.errors.is_empty() => Ok(ServeConfig {
+                contract_path,
+                contract,
+                data_dir,
+                listen,
+                auth_token,
+                max_body_bytes,
+                max_line_bytes,
+                request_timeout,
+                future_tolerance,
+                retention,
+                checkpoint_interval,
+                wal_segment_bytes,
+                log_format,
+                log_level,
+            }),
+            _ => Err(ConfigErrors { errors: l.errors }),
+        }
+    }
+}
+
+/// One layer's `auth_token` / `auth_token_file` pair, which overrides the lower layers' as a
+/// whole.
+fn token(
+    l: &mut Loader,
+    token: Option<Result<AuthToken, String>>,
+    file: Option<PathBuf>,
+    origin: Origin,
+) -> Option<AuthToken> {
+    match (token, file) {
+        (Some(_), Some(_)) => {
+            l.error(
+                "auth_token",
+                origin,
+                "set either auth_token or auth_token_file, not both",
+            );
+            None
+        }
+        (Some(Ok(t)), None) => Some(t),
+        (Some(Err(e)), None) => {
+            l.error("auth_token", origin, e);
+            None
+        }
+        (None, Some(path)) => {
+            let read = std::fs::read_to_string(&path).map_err(|e| format!("cannot read: {e}"));
+            match read.and_then(|s| s.parse::<AuthToken>()) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    l.error(
+                        "auth_token_file",
+                        origin,
+                        format_args!("`{}`: {e}", path.display()),
+                    );
+                    None
+                }
+            }
+        }
+        (None, None) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

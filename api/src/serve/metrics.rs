@@ -1,0 +1,433 @@
+//! Prometheus metrics of `serve` (SPEC §6), registered in an injected registry (STYLE 6).
+//!
+//! [`Metrics::register`] adds every family to the caller's `Registry`; there is no global
+//! registry, so tests build their own and read values directly. Names are the constants below
+//! (all prefixed `fencewatch_`); prometheus-client appends `_total` to counters when encoding,
+//! so `EVENTS_INGESTED` is scraped as `fencewatch_events_ingested_total`. No label is ever a
+//! scope: label values are sources, reasons, properties, kinds, routes and verdicts, all bounded
+//! by the contract or by code. The exposition is OpenMetrics text ([`encode`], [`CONTENT_TYPE`]).
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::Response;
+use fencewatch_assess::{CounterexampleKind, EventTime, Reason, Verdict};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+/// The media type of the exposition.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Counter {source}: events accepted into the WAL.
+pub const EVENTS_INGESTED: &str = "fencewatch_events_ingested";
+/// Counter {source, reason}: events rejected before the WAL (malformed, too long, too far
+/// in the future…).
+pub const EVENTS_REJECTED: &str = "fencewatch_events_rejected";
+/// Counter {property, kind, route}: counterexamples found.
+pub const COUNTEREXAMPLES: &str = "fencewatch_counterexamples";
+/// Gauge {property, reason}: current count of unknown evidence.
+pub const UNKNOWN_EVIDENCE: &str = "fencewatch_unknown_evidence";
+/// Gauge {property, verdict}: a state set, 1 for the current verdict and 0 for the others.
+pub const ASSURANCE: &str = "fencewatch_assurance";
+/// Gauge {property}: wall clock minus the evidence watermark.
+pub const EVIDENCE_LAG_SECONDS: &str = "fencewatch_evidence_lag_seconds";
+/// Gauge {property}: the evidence watermark, Unix seconds.
+pub const WATERMARK_SECONDS: &str = "fencewatch_watermark_seconds";
+/// Gauge {property, route}: when the route was last observed, Unix seconds.
+pub const ROUTE_LAST_SEEN_SECONDS: &str = "fencewatch_route_last_seen_seconds";
+/// Counter {property}: commits that the resource rejected as stale (the fence working).
+pub const STALE_REJECTIONS: &str = "fencewatch_stale_rejections";
+/// Gauge: scopes with resident state.
+pub const ACTIVE_SCOPES: &str = "fencewatch_active_scopes";
+/// Gauge: bytes of resident per-scope state.
+pub const STATE_BYTES: &str = "fencewatch_state_bytes";
+/// Gauge: bytes of the WAL on disk.
+pub const WAL_BYTES: &str = "fencewatch_wal_bytes";
+/// Gauge: the offset the next WAL append gets.
+pub const WAL_NEXT_OFFSET: &str = "fencewatch_wal_next_offset";
+/// Gauge: seconds since the last durable checkpoint.
+pub const CHECKPOINT_AGE_SECONDS: &str = "fencewatch_checkpoint_age_seconds";
+/// Gauge: the WAL offset the last durable checkpoint covers.
+pub const CHECKPOINT_OFFSET: &str = "fencewatch_checkpoint_offset";
+/// Histogram {method, route, status}: time to the response head; `route` is the matched
+/// path template (`/v1/counterexamples/{id}`), or `unmatched`.
+pub const HTTP_REQUEST_DURATION_SECONDS: &str = "fencewatch_http_request_duration_seconds";
+
+/// Labels {source}.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceLabels {
+    /// `http`, `file`, `kafka`, `otlp`.
+    pub source: String,
+}
+
+/// Labels {source, reason}.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RejectedLabels {
+    /// Where the event came from.
+    pub source: String,
+    /// Why it was rejected.
+    pub reason: String,
+}
+
+/// Labels {property, kind, route}.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CounterexampleLabels {
+    /// The contract property.
+    pub property: String,
+    /// The counterexample kind's wire name.
+    pub kind: String,
+    /// The route of the stale commit (empty when it had none).
+    pub route: String,
+}
+
+/// Labels {property, reason}.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UnknownLabels {
+    /// The contract property.
+    pub property: String,
+    /// The unknown reason's wire name.
+    pub reason: String,
+}
+
+/// Labels {property, verdict}.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AssuranceLabels {
+    /// The contract property.
+    pub property: String,
+    /// `holds`, `unknown` or `refuted`.
+    pub verdict: String,
+}
+
+/// Labels {property}.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PropertyLabels {
+    /// The contract property.
+    pub property: String,
+}
+
+/// Labels {property, route}.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    /// The contract property.
+    pub property: String,
+    /// A route of the property.
+    pub route: String,
+}
+
+/// Labels {method, route, status}.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HttpLabels {
+    /// The request method (uncommon methods are `other`).
+    pub method: String,
+    /// The matched path template, or `unmatched`.
+    pub route: String,
+    /// The response status code.
+    pub status: u16,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// Every metric family of `serve`. Cloning shares the values.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    /// See [`EVENTS_INGESTED`].
+    pub events_ingested: Family<SourceLabels, Counter>,
+    /// See [`EVENTS_REJECTED`].
+    pub events_rejected: Family<RejectedLabels, Counter>,
+    /// See [`COUNTEREXAMPLES`].
+    pub counterexamples: Family<CounterexampleLabels, Counter>,
+    /// See [`UNKNOWN_EVIDENCE`].
+    pub unknown_evidence: Family<UnknownLabels, Gauge>,
+    /// See [`ASSURANCE`]; written through [`Metrics::set_assurance`].
+    pub assurance: Family<AssuranceLabels, Gauge>,
+    /// See [`EVIDENCE_LAG_SECONDS`].
+    pub evidence_lag_seconds: Family<PropertyLabels, FloatGauge>,
+    /// See [`WATERMARK_SECONDS`].
+    pub watermark_seconds: Family<PropertyLabels, FloatGauge>,
+    /// See [`ROUTE_LAST_SEEN_SECONDS`].
+    pub route_last_seen_seconds: Family<RouteLabels, FloatGauge>,
+    /// See [`STALE_REJECTIONS`].
+    pub stale_rejections: Family<PropertyLabels, Counter>,
+    /// See [`ACTIVE_SCOPES`].
+    pub active_scopes: Gauge,
+    /// See [`STATE_BYTES`].
+    pub state_bytes: Gauge,
+    /// See [`WAL_BYTES`].
+    pub wal_bytes: Gauge,
+    /// See [`WAL_NEXT_OFFSET`].
+    pub wal_next_offset: Gauge,
+    /// See [`CHECKPOINT_AGE_SECONDS`].
+    pub checkpoint_age_seconds: FloatGauge,
+    /// See [`CHECKPOINT_OFFSET`].
+    pub checkpoint_offset: Gauge,
+    /// See [`HTTP_REQUEST_DURATION_SECONDS`].
+    pub http_request_duration_seconds: Family<HttpLabels, Histogram>,
+}
+
+fn http_histogram() -> Histogram {
+    Histogram::new([
+        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    ])
+}
+
+fn seconds(t: EventTime) -> f64 {
+    t.0 as f64 / 1e9
+}
+
+impl Metrics {
+    /// Registers every family in `registry` and returns handles to them.
+    pub fn register(registry: &mut Registry) -> Metrics {
+        let m = Metrics {
+            events_ingested: Family::default(),
+            events_rejected: Family::default(),
+            counterexamples: Family::default(),
+            unknown_evidence: Family::default(),
+            assurance: Family::default(),
+            evidence_lag_seconds: Family::default(),
+            watermark_seconds: Family::default(),
+            route_last_seen_seconds: Family::default(),
+            stale_rejections: Family::default(),
+            active_scopes: Gauge::default(),
+            state_bytes: Gauge::default(),
+            wal_bytes: Gauge::default(),
+            wal_next_offset: Gauge::default(),
+            checkpoint_age_seconds: FloatGauge::default(),
+            checkpoint_offset: Gauge::default(),
+            http_request_duration_seconds: Family::new_with_constructor(http_histogram),
+        };
+        let r = registry;
+        r.register(
+            EVENTS_INGESTED,
+            "Events accepted into the WAL",
+            m.events_ingested.clone(),
+        );
+        r.register(
+            EVENTS_REJECTED,
+            "Events rejected before the WAL",
+            m.events_rejected.clone(),
+        );
+        r.register(
+            COUNTEREXAMPLES,
+            "Counterexamples found",
+            m.counterexamples.clone(),
+        );
+        r.register(
+            UNKNOWN_EVIDENCE,
+            "Current count of unknown evidence",
+            m.unknown_evidence.clone(),
+        );
+        r.register(
+            ASSURANCE,
+            "Current verdict as a state set (1 = current)",
+            m.assurance.clone(),
+        );
+        r.register(
+            EVIDENCE_LAG_SECONDS,
+            "Wall clock minus the evidence watermark",
+            m.evidence_lag_seconds.clone(),
+        );
+        r.register(
+            WATERMARK_SECONDS,
+            "Evidence watermark, Unix seconds",
+            m.watermark_seconds.clone(),
+        );
+        r.register(
+            ROUTE_LAST_SEEN_SECONDS,
+            "Last observation of a route, Unix seconds",
+            m.route_last_seen_seconds.clone(),
+        );
+        r.register(
+            STALE_REJECTIONS,
+            "Stale commits the resource rejected",
+            m.stale_rejections.clone(),
+        );
+        r.register(
+            ACTIVE_SCOPES,
+            "Scopes with resident state",
+            m.active_scopes.clone(),
+        );
+        r.register(
+            STATE_BYTES,
+            "Bytes of resident per-scope state",
+            m.state_bytes.clone(),
+        );
+        r.register(
+            WAL_BYTES,
+            "Bytes of the write-ahead log on disk",
+            m.wal_bytes.clone(),
+        );
+        r.register(
+            WAL_NEXT_OFFSET,
+            "Offset of the next WAL append",
+            m.wal_next_offset.clone(),
+        );
+        r.register(
+            CHECKPOINT_AGE_SECONDS,
+            "Seconds since the last durable checkpoint",
+            m.checkpoint_age_seconds.clone(),
+        );
+        r.register(
+            CHECKPOINT_OFFSET,
+            "WAL offset covered by the last durable checkpoint",
+            m.checkpoint_offset.clone(),
+        );
+        r.register(
+            HTTP_REQUEST_DURATION_SECONDS,
+            "HTTP request duration to the response head",
+            m.http_request_duration_seconds.clone(),
+        );
+        m
+    }
+
+    /// Counts `n` events accepted from `source`.
+    pub fn ingested(&self, source: &str, n: u64) {
+        let labels = SourceLabels {
+            source: source.into(),
+        };
+        self.events_ingested.get_or_create(&labels).inc_by(n);
+    }
+
+    /// Counts `n` events rejected from `source` for `reason`.
+    pub fn rejected(&self, source: &str, reason: &str, n: u64) {
+        let labels = RejectedLabels {
+            source: source.into(),
+            reason: reason.into(),
+        };
+        self.events_rejected.get_or_create(&labels).inc_by(n);
+    }
+
+    /// Counts one counterexample.
+    pub fn counterexample(&self, property: &str, kind: CounterexampleKind, route: &str) {
+        let labels = CounterexampleLabels {
+            property: property.into(),
+            kind: kind.as_str().into(),
+            route: route.into(),
+        };
+        self.counterexamples.get_or_create(&labels).inc();
+    }
+
+    /// Sets the current count of unknown evidence of `property` for `reason`.
+    pub fn set_unknown(&self, property: &str, reason: Reason, count: i64) {
+        let labels = UnknownLabels {
+            property: property.into(),
+            reason: reason.as_str().into(),
+        };
+        self.unknown_evidence.get_or_create(&labels).set(count);
+    }
+
+    /// Writes the state set of `property`: 1 for `verdict`, 0 for the two others.
+    pub fn set_assurance(&self, property: &str, verdict: Verdict) {
+        for v in [Verdict::Holds, Verdict::Unknown, Verdict::Refuted] {
+            let labels = AssuranceLabels {
+                property: property.into(),
+                verdict: v.as_str().into(),
+            };
+            self.assurance
+                .get_or_create(&labels)
+                .set(i64::from(v == verdict));
+        }
+    }
+
+    /// Sets the watermark of `property` and its lag behind the wall clock `now`.
+    pub fn set_watermark(&self, property: &str, watermark: EventTime, now: EventTime) {
+        let labels = PropertyLabels {
+            property: property.into(),
+        };
+        self.watermark_seconds
+            .get_or_create(&labels)
+            .set(seconds(watermark));
+        let lag = seconds(now) - seconds(watermark);
+        self.evidence_lag_seconds
+            .get_or_create(&labels)
+            .set(lag.max(0.0));
+    }
+
+    /// Sets when `route` of `property` was last observed.
+    pub fn set_route_last_seen(&self, property: &str, route: &str, at: EventTime) {
+        let labels = RouteLabels {
+            property: property.into(),
+            route: route.into(),
+        };
+        self.route_last_seen_seconds
+            .get_or_create(&labels)
+            .set(seconds(at));
+    }
+
+    /// Counts one stale commit that the resource rejected.
+    pub fn stale_rejection(&self, property: &str) {
+        let labels = PropertyLabels {
+            property: property.into(),
+        };
+        self.stale_rejections.get_or_create(&labels).inc();
+    }
+}
+
+/// The OpenMetrics text exposition of `registry`, ending with `# EOF`.
+pub fn encode(registry: &Registry) -> String {
+    let mut out = String::new();
+    // Writing into a String cannot fail; an encoder error would be a bug in a label value.
+    if let Err(e) = prometheus_client::encoding::text::encode(&mut out, registry) {
+        tracing::error!(error = %e, "encoding metrics failed");
+    }
+    out
+}
+
+/// Filled by [`note_matched_path`] (inside routing) and read by [`track_http`] (outside every
+/// other layer), so that responses made by outer layers (timeout, body limit) still carry
+/// the route template.
+#[derive(Debug, Clone, Default)]
+struct RouteSlot(Arc<OnceLock<MatchedPath>>);
+
+/// Middleware for `Router::route_layer`: records the matched path template for
+/// [`track_http`].
+pub async fn note_matched_path(req: Request, next: Next) -> Response {
+    let ext = req.extensions();
+    if let (Some(slot), Some(path)) = (ext.get::<RouteSlot>(), ext.get::<MatchedPath>()) {
+        let _ = slot.0.set(path.clone());
+    }
+    next.run(req).await
+}
+
+/// Middleware (`from_fn_with_state`, outermost layer): observes
+/// [`HTTP_REQUEST_DURATION_SECONDS`] for every request.
+pub async fn track_http(State(metrics): State<Metrics>, mut req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let method = method_label(req.method());
+    let slot = RouteSlot::default();
+    req.extensions_mut().insert(slot.clone());
+    let res = next.run(req).await;
+    let labels = HttpLabels {
+        method: method.into(),
+        route: slot.0.get().map_or("unmatched", |p| p.as_str()).into(),
+        status: res.status().as_u16(),
+    };
+    let elapsed = start.elapsed().as_secs_f64();
+    metrics
+        .http_request_duration_seconds
+        .get_or_create(&labels)
+        .observe(elapsed);
+    res
+}
+
+fn method_label(m: &Method) -> &'static str {
+    match *m {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests;

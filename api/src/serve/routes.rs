@@ -1,0 +1,503 @@
+//! The `/v1` API of SPEC §6 and its OpenAPI document (utoipa), over the [`Engine`].
+//!
+//! Times in queries are RFC 3339 or integer nanoseconds since the Unix epoch; durations use the
+//! contract's syntax (`15m`, `30s`). Every error is problem+json (see [`super::error`]).
+
+use crate::serve::engine::{Engine, SubmitError, now_ns};
+use crate::serve::error::ApiError;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use fencewatch_assess::report::ContractSummary;
+use fencewatch_assess::{Duration, EventTime, Verdict};
+use fencewatch_ingest::partition::Format;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use utoipa::{IntoParams, OpenApi};
+
+/// Counterexamples per page by default, and at most.
+const DEFAULT_LIMIT: usize = 100;
+const MAX_LIMIT: usize = 1000;
+/// Timeline entries at most (runs of equal windows beyond).
+const MAX_TIMELINE: u64 = 10_000;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "fencewatch",
+        description = "Whether the fencing tokens protecting your data actually work: verdicts (refuted, unknown, holds) over time, counterexamples, coverage, and event ingest."
+    ),
+    paths(
+        assurance,
+        timeline,
+        counterexamples,
+        counterexample,
+        coverage,
+        scope,
+        contract,
+        ingest
+    )
+)]
+struct ApiDoc;
+
+/// The OpenAPI document.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi()
+}
+
+/// The `/v1` routes and `/openapi.json`.
+pub fn router(engine: Arc<Engine>) -> Router {
+    Router::new()
+        .route("/v1/assurance", get(assurance))
+        .route("/v1/assurance/timeline", get(timeline))
+        .route("/v1/counterexamples", get(counterexamples))
+        .route("/v1/counterexamples/{id}", get(counterexample))
+        .route("/v1/coverage", get(coverage))
+        .route("/v1/scopes/{scope}", get(scope))
+        .route("/v1/contract", get(contract))
+        .route("/v1/events", post(ingest))
+        .route("/openapi.json", get(|| async { Json(openapi()) }))
+        .with_state(engine)
+}
+
+fn parse_time(name: &str, s: &str) -> Result<i64, ApiError> {
+    if let Ok(n) = s.parse::<i64>() {
+        return Ok(n);
+    }
+    EventTime::parse_rfc3339(s)
+        .map(|t| t.0)
+        .map_err(|e| ApiError::BadRequest {
+            detail: format!(
+                "query `{name}`: `{s}` is neither RFC 3339 nor integer nanoseconds ({e})"
+            ),
+        })
+}
+
+fn parse_duration(name: &str, s: &str) -> Result<i64, ApiError> {
+    match Duration::parse(s) {
+        Ok(d) if d.0 > 0 => Ok(d.0),
+        Ok(_) => Err(ApiError::BadRequest {
+            detail: format!("query `{name}`: must be positive"),
+        }),
+        Err(e) => Err(ApiError::BadRequest {
+            detail: format!("query `{name}`: {e}"),
+        }),
+    }
+}
+
+fn ready(engine: &Engine) -> Result<(), ApiError> {
+    if engine.is_ready() {
+        Ok(())
+    } else {
+        Err(ApiError::ServiceUnavailable {
+            detail: "replaying the write-ahead log; not ready yet".into(),
+        })
+    }
+}
+
+/// The property index named by `name`, or the only one.
+fn property(engine: &Engine, name: Option<&str>) -> Result<Option<usize>, ApiError> {
+    match name {
+        Some(n) => engine
+            .contract()
+            .property_index(n)
+            .map(Some)
+            .ok_or_else(|| ApiError::UnknownProperty {
+                name: n.to_string(),
+            }),
+        None => Ok(None),
+    }
+}
+
+fn one_property(engine: &Engine, name: Option<&str>) -> Result<usize, ApiError> {
+    match property(engine, name)? {
+        Some(p) => Ok(p),
+        None if engine.contract().properties.len() == 1 => Ok(0),
+        None => Err(ApiError::BadRequest {
+            detail: format!(
+                "query `property` is required: the contract declares {}",
+                engine
+                    .contract()
+                    .properties
+                    .iter()
+                    .map(|p| format!("`{}`", p.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }),
+    }
+}
+
+/// Query of `/v1/assurance`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct AssuranceQuery {
+    /// The property (default: every property).
+    property: Option<String>,
+    /// The time assessed, RFC 3339 or ns (default: now).
+    at: Option<String>,
+    /// The trailing window, e.g. `15m` (default: the property's `assurance_window`).
+    window: Option<String>,
+}
+
+/// The verdict at a time over a trailing window, with counterexamples, unknown reasons and the
+/// evidence watermark and lag. Without `property`, every property and the worst verdict.
+#[utoipa::path(get, path = "/v1/assurance", params(AssuranceQuery),
+    responses((status = 200, description = "The assessment", body = Value),
+              (status = 400, description = "Bad query", content_type = "application/problem+json", body = Value),
+              (status = 404, description = "Unknown property", content_type = "application/problem+json", body = Value)))]
+async fn assurance(
+    State(engine): State<Arc<Engine>>,
+    Query(q): Query<AssuranceQuery>,
+) -> Result<Json<Value>, ApiError> {
+    ready(&engine)?;
+    let now = now_ns();
+    let at =
+        q.at.as_deref()
+            .map(|s| parse_time("at", s))
+            .transpose()?
+            .unwrap_or(now);
+    let window = q
+        .window
+        .as_deref()
+        .map(|s| parse_duration("window", s))
+        .transpose()?;
+    let chosen = property(&engine, q.property.as_deref())?;
+    let live = engine.read();
+    let props: Vec<usize> = match chosen {
+        Some(p) => vec![p],
+        None => (0..engine.contract().properties.len()).collect(),
+    };
+    let answers: Vec<_> = props
+        .iter()
+        .map(|&p| {
+            let w = window.unwrap_or(engine.contract().properties[p].assurance_window.0);
+            live.assurance(p, at, w, now)
+        })
+        .collect();
+    if chosen.is_some() {
+        return Ok(Json(
+            serde_json::to_value(&answers[0]).expect("serializable"),
+        ));
+    }
+    let verdict = answers
+        .iter()
+        .map(|a| a.verdict)
+        .max()
+        .unwrap_or(Verdict::Unknown);
+    Ok(Json(
+        json!({"verdict": verdict, "at": EventTime(at).to_string(), "properties": answers}),
+    ))
+}
+
+/// Query of `/v1/assurance/timeline`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct TimelineQuery {
+    /// The property (required when the contract has several).
+    property: Option<String>,
+    /// Start, RFC 3339 or ns (default: 24 hours before `to`).
+    from: Option<String>,
+    /// End, exclusive (default: now).
+    to: Option<String>,
+}
+
+/// The window series of a property: each window's verdict, finality and revision; long
+/// stretches of equal windows as runs.
+#[utoipa::path(get, path = "/v1/assurance/timeline", params(TimelineQuery),
+    responses((status = 200, description = "The windows", body = Value),
+              (status = 400, description = "Bad query", content_type = "application/problem+json", body = Value)))]
+async fn timeline(
+    State(engine): State<Arc<Engine>>,
+    Query(q): Query<TimelineQuery>,
+) -> Result<Json<Value>, ApiError> {
+    ready(&engine)?;
+    let p = one_property(&engine, q.property.as_deref())?;
+    let to =
+        q.to.as_deref()
+            .map(|s| parse_time("to", s))
+            .transpose()?
+            .unwrap_or_else(now_ns);
+    let from = q
+        .from
+        .as_deref()
+        .map(|s| parse_time("from", s))
+        .transpose()?
+        .unwrap_or(to.saturating_sub(86_400_000_000_000));
+    if from >= to {
+        return Err(ApiError::BadRequest {
+            detail: "query `from` must be before `to`".into(),
+        });
+    }
+    let live = engine.read();
+    let windows = live.timeline(p, from, to, MAX_TIMELINE);
+    let wm = live.watermark(p);
+    Ok(Json(json!({
+        "property": engine.contract().properties[p].name,
+        "from": EventTime(from).to_string(),
+        "to": EventTime(to).to_string(),
+        "window": engine.contract().properties[p].window.to_string(),
+        "watermark": (wm != EventTime::MIN).then(|| wm.to_string()),
+        "windows": windows,
+    })))
+}
+
+/// Query of `/v1/counterexamples`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct CxQuery {
+    /// Only this property.
+    property: Option<String>,
+    /// Only this scope.
+    scope: Option<String>,
+    /// Stale event at or after, RFC 3339 or ns.
+    from: Option<String>,
+    /// Stale event before.
+    to: Option<String>,
+    /// Page size (default 100, at most 1000).
+    limit: Option<usize>,
+    /// `next_cursor` of the previous page.
+    cursor: Option<String>,
+}
+
+/// Counterexamples by stale event time, paged with a cursor.
+#[utoipa::path(get, path = "/v1/counterexamples", params(CxQuery),
+    responses((status = 200, description = "One page: `counterexamples` and `next_cursor`", body = Value),
+              (status = 400, description = "Bad query", content_type = "application/problem+json", body = Value)))]
+async fn counterexamples(
+    State(engine): State<Arc<Engine>>,
+    Query(q): Query<CxQuery>,
+) -> Result<Json<Value>, ApiError> {
+    ready(&engine)?;
+    let p = property(&engine, q.property.as_deref())?;
+    let from = q
+        .from
+        .as_deref()
+        .map(|s| parse_time("from", s))
+        .transpose()?;
+    let to = q.to.as_deref().map(|s| parse_time("to", s)).transpose()?;
+    let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
+    if limit == 0 || limit > MAX_LIMIT {
+        return Err(ApiError::BadRequest {
+            detail: format!("query `limit` must be 1..={MAX_LIMIT}"),
+        });
+    }
+    let cursor = match q.cursor.as_deref() {
+        None => None,
+        Some(c) => {
+            let bad = || ApiError::BadRequest {
+                detail: format!("query `cursor`: `{c}` is not a cursor this service returned"),
+            };
+            let (t, id) = c.split_once('.').ok_or_else(bad)?;
+            Some((t.parse::<i64>().map_err(|_| bad())?, id.to_string()))
+        }
+    };
+    let live = engine.read();
+    let page = live.counterexamples(
+        p,
+        q.scope.as_deref(),
+        from,
+        to,
+        cursor.as_ref().map(|(t, id)| (*t, id.as_str())),
+        limit,
+    );
+    Ok(Json(serde_json::to_value(page).expect("serializable")))
+}
+
+/// One counterexample: stale event, witness, context and explanation.
+#[utoipa::path(get, path = "/v1/counterexamples/{id}",
+    params(("id" = String, Path, description = "A counterexample id, `cx-…`")),
+    responses((status = 200, description = "The counterexample", body = Value),
+              (status = 404, description = "No such counterexample", content_type = "application/problem+json", body = Value)))]
+async fn counterexample(
+    State(engine): State<Arc<Engine>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    ready(&engine)?;
+    let live = engine.read();
+    let cx = live.counterexample(&id).ok_or_else(|| ApiError::NotFound {
+        what: format!("counterexample `{id}`"),
+    })?;
+    Ok(Json(serde_json::to_value(cx).expect("serializable")))
+}
+
+/// Query naming one property.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct PropertyQuery {
+    /// The property (required when the contract has several).
+    property: Option<String>,
+}
+
+/// Routes declared, observed, last seen and silent; undeclared routes; emitters and their gaps.
+#[utoipa::path(get, path = "/v1/coverage", params(PropertyQuery),
+    responses((status = 200, description = "Coverage", body = Value)))]
+async fn coverage(
+    State(engine): State<Arc<Engine>>,
+    Query(q): Query<PropertyQuery>,
+) -> Result<Json<Value>, ApiError> {
+    ready(&engine)?;
+    let p = one_property(&engine, q.property.as_deref())?;
+    let live = engine.read();
+    Ok(Json(
+        serde_json::to_value(live.coverage(p)).expect("serializable"),
+    ))
+}
+
+/// One scope: its events inside the horizon, its folded high-water mark and its
+/// counterexamples.
+#[utoipa::path(get, path = "/v1/scopes/{scope}",
+    params(("scope" = String, Path, description = "The scope id"), PropertyQuery),
+    responses((status = 200, description = "The scope", body = Value),
+              (status = 404, description = "Never seen", content_type = "application/problem+json", body = Value)))]
+async fn scope(
+    State(engine): State<Arc<Engine>>,
+    Path(scope): Path<String>,
+    Query(q): Query<PropertyQuery>,
+) -> Result<Json<Value>, ApiError> {
+    ready(&engine)?;
+    let p = one_property(&engine, q.property.as_deref())?;
+    let live = engine.read();
+    let view = live.scope(p, &scope).ok_or_else(|| ApiError::NotFound {
+        what: format!(
+            "scope `{scope}` of property `{}`",
+            engine.contract().properties[p].name
+        ),
+    })?;
+    Ok(Json(serde_json::to_value(view).expect("serializable")))
+}
+
+/// The contract in force: properties, routes, durations, and its compiled status with
+/// obligations.
+#[utoipa::path(get, path = "/v1/contract",
+    responses((status = 200, description = "The contract", body = Value)))]
+async fn contract(State(engine): State<Arc<Engine>>) -> Json<Value> {
+    let c = engine.contract();
+    let compiled = c.compile();
+    let props: Vec<Value> = c
+        .properties
+        .iter()
+        .map(|p| {
+            json!({
+                "name": p.name,
+                "subject": p.subject,
+                "strategy": p.strategy.as_str(),
+                "window": p.window.to_string(),
+                "clock_skew": p.clock_skew.to_string(),
+                "allowed_lateness": p.allowed_lateness.to_string(),
+                "route_freshness": p.route_freshness.to_string(),
+                "assurance_window": p.assurance_window.to_string(),
+                "grants": format!("{:?}", p.grants).to_lowercase(),
+                "routes": p.routes.iter().map(|r| json!({"name": r.name, "fenced": r.fenced})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    Json(json!({"properties": props, "status": ContractSummary::from(&compiled)}))
+}
+
+fn body_format(headers: &HeaderMap, body: &[u8]) -> Result<Format, ApiError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("none");
+    let mime = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match mime.as_str() {
+        "application/x-ndjson"
+        | "application/ndjson"
+        | "application/jsonl"
+        | "application/x-jsonlines"
+        | "application/jsonlines" => Ok(Format::Ndjson),
+        "application/json" => {
+            let first = body.iter().find(|b| !b.is_ascii_whitespace());
+            Ok(if first == Some(&b'[') {
+                Format::Array
+            } else {
+                Format::Ndjson
+            })
+        }
+        _ => Err(ApiError::UnsupportedMediaType {
+            got: format!(
+                "{ct}` (send `application/x-ndjson` with one event per line, or `application/json` with an array of events"
+            ),
+        }),
+    }
+}
+
+/// Ingests events: NDJSON (one object per line) or a JSON array. A `200` means every event is
+/// durable in the write-ahead log and assessed. Malformed lines answer `422` problem+json with
+/// one entry per line in `errors`; the valid lines of the same body are kept (do not resend
+/// them), and the malformed ones count as `malformed_event` evidence.
+#[utoipa::path(post, path = "/v1/events",
+    request_body(content = String, description = "NDJSON or a JSON array of events (schema v1)",
+        content_type = "application/x-ndjson"),
+    responses((status = 200, description = "Durable and assessed: `accepted`, `duplicates`, `first_offset`, `next_offset`", body = Value),
+              (status = 400, description = "Empty body", content_type = "application/problem+json", body = Value),
+              (status = 413, description = "Body over the limit", content_type = "application/problem+json", body = Value),
+              (status = 415, description = "Not NDJSON or JSON", content_type = "application/problem+json", body = Value),
+              (status = 422, description = "Some lines malformed; the others kept", content_type = "application/problem+json", body = Value),
+              (status = 503, description = "Not ready or shutting down", content_type = "application/problem+json", body = Value)))]
+async fn ingest(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    ready(&engine)?;
+    let format = body_format(&headers, &body)?;
+    if body.iter().all(|b| b.is_ascii_whitespace()) {
+        return Err(ApiError::BadRequest {
+            detail: "the body holds no events".into(),
+        });
+    }
+    let done = engine
+        .submit(format, "http", &body)
+        .await
+        .map_err(|SubmitError::Unavailable(detail)| ApiError::ServiceUnavailable { detail })?;
+    let a = &done.applied;
+    if a.errors.is_empty() {
+        return Ok(Json(json!({
+            "accepted": a.accepted,
+            "duplicates": a.duplicates,
+            "first_offset": done.first_offset,
+            "next_offset": done.next_offset,
+        }))
+        .into_response());
+    }
+    let unit = match format {
+        Format::Ndjson => "line",
+        Format::Array => "element",
+    };
+    Err(ApiError::Unprocessable {
+        detail: format!(
+            "{} {unit}(s) malformed and counted as malformed_event evidence; the other {} event(s) are durable and assessed (offsets {}..{}), do not resend them",
+            a.errors.len(),
+            a.accepted,
+            done.first_offset,
+            done.next_offset
+        ),
+        errors: a
+            .errors
+            .iter()
+            .map(|e| {
+                json!({
+                    unit: e.item,
+                    "offset": e.offset,
+                    "field": e.error.field,
+                    "reason": e.error.reason,
+                })
+            })
+            .collect(),
+    })
+}

@@ -1,0 +1,171 @@
+//! The composition root of `fencewatch serve` (STYLE 12, thin main): load and validate the
+//! configuration (exit 64 when invalid), build the registry, start the engine, bind, serve
+//! until SIGTERM or Ctrl-C, then stop accepting, drain, checkpoint and exit.
+
+use crate::serve::config::{ServeArgs, ServeConfig};
+use crate::serve::engine::{Engine, EngineOptions};
+use crate::serve::metrics::Metrics;
+use crate::serve::{Base, Ready, Refresh, base_router, init_tracing, routes, shutdown_signal};
+use fencewatch_assess::live::LiveOptions;
+use fencewatch_ingest::partition::Format;
+use prometheus_client::registry::Registry;
+use std::io::{BufRead, Read, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Exit code of a bad configuration (EX_USAGE).
+pub const EXIT_CONFIG: i32 = 64;
+/// Exit code of a failure while running.
+pub const EXIT_FAILURE: i32 = 1;
+
+/// Runs the service; returns the process exit code.
+pub fn run(args: ServeArgs, ingest_files: Vec<PathBuf>) -> i32 {
+    let config = match ServeConfig::load(args) {
+        Ok(c) => c,
+        Err(errors) => {
+            eprintln!("fencewatch serve: invalid configuration:\n{errors}");
+            return EXIT_CONFIG;
+        }
+    };
+    if let Err(e) = init_tracing(config.log_format, &config.log_level) {
+        eprintln!("fencewatch serve: cannot set up logging: {e}");
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("fencewatch serve: cannot start the runtime: {e}");
+            return EXIT_FAILURE;
+        }
+    };
+    match rt.block_on(serve(config, ingest_files)) {
+        Ok(()) => 0,
+        Err(e) => {
+            tracing::error!(error = %e, "fencewatch serve failed");
+            eprintln!("fencewatch serve: {e}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+async fn serve(config: ServeConfig, ingest_files: Vec<PathBuf>) -> Result<(), String> {
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let ready = Ready::new();
+    let opts = EngineOptions {
+        data_dir: config.data_dir.clone(),
+        segment_bytes: config.wal_segment_bytes,
+        max_line_bytes: config.max_line_bytes as usize,
+        checkpoint_interval: std::time::Duration::from_nanos(config.checkpoint_interval.0 as u64),
+        live: LiveOptions {
+            retention: config.retention.map(|d| d.0),
+            future_tolerance: config.future_tolerance.0,
+        },
+    };
+    let (engine, writer) = Engine::start(
+        config.contract.clone(),
+        opts,
+        ready.clone(),
+        metrics.clone(),
+    );
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    // The first line on stdout names the address (useful with port 0).
+    println!("fencewatch listening on http://{addr}");
+    let _ = std::io::stdout().flush();
+    tracing::info!(%addr, data_dir = %config.data_dir.display(), contract = %config.contract_path.display(), "listening");
+    let mut base = Base::new(&config, ready, Arc::new(registry), metrics.clone());
+    let (e, m) = (engine.clone(), metrics);
+    base.refresh = Some(Refresh(Arc::new(move || e.refresh_metrics(&m))));
+    let app = base_router(base, routes::router(engine.clone()));
+    for path in ingest_files {
+        let engine = engine.clone();
+        std::thread::spawn(move || ingest_file(&engine, &path));
+    }
+    // Stop on SIGTERM/Ctrl-C, or when the writer stops by itself (a WAL or checkpoint
+    // failure): then the process exits non-zero instead of serving stale answers.
+    let e = engine.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            tokio::select! {
+                () = shutdown_signal() => {}
+                () = e.stopped() => {}
+            }
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    tracing::info!("shutting down: draining the write-ahead log queue");
+    engine.close();
+    tokio::task::spawn_blocking(move || writer.join())
+        .await
+        .map_err(|e| e.to_string())??;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Lines per batch of file ingest.
+const FILE_BATCH_LINES: usize = 4096;
+
+/// Appends an NDJSON file (or `-`, stdin) to the WAL in batches, waiting for each.
+fn ingest_file(engine: &Engine, path: &std::path::Path) {
+    while !engine.is_ready() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let name = path.display().to_string();
+    let reader: Box<dyn Read> = if name == "-" {
+        Box::new(std::io::stdin())
+    } else {
+        match std::fs::File::open(path) {
+            Ok(f) => Box::new(f),
+            Err(e) => {
+                tracing::error!(file = %name, error = %e, "cannot read the ingest file");
+                return;
+            }
+        }
+    };
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, reader);
+    let (mut batch, mut lines, mut total, mut malformed) = (Vec::new(), 0usize, 0u64, 0u64);
+    let source = if name == "-" {
+        "stdin".to_string()
+    } else {
+        name.clone()
+    };
+    loop {
+        let before = batch.len();
+        let n = match reader.read_until(b'\n', &mut batch) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::error!(file = %name, error = %e, "reading the ingest file failed");
+                break;
+            }
+        };
+        if n > 0 {
+            if batch.last() != Some(&b'\n') {
+                batch.push(b'\n');
+            }
+            lines += 1;
+        }
+        if (n == 0 && before > 0) || lines >= FILE_BATCH_LINES {
+            match engine.submit_blocking(Format::Ndjson, &source, &batch) {
+                Ok(done) => {
+                    total += done.applied.accepted;
+                    malformed += done.applied.errors.len() as u64;
+                }
+                Err(e) => {
+                    tracing::error!(file = %name, error = %e, "file ingest stopped");
+                    return;
+                }
+            }
+            batch.clear();
+            lines = 0;
+        }
+        if n == 0 {
+            break;
+        }
+    }
+    tracing::info!(file = %name, events = total, malformed, "file ingested");
+}
