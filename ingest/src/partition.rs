@@ -121,15 +121,23 @@ fn lines(body: &[u8]) -> impl Iterator<Item = &[u8]> {
     body.split(|&b| b == b'\n').filter(move |_| !empty)
 }
 
-/// Encodes a batch as a WAL payload.
-pub fn encode(format: Format, received_at: i64, source: &str, body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(body.len() + source.len() + 12);
+/// Encodes a batch as a WAL payload. `first_line` is the 1-based line number of the body's
+/// first line in its source (file ingest); without it, an event's position is its WAL offset.
+pub fn encode(
+    format: Format,
+    received_at: i64,
+    source: &str,
+    first_line: Option<u64>,
+    body: &[u8],
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + source.len() + 20);
     out.push(PAYLOAD_VERSION);
     out.push(match format {
         Format::Ndjson => 0,
         Format::Array => 1,
     });
     out.extend_from_slice(&received_at.to_le_bytes());
+    out.extend_from_slice(&first_line.unwrap_or(u64::MAX).to_le_bytes());
     out.extend_from_slice(&(source.len() as u16).to_le_bytes());
     out.extend_from_slice(source.as_bytes());
     out.extend_from_slice(body);
@@ -145,6 +153,8 @@ pub struct Batch<'a> {
     pub received_at: i64,
     /// The ingest source (`http`, a file name).
     pub source: &'a str,
+    /// Line number of the body's first line in its source, if it has lines of its own.
+    pub first_line: Option<u64>,
     /// The body as received.
     pub body: &'a [u8],
 }
@@ -163,6 +173,8 @@ pub fn decode(payload: &[u8]) -> Result<Batch<'_>, String> {
         x => return Err(format!("unknown body format {x}")),
     };
     let (ts, rest) = rest.split_at_checked(8).ok_or_else(short)?;
+    let (line, rest) = rest.split_at_checked(8).ok_or_else(short)?;
+    let line = u64::from_le_bytes(line.try_into().expect("8 bytes"));
     let (len, rest) = rest.split_at_checked(2).ok_or_else(short)?;
     let len = u16::from_le_bytes([len[0], len[1]]) as usize;
     let (source, body) = rest.split_at_checked(len).ok_or_else(short)?;
@@ -170,6 +182,7 @@ pub fn decode(payload: &[u8]) -> Result<Batch<'_>, String> {
         format,
         received_at: i64::from_le_bytes(ts.try_into().expect("8 bytes")),
         source: std::str::from_utf8(source).map_err(|_| "source is not UTF-8".to_string())?,
+        first_line: (line != u64::MAX).then_some(line),
         body,
     })
 }
@@ -180,8 +193,9 @@ pub fn apply(live: &mut Live, base: u64, batch: &Batch<'_>, max_line_bytes: usiz
     let mut out = Applied::default();
     let mut take = |live: &mut Live, i: u64, res: Result<json::Decoded<'_>, DecodeError>| {
         let offset = base + i;
+        let position = batch.first_line.map_or(offset, |l| l + i);
         match res {
-            Ok(d) => match live.push(&d.event(), source, offset, batch.received_at) {
+            Ok(d) => match live.push(&d.event(), source, position, batch.received_at) {
                 Pushed::Malformed => out.errors.push(ItemError {
                     item: i + 1,
                     offset,
@@ -198,7 +212,7 @@ pub fn apply(live: &mut Live, base: u64, batch: &Batch<'_>, max_line_bytes: usiz
                 Pushed::Assessed | Pushed::Unattributed => out.accepted += 1,
             },
             Err(e) => {
-                live.push_malformed(source, offset, e.ts, e.to_string());
+                live.push_malformed(source, position, e.ts, e.to_string());
                 out.errors.push(ItemError {
                     item: i + 1,
                     offset,
@@ -358,7 +372,7 @@ mod tests {
 
     #[test]
     fn payload_round_trip_and_item_counts() {
-        let p = encode(Format::Ndjson, 42, "http", BATCH.as_bytes());
+        let p = encode(Format::Ndjson, 42, "http", None, BATCH.as_bytes());
         let b = decode(&p).unwrap();
         assert_eq!(
             (b.format, b.received_at, b.source),
@@ -379,6 +393,7 @@ mod tests {
             format: Format::Ndjson,
             received_at: 10_000_000_000,
             source: "http",
+            first_line: None,
             body: BATCH.as_bytes(),
         };
         let a = apply(&mut live, 100, &b, 1 << 20);
@@ -403,7 +418,7 @@ mod tests {
                     i % 7,
                     50 - i
                 );
-                let payload = encode(Format::Ndjson, 1 << 40, "http", line.as_bytes());
+                let payload = encode(Format::Ndjson, 1 << 40, "http", None, line.as_bytes());
                 let base = o.wal.append(1, &payload).unwrap();
                 o.wal.sync().unwrap();
                 apply(&mut o.live, base, &decode(&payload).unwrap(), 1 << 20);

@@ -1,5 +1,7 @@
 //! Helpers for the black-box tests: locating the real `fencewatch` binary and running it.
 
+pub mod service;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 

@@ -182,7 +182,7 @@ impl Engine {
         let items = u32::try_from(items).map_err(|_| {
             SubmitError::Unavailable(format!("a batch of {items} items is too large"))
         })?;
-        let payload = partition::encode(format, now_ns(), source, body);
+        let payload = partition::encode(format, now_ns(), source, None, body);
         let (reply, answer) = tokio::sync::oneshot::channel();
         let tx = self
             .tx
@@ -205,15 +205,17 @@ impl Engine {
             .map_err(|_| SubmitError::Unavailable("the writer stopped".into()))?
     }
 
-    /// Submits a batch from a blocking thread (file ingest).
-    pub fn submit_blocking(
+    /// Submits NDJSON lines of a file from a blocking thread (file ingest); `first_line` is
+    /// the 1-based number of the body's first line, which positions its events.
+    pub fn submit_lines(
         &self,
-        format: Format,
         source: &str,
+        first_line: u64,
         body: &[u8],
     ) -> Result<Ingested, SubmitError> {
+        let format = Format::Ndjson;
         let items = partition::items(format, body) as u32;
-        let payload = partition::encode(format, now_ns(), source, body);
+        let payload = partition::encode(format, now_ns(), source, Some(first_line), body);
         let (reply, answer) = tokio::sync::oneshot::channel();
         let tx = self
             .tx

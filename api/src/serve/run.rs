@@ -7,7 +7,6 @@ use crate::serve::engine::{Engine, EngineOptions};
 use crate::serve::metrics::Metrics;
 use crate::serve::{Base, Ready, Refresh, base_router, init_tracing, routes, shutdown_signal};
 use fencewatch_assess::live::LiveOptions;
-use fencewatch_ingest::partition::Format;
 use prometheus_client::registry::Registry;
 use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
@@ -129,6 +128,7 @@ fn ingest_file(engine: &Engine, path: &std::path::Path) {
     };
     let mut reader = std::io::BufReader::with_capacity(1 << 20, reader);
     let (mut batch, mut lines, mut total, mut malformed) = (Vec::new(), 0usize, 0u64, 0u64);
+    let mut first_line = 1u64;
     let source = if name == "-" {
         "stdin".to_string()
     } else {
@@ -150,7 +150,7 @@ fn ingest_file(engine: &Engine, path: &std::path::Path) {
             lines += 1;
         }
         if (n == 0 && before > 0) || lines >= FILE_BATCH_LINES {
-            match engine.submit_blocking(Format::Ndjson, &source, &batch) {
+            match engine.submit_lines(&source, first_line, &batch) {
                 Ok(done) => {
                     total += done.applied.accepted;
                     malformed += done.applied.errors.len() as u64;
@@ -161,6 +161,7 @@ fn ingest_file(engine: &Engine, path: &std::path::Path) {
                 }
             }
             batch.clear();
+            first_line += lines as u64;
             lines = 0;
         }
         if n == 0 {

@@ -3,4 +3,5 @@
 mod cases;
 mod cli;
 mod golden;
+mod serve;
 mod simulated;

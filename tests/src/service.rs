@@ -1,0 +1,277 @@
+//! A harness that runs the real `fencewatch serve` on port 0 with a temporary data directory,
+//! and a minimal HTTP/1.1 client for talking to it (one request per connection).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `fencewatch serve`.
+#[derive(Debug)]
+pub struct TestService {
+    child: Child,
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// The data directory (kept across restarts).
+    pub data_dir: PathBuf,
+    /// The contract file.
+    pub contract: PathBuf,
+    extra: Vec<String>,
+    stderr_path: PathBuf,
+}
+
+/// An HTTP response.
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// Header lines, lowercase names.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// The body as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "not JSON ({e}), status {}: {}",
+                self.status,
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    /// The body as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Sends one request to `addr`.
+pub fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<Response> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    s.write_all(head.as_bytes())?;
+    s.write_all(body)?;
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line)?;
+    let status: u16 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("bad status line `{line}`")))?;
+    let mut headers = Vec::new();
+    let mut len: Option<usize> = None;
+    let mut chunked = false;
+    loop {
+        line.clear();
+        r.read_line(&mut line)?;
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = l.split_once(':') {
+            let (k, v) = (k.trim().to_ascii_lowercase(), v.trim().to_string());
+            if k == "content-length" {
+                len = v.parse().ok();
+            }
+            if k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked") {
+                chunked = true;
+            }
+            headers.push((k, v));
+        }
+    }
+    let mut body = Vec::new();
+    if chunked {
+        loop {
+            line.clear();
+            r.read_line(&mut line)?;
+            let n = usize::from_str_radix(line.trim(), 16).map_err(std::io::Error::other)?;
+            if n == 0 {
+                break;
+            }
+            let mut chunk = vec![0; n + 2];
+            r.read_exact(&mut chunk)?;
+            body.extend_from_slice(&chunk[..n]);
+        }
+    } else if let Some(n) = len {
+        body.resize(n, 0);
+        r.read_exact(&mut body)?;
+    } else {
+        r.read_to_end(&mut body)?;
+    }
+    Ok(Response {
+        status,
+        headers,
+        body,
+    })
+}
+
+impl TestService {
+    /// Starts `fencewatch serve` with `contract` (TOML text) in a fresh data directory under
+    /// `dir`, plus `extra` arguments, and waits until it is ready.
+    pub fn start(dir: &Path, contract: &str, extra: &[&str]) -> TestService {
+        let contract_path = dir.join("contract.toml");
+        std::fs::write(&contract_path, contract).expect("write contract");
+        let data_dir = dir.join("data");
+        TestService::spawn(
+            contract_path,
+            data_dir,
+            extra.iter().map(|s| s.to_string()).collect(),
+        )
+    }
+
+    fn spawn(contract: PathBuf, data_dir: PathBuf, extra: Vec<String>) -> TestService {
+        let stderr_path = data_dir.with_extension(format!(
+            "stderr.{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        let mut child = Command::new(crate::bin())
+            .arg("serve")
+            .arg("--contract")
+            .arg(&contract)
+            .arg("--data-dir")
+            .arg(&data_dir)
+            .args(["--listen", "127.0.0.1:0", "--checkpoint-interval", "200ms"])
+            .args(&extra)
+            .env_remove("FENCEWATCH_AUTH_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr_path).expect("stderr file"))
+            .spawn()
+            .expect("spawn fencewatch serve");
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut first)
+            .expect("read the listening line");
+        let addr: SocketAddr = first
+            .trim()
+            .rsplit("http://")
+            .next()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| {
+                panic!(
+                    "no listening line (`{first}`): {}",
+                    std::fs::read_to_string(&stderr_path).unwrap_or_default()
+                )
+            });
+        let svc = TestService {
+            child,
+            addr,
+            data_dir,
+            contract,
+            extra,
+            stderr_path,
+        };
+        svc.wait_ready();
+        svc
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Ok(r) = request(self.addr, "GET", "/readyz", &[], b"")
+                && r.status == 200
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("not ready within 60 s: {}", self.stderr());
+    }
+
+    /// What the service logged so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// `GET path`.
+    pub fn get(&self, path: &str) -> Response {
+        request(self.addr, "GET", path, &[], b"").expect("GET")
+    }
+
+    /// `POST /v1/events` with an NDJSON body.
+    pub fn post_ndjson(&self, body: &str) -> Response {
+        request(
+            self.addr,
+            "POST",
+            "/v1/events",
+            &[("content-type", "application/x-ndjson")],
+            body.as_bytes(),
+        )
+        .expect("POST /v1/events")
+    }
+
+    /// Kills the process with SIGKILL (no flush, no checkpoint).
+    pub fn kill9(mut self) -> (PathBuf, PathBuf, Vec<String>) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        (
+            self.contract.clone(),
+            self.data_dir.clone(),
+            std::mem::take(&mut self.extra),
+        )
+    }
+
+    /// Sends SIGTERM and waits for the exit.
+    pub fn terminate(mut self) -> (ExitStatus, String) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let status = self.child.wait().expect("wait");
+        (status, self.stderr())
+    }
+
+    /// Starts the service again on the same data directory.
+    pub fn restart(parts: (PathBuf, PathBuf, Vec<String>)) -> TestService {
+        TestService::spawn(parts.0, parts.1, parts.2)
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for TestService {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Nanoseconds since the Unix epoch now.
+pub fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64
+}
