@@ -589,16 +589,13 @@ impl Live {
                 if h != hash
                     && let Some(p) = prop
                 {
-                    self.raise(
-                        p,
-                        &rec,
-                        Reason::ConflictingDuplicate,
+                    let emitter = ev.emitter.unwrap_or_default();
+                    self.raise(p, &rec, Reason::ConflictingDuplicate, |_| {
                         format!(
-                            "two different events carry emitter `{}` seq {}",
-                            ev.emitter.unwrap_or_default(),
+                            "two different events carry emitter `{emitter}` seq {}",
                             rec.seq
-                        ),
-                    );
+                        )
+                    });
                 }
                 return Pushed::Duplicate;
             }
@@ -625,21 +622,25 @@ impl Live {
         Pushed::Assessed
     }
 
-    fn raise(&mut self, p: usize, rec: &Ev, reason: Reason, detail: String) {
-        let source = format!(
-            "{}:{}",
-            self.state.sources[rec.source as usize], rec.position
-        );
+    /// Counts `reason` for `rec`; the sample's detail is worded only while samples are kept.
+    fn raise(&mut self, p: usize, rec: &Ev, reason: Reason, detail: impl FnOnce(&Live) -> String) {
+        let wanted = self.state.props[p]
+            .samples
+            .get(&reason)
+            .is_none_or(|v| v.len() < SAMPLES_PER_REASON);
+        let sample = wanted.then(|| Kept {
+            source: format!(
+                "{}:{}",
+                self.state.sources[rec.source as usize], rec.position
+            ),
+            ts: Some(EventTime(rec.ts).to_string()),
+            detail: detail(self),
+        });
         let prop = &mut self.state.props[p];
         prop.counts[reason as usize] += 1;
         prop.series.add_reason(rec.ts, reason);
-        let samples = prop.samples.entry(reason).or_default();
-        if samples.len() < SAMPLES_PER_REASON {
-            samples.push(Kept {
-                source,
-                ts: Some(EventTime(rec.ts).to_string()),
-                detail,
-            });
+        if let Some(sample) = sample {
+            prop.samples.entry(reason).or_default().push(sample);
         }
     }
 
@@ -690,45 +691,32 @@ impl Live {
         if rec.committed_mutation() {
             let k = kind.as_str();
             if scope.is_none() {
-                self.raise(
-                    p,
-                    &rec,
-                    Reason::MissingScope,
-                    format!("{k} without `scope`"),
-                );
+                self.raise(p, &rec, Reason::MissingScope, |_| {
+                    format!("{k} without `scope`")
+                });
             }
             if !rec.has(HAS_EPOCH) {
-                self.raise(
-                    p,
-                    &rec,
-                    Reason::MissingEpoch,
-                    format!("{k} without `epoch`"),
-                );
+                self.raise(p, &rec, Reason::MissingEpoch, |_| {
+                    format!("{k} without `epoch`")
+                });
             }
             match route_idx {
-                None => self.raise(
-                    p,
-                    &rec,
-                    Reason::MissingRoute,
-                    format!("{k} without `route`"),
-                ),
-                Some(None) => {
-                    let name = self.state.names[rec.route as usize].clone();
-                    self.raise(
-                        p,
-                        &rec,
-                        Reason::UndeclaredRoute,
-                        format!("route `{name}` is not in the contract"),
+                None => self.raise(p, &rec, Reason::MissingRoute, |_| {
+                    format!("{k} without `route`")
+                }),
+                Some(None) => self.raise(p, &rec, Reason::UndeclaredRoute, |l| {
+                    format!(
+                        "route `{}` is not in the contract",
+                        l.state.names[rec.route as usize]
                     )
-                }
+                }),
                 Some(Some(i)) if !self.contract.properties[p].routes[i].fenced => {
-                    let name = self.contract.properties[p].routes[i].name.clone();
-                    self.raise(
-                        p,
-                        &rec,
-                        Reason::UnfencedRoute,
-                        format!("route `{name}` is declared `fenced = false`"),
-                    )
+                    self.raise(p, &rec, Reason::UnfencedRoute, |l| {
+                        format!(
+                            "route `{}` is declared `fenced = false`",
+                            l.contract.properties[p].routes[i].name
+                        )
+                    })
                 }
                 Some(Some(_)) => {}
             }
@@ -738,10 +726,11 @@ impl Live {
             return;
         }
         let horizon = self.state.props[p].horizon;
-        let st = self.state.props[p]
-            .scopes
-            .entry(scope.to_string())
-            .or_default();
+        let scopes = &mut self.state.props[p].scopes;
+        if !scopes.contains_key(scope) {
+            scopes.insert(scope.to_string(), ScopeState::default());
+        }
+        let st = scopes.get_mut(scope).expect("inserted");
         // Duplicates by (scope, incarnation, order, epoch) among commit/fence events.
         if kind.is_mutation() && rec.has(HAS_ORDER) && rec.has(HAS_EPOCH) {
             let same_key = |e: &Ev| {
@@ -758,15 +747,12 @@ impl Live {
                 let first_aside = !st.events[i].has(ASIDE);
                 st.events[i].flags |= ASIDE;
                 if first_aside {
-                    self.raise(
-                        p,
-                        &rec,
-                        Reason::ConflictingDuplicate,
+                    self.raise(p, &rec, Reason::ConflictingDuplicate, |_| {
                         format!(
                             "two different events of scope `{scope}` carry incarnation {}, order {} and epoch {}",
                             rec.inc, rec.order, rec.epoch
-                        ),
-                    );
+                        )
+                    });
                 }
                 self.decide_scope(p, scope, None, horizon);
                 return;
@@ -873,21 +859,20 @@ impl Live {
         }
         for (e, reason, now) in changes {
             if now {
-                let detail = match reason {
+                self.raise(p, &e, reason, |_| match reason {
                     Reason::AmbiguousOrder => format!(
                         "epoch {} of scope `{scope}` has a higher-epoch or higher-incarnation partner within the clock skew and no `order` to decide",
                         e.epoch
                     ),
                     _ => format!("epoch {} of scope `{scope}` was never granted", e.epoch),
-                };
-                self.raise(p, &e, reason, detail);
+                });
             } else {
                 self.withdraw(p, &e, reason);
             }
         }
         for n in late {
             let e = self.state.props[p].scopes[scope].events[n];
-            self.raise(p, &e, Reason::LateEvidence, format!(
+            self.raise(p, &e, Reason::LateEvidence, |_| format!(
                 "epoch {} of scope `{scope}` arrived older than the retained horizon; its order against folded epochs is not known", e.epoch
             ));
         }
@@ -1115,10 +1100,10 @@ fn st_len(prop: &Prop, scope: &str) -> usize {
 }
 
 fn content_hash(ev: &Event<'_>) -> u64 {
-    let mut buf = Vec::with_capacity(128);
+    let mut h = xxhash_rust::xxh3::Xxh3Default::new();
     let mut put = |b: &[u8]| {
-        buf.extend_from_slice(&(b.len() as u32).to_le_bytes());
-        buf.extend_from_slice(b);
+        h.update(&(b.len() as u32).to_le_bytes());
+        h.update(b);
     };
     put(ev.kind.as_str().as_bytes());
     put(ev.outcome.as_str().as_bytes());
@@ -1130,7 +1115,7 @@ fn content_hash(ev: &Event<'_>) -> u64 {
     put(ev.holder.unwrap_or("\u{0}").as_bytes());
     put(ev.route.unwrap_or("\u{0}").as_bytes());
     put(&ev.ts.0.to_le_bytes());
-    xxhash_rust::xxh3::xxh3_64(&buf)
+    h.digest()
 }
 
 fn widen(v: u64) -> [u8; 9] {
