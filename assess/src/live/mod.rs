@@ -21,6 +21,7 @@
 //! replay decides `future timestamp` the same way) and the time of a query.
 
 mod query;
+mod scopes;
 
 pub use query::{Assurance, Coverage, CxPage, EmitterCoverage, RouteState, ScopeView};
 
@@ -32,8 +33,9 @@ use crate::finding::{
 use crate::report::Sample;
 use crate::scope::{self, Slot};
 use crate::time::EventTime;
-use crate::tracker::{Judgement, Tracker};
+use crate::tracker::Judgement;
 use crate::window::WindowSeries;
+use scopes::Scopes;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -161,15 +163,6 @@ struct Cx {
     context: Vec<Ev>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-struct ScopeState {
-    tracker: Tracker,
-    /// The smallest `order` among the folded events of the mark's (incarnation, epoch).
-    mark_order: Option<u64>,
-    /// Events of the scope (not heartbeats) inside the horizon, in arrival order.
-    events: Vec<Ev>,
-}
-
 /// Observation bounds of one route in one window: enough to decide silence exactly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 struct Obs {
@@ -180,7 +173,7 @@ struct Obs {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Prop {
-    scopes: HashMap<String, ScopeState>,
+    scopes: Scopes,
     series: WindowSeries,
     counts: [u64; Reason::COUNT],
     samples: BTreeMap<Reason, Vec<Kept>>,
@@ -313,7 +306,7 @@ impl Live {
             .properties
             .iter()
             .map(|p| Prop {
-                scopes: HashMap::new(),
+                scopes: Scopes::default(),
                 series: WindowSeries::new(p.window.0),
                 counts: [0; Reason::COUNT],
                 samples: BTreeMap::new(),
@@ -450,18 +443,7 @@ impl Live {
 
     /// Approximate bytes of resident per-scope state.
     pub fn state_bytes(&self) -> usize {
-        self.state
-            .props
-            .iter()
-            .flat_map(|p| p.scopes.iter())
-            .map(|(k, s)| {
-                k.len()
-                    + std::mem::size_of::<(String, ScopeState)>()
-                    + 8
-                    + s.events.capacity() * std::mem::size_of::<Ev>()
-                    + s.tracker.intervals().len() * 32
-            })
-            .sum()
+        self.state.props.iter().map(|p| p.scopes.heap_bytes()).sum()
     }
 
     /// The property's watermark: its greatest valid event time minus `allowed_lateness`
@@ -726,11 +708,7 @@ impl Live {
             return;
         }
         let horizon = self.state.props[p].horizon;
-        let scopes = &mut self.state.props[p].scopes;
-        if !scopes.contains_key(scope) {
-            scopes.insert(scope.to_string(), ScopeState::default());
-        }
-        let st = scopes.get_mut(scope).expect("inserted");
+        let st = self.state.props[p].scopes.get_or_insert(scope);
         // Duplicates by (scope, incarnation, order, epoch) among commit/fence events.
         if kind.is_mutation() && rec.has(HAS_ORDER) && rec.has(HAS_EPOCH) {
             let same_key = |e: &Ev| {
@@ -739,13 +717,13 @@ impl Live {
                     && e.has(HAS_EPOCH)
                     && (e.inc, e.order, e.epoch) == (rec.inc, rec.order, rec.epoch)
             };
-            if let Some(i) = st.events.iter().position(same_key) {
-                if st.events[i].same_content(&rec) {
+            if let Some(i) = st.events().iter().position(same_key) {
+                if st.events()[i].same_content(&rec) {
                     self.state.duplicates += 1;
                     return;
                 }
-                let first_aside = !st.events[i].has(ASIDE);
-                st.events[i].flags |= ASIDE;
+                let first_aside = !st.events()[i].has(ASIDE);
+                st.events_mut()[i].flags |= ASIDE;
                 if first_aside {
                     self.raise(p, &rec, Reason::ConflictingDuplicate, |_| {
                         format!(
@@ -758,7 +736,7 @@ impl Live {
                 return;
             }
         }
-        st.events.push(rec);
+        st.events_mut().push(rec);
         if rec.class() < 2 {
             self.decide_scope(
                 p,
@@ -775,7 +753,7 @@ impl Live {
         let grants_required = self.contract.properties[p].grants == Grants::Required;
         let st = self.state.props[p].scopes.get(scope).expect("scope exists");
         self.slots.clear();
-        for (i, e) in st.events.iter().enumerate() {
+        for (i, e) in st.events().iter().enumerate() {
             if e.has(ASIDE) || e.class() == 2 {
                 continue;
             }
@@ -813,7 +791,7 @@ impl Live {
         // exact answer needs folded detail.
         let mut late = Vec::new();
         if let Some(n) = new {
-            let e = st.events[n];
+            let e = st.events()[n];
             if e.class() == 0 && e.ts < horizon.saturating_add(skew) && mark.is_some() {
                 let j = st.tracker.judge(e.inc, e.epoch, e.ts, skew, horizon);
                 if j == Judgement::Late && !cxs.iter().any(|c| c.1 == n as u32) {
@@ -828,9 +806,9 @@ impl Live {
         let mut pending = Vec::new();
         cxs.retain(|c| {
             let waiting =
-                c.0 == CounterexampleKind::HolderMismatch && st.events[c.1 as usize].ts >= wm;
+                c.0 == CounterexampleKind::HolderMismatch && st.events()[c.1 as usize].ts >= wm;
             if waiting {
-                pending.push(st.events[c.1 as usize].ts);
+                pending.push(st.events()[c.1 as usize].ts);
             }
             !waiting
         });
@@ -843,7 +821,7 @@ impl Live {
             .scopes
             .get_mut(scope)
             .expect("scope exists");
-        for (i, e) in st.events.iter_mut().enumerate() {
+        for (i, e) in st.events_mut().iter_mut().enumerate() {
             let i = i as u32;
             let amb = ambiguous.binary_search(&i).is_ok();
             let ungr = grants_required && e.class() == 0 && ungranted.contains(&i);
@@ -871,7 +849,7 @@ impl Live {
             }
         }
         for n in late {
-            let e = self.state.props[p].scopes[scope].events[n];
+            let e = self.state.props[p].scopes[scope].events()[n];
             self.raise(p, &e, Reason::LateEvidence, |_| format!(
                 "epoch {} of scope `{scope}` arrived older than the retained horizon; its order against folded epochs is not known", e.epoch
             ));
@@ -880,26 +858,26 @@ impl Live {
             return;
         }
         let prop_name = self.contract.properties[p].name.clone();
-        let st = &self.state.props[p].scopes[scope];
-        let mut by_time: Vec<u32> = (0..st.events.len() as u32).collect();
-        by_time.sort_unstable_by_key(|&i| (st.events[i as usize].ts, i));
+        let events = self.state.props[p].scopes[scope].events();
+        let mut by_time: Vec<u32> = (0..events.len() as u32).collect();
+        by_time.sort_unstable_by_key(|&i| (events[i as usize].ts, i));
         let mut out = Vec::new();
         for (kind, stale, witness) in cxs {
-            let s = st.events[stale as usize];
+            let s = events[stale as usize];
             let prov = Provenance {
                 source: self.state.sources[s.source as usize].clone(),
                 position: s.position,
             };
             let id = counterexample_id(&prop_name, kind, scope, s.inc, &prov);
-            let upto = by_time.partition_point(|&i| (st.events[i as usize].ts, i) <= (s.ts, stale));
+            let upto = by_time.partition_point(|&i| (events[i as usize].ts, i) <= (s.ts, stale));
             let context = by_time[upto.saturating_sub(crate::history::CONTEXT_EVENTS)..upto]
                 .iter()
-                .map(|&i| st.events[i as usize])
+                .map(|&i| events[i as usize])
                 .collect();
             let (witness, m) = if witness == MARK_IDX {
                 (None, mark)
             } else {
-                (Some(st.events[witness as usize]), None)
+                (Some(events[witness as usize]), None)
             };
             out.push(Cx {
                 id,
@@ -968,35 +946,9 @@ impl Live {
         }
         prop.horizon = horizon;
         let skew = prop_c.clock_skew.0;
-        prop.scopes.retain(|_, st| {
-            if st.events.iter().all(|e| e.ts >= horizon) {
-                return true;
-            }
-            let before = st.tracker.high_water().map(|m| (m.incarnation, m.epoch));
-            let folding = |e: &&Ev| e.ts < horizon && e.class() == 0 && !e.has(ASIDE);
-            for e in st.events.iter().filter(folding) {
-                st.tracker.observe(e.inc, e.epoch, e.ts, skew, i64::MIN);
-            }
-            st.tracker.fold(i64::MAX);
-            if let Some(m) = st.tracker.high_water() {
-                if before != Some((m.incarnation, m.epoch)) {
-                    st.mark_order = None;
-                }
-                for e in st.events.iter().filter(folding) {
-                    if (e.inc, e.epoch) == (m.incarnation, m.epoch)
-                        && let Some(o) = e.order()
-                    {
-                        st.mark_order = Some(st.mark_order.map_or(o, |x| x.min(o)));
-                    }
-                }
-            }
-            st.events.retain(|e| e.ts >= horizon);
-            if st.events.is_empty() {
-                st.events = Vec::new();
-            }
-            // A scope with neither a mark nor recent events has nothing to remember.
-            st.tracker.high_water().is_some() || !st.events.is_empty()
-        });
+        for st in prop.scopes.states_mut() {
+            st.fold(horizon, skew);
+        }
         // Per-emitter content hashes fall out with the horizon too.
         let min_horizon = self
             .state
@@ -1023,7 +975,7 @@ impl Live {
         scopes.dedup();
         let horizon = self.state.props[p].horizon;
         for scope in scopes {
-            if self.state.props[p].scopes.contains_key(&scope) {
+            if self.state.props[p].scopes.contains(&scope) {
                 self.decide_scope(p, &scope, None, horizon);
             }
         }
@@ -1096,7 +1048,7 @@ impl Live {
 }
 
 fn st_len(prop: &Prop, scope: &str) -> usize {
-    prop.scopes[scope].events.len()
+    prop.scopes[scope].events().len()
 }
 
 fn content_hash(ev: &Event<'_>) -> u64 {

@@ -500,7 +500,7 @@ impl Live {
         if st.is_none() && cxs.is_empty() {
             return None;
         }
-        let mut events: Vec<_> = st.map(|s| s.events.clone()).unwrap_or_default();
+        let mut events: Vec<_> = st.map(|s| s.events().to_vec()).unwrap_or_default();
         events.sort_by_key(|e| (e.ts, e.source, e.position));
         Some(ScopeView {
             property: self.contract.properties[p].name.clone(),
