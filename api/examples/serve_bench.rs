@@ -1,0 +1,488 @@
+//! Benchmark of `fencewatch serve` (SPEC §7): HTTP ingest throughput and counterexample
+//! visibility, measured against the real release binary.
+//!
+//! ```sh
+//! cargo build --release -p fencewatch-api
+//! cargo run --release -p fencewatch-api --example serve_bench -- --connections 1,2,4,8
+//! ```
+//!
+//! 1. **Ingest**: for each `--connections` value, a fresh `serve` (port 0, temporary data
+//!    directory, a one-property `lease_epoch` contract) takes `--events` events as NDJSON
+//!    bodies of `--batch` events, pre-generated in memory (200k scopes, rising epochs with
+//!    handovers, declared routes, one emitter with a rising `seq` per connection, `ts` a few
+//!    seconds before now). Every `2xx` means the batch was fsync'd in the WAL and applied (group
+//!    commit). Reported: events/s and requests/s (wall), request latency, the service's CPU time
+//!    (utime+stime from `/proc`, split by thread: the writer, tokio workers) and max RSS, the
+//!    client's CPU, the WAL bytes from `/metrics` and the checkpoints the log reports.
+//! 2. **Visibility**: on the last service, with a background load at `--load` times the best
+//!    measured rate, `--trials` times: post one batch whose last event completes a stale commit
+//!    on a fresh scope (epoch 2 at t, then epoch 1 at t + 1s), note the instant the `2xx`
+//!    arrives, then poll `/v1/counterexamples?scope=` and `/metrics` (in parallel, 1 ms apart)
+//!    until the counterexample shows; reported: p50/p99/max of (visible - 2xx) for each.
+//!
+//! Client and service share the machine: on a 2-core box they compete for the same CPUs, so
+//! the figures are a lower bound of what the service does alone.
+
+use clap::Parser;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use ureq::Agent;
+
+const ROUTES: [&str; 2] = ["orders-api.transition", "orders-worker.apply"];
+const CONTRACT: &str = r#"[[property]]
+name = "order-mutation"
+subject = "Order"
+strategy = "lease_epoch"
+window = "1m"
+allowed_lateness = "30s"
+  [[property.route]]
+  name = "orders-api.transition"
+  [[property.route]]
+  name = "orders-worker.apply"
+"#;
+
+/// Benchmark of `fencewatch serve`: ingest throughput and counterexample visibility.
+#[derive(Debug, Parser)]
+struct Args {
+    /// The `fencewatch` binary.
+    #[arg(long, default_value = "target/release/fencewatch")]
+    bin: PathBuf,
+    /// Events per ingest run.
+    #[arg(long, default_value_t = 2_000_000)]
+    events: usize,
+    /// Events per request.
+    #[arg(long, default_value_t = 1000)]
+    batch: usize,
+    /// Concurrent connections; a list (`1,2,4,8`) runs each on a fresh service.
+    #[arg(long, value_delimiter = ',', default_value = "4")]
+    connections: Vec<usize>,
+    /// Distinct scopes of the ingest load.
+    #[arg(long, default_value_t = 200_000)]
+    scopes: usize,
+    /// Visibility trials (0 skips the visibility phase).
+    #[arg(long, default_value_t = 200)]
+    trials: usize,
+    /// Background load during the trials, as a fraction of the best measured rate.
+    #[arg(long, default_value_t = 0.5)]
+    load: f64,
+    /// Keep the data directories (their paths go to stderr).
+    #[arg(long)]
+    keep: bool,
+}
+
+fn now_ns() -> i64 {
+    let d = SystemTime::now().duration_since(UNIX_EPOCH);
+    d.expect("after 1970").as_nanos() as i64
+}
+
+/// A deterministic event source: per scope a rising epoch, per emitter a rising `seq`.
+struct Gen {
+    rng: u64,
+    prefix: String,
+    epochs: Vec<u32>,
+    seqs: Vec<u64>,
+    ts: i64,
+}
+
+impl Gen {
+    fn new(prefix: &str, scopes: usize, emitters: usize, seed: u64) -> Gen {
+        let (epochs, seqs) = (vec![0; scopes], vec![0; emitters]);
+        Gen {
+            rng: seed | 1,
+            prefix: prefix.into(),
+            epochs,
+            seqs,
+            ts: 0,
+        }
+    }
+
+    /// Appends `n` commits of emitter `e`, from `ts` (kept rising), `step` ns apart.
+    fn batch(&mut self, out: &mut Vec<u8>, n: usize, e: usize, ts: i64, step: i64) {
+        self.ts = self.ts.max(ts);
+        for _ in 0..n {
+            // xorshift64*
+            self.rng ^= self.rng >> 12;
+            self.rng ^= self.rng << 25;
+            self.rng ^= self.rng >> 27;
+            let r = self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d);
+            let s = (r >> 32) as usize % self.epochs.len();
+            let epoch = &mut self.epochs[s];
+            if *epoch == 0 {
+                *epoch = 1 + (r % 5) as u32;
+            } else if r.is_multiple_of(12) {
+                *epoch += 1; // a handover to a new owner
+            }
+            let (epoch, p, route) = (*epoch, &self.prefix, ROUTES[(r >> 8) as usize % 2]);
+            self.seqs[e] += 1;
+            let _ = writeln!(
+                out,
+                r#"{{"kind":"commit","ts":{},"scope":"{p}-{s}","epoch":{epoch},"route":"{route}","holder":"w{}","emitter":"bench-{p}-{e}","seq":{}}}"#,
+                self.ts,
+                epoch % 64,
+                self.seqs[e]
+            );
+            self.ts += step;
+        }
+    }
+}
+
+fn agent() -> Agent {
+    let config = Agent::config_builder().http_status_as_error(false);
+    Agent::new_with_config(config.timeout_global(Some(Duration::from_secs(60))).build())
+}
+
+/// Posts an NDJSON body: the instant the answer's head arrived, its status and its body.
+fn post(a: &Agent, url: &str, body: &[u8]) -> (Instant, u16, String) {
+    let req = a.post(url).header("content-type", "application/x-ndjson");
+    let mut r = req.send(body).expect("POST /v1/events");
+    let at = Instant::now();
+    let text = r.body_mut().read_to_string().expect("read the answer");
+    (at, r.status().as_u16(), text)
+}
+
+fn get(a: &Agent, url: &str) -> String {
+    let mut r = a.get(url).call().expect("GET");
+    assert_eq!(r.status().as_u16(), 200, "GET {url}");
+    let body = r.body_mut().with_config().limit(256 << 20);
+    body.read_to_string().expect("read the answer")
+}
+
+/// Sum of the samples of a metric (all label sets).
+fn metric(text: &str, name: &str) -> f64 {
+    let sample = |l: &&str| {
+        l.strip_prefix(name)
+            .is_some_and(|r| r.starts_with(['{', ' ']))
+    };
+    let values = text.lines().filter(sample);
+    values
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>()
+        + 0.0
+}
+
+/// CPU seconds of a process: user, sys, the writer thread, the tokio threads.
+fn cpu(pid: u32) -> [f64; 4] {
+    let stat = |p: PathBuf| -> Option<(String, f64, f64)> {
+        let s = std::fs::read_to_string(p).ok()?;
+        let (head, tail) = s.rsplit_once(')')?;
+        let f: Vec<&str> = tail.split_whitespace().collect();
+        // utime and stime are in USER_HZ, 100 per second on Linux.
+        let (u, s): (f64, f64) = (f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?);
+        Some((head.split_once('(')?.1.into(), u / 100.0, s / 100.0))
+    };
+    let dir = PathBuf::from(format!("/proc/{pid}"));
+    let (_, user, sys) = stat(dir.join("stat")).unwrap_or_default();
+    let (mut writer, mut tokio) = (0.0, 0.0);
+    for t in std::fs::read_dir(dir.join("task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        match stat(t.path().join("stat")) {
+            Some((c, u, s)) if c.starts_with("fencewatch-wri") => writer += u + s,
+            Some((c, u, s)) if c.starts_with("tokio") => tokio += u + s,
+            _ => {}
+        }
+    }
+    [user, sys, writer, tokio]
+}
+
+fn hwm_mib(pid: u32) -> f64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kb = s
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:")?.trim().strip_suffix("kB"));
+    kb.and_then(|v| v.trim().parse::<f64>().ok()).unwrap_or(0.0) / 1024.0
+}
+
+/// A running service.
+struct Service {
+    child: Child,
+    base: String,
+    dir: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl Service {
+    fn start(bin: &Path, keep: bool) -> Service {
+        let tmp = tempfile::Builder::new()
+            .prefix("serve-bench-")
+            .tempdir()
+            .expect("temp dir");
+        let dir = tmp.path().to_path_buf();
+        std::fs::write(dir.join("contract.toml"), CONTRACT).expect("write the contract");
+        let log = std::fs::File::create(dir.join("serve.log")).expect("create the log");
+        let mut child = Command::new(bin)
+            .args(["serve", "--listen", "127.0.0.1:0", "--contract"])
+            .arg(dir.join("contract.toml"))
+            .arg("--data-dir")
+            .arg(dir.join("data"))
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e} (cargo build --release)", bin.display()));
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        out.read_line(&mut line).expect("read the first line");
+        let base = line.trim().strip_prefix("fencewatch listening on ");
+        let base = base
+            .unwrap_or_else(|| panic!("first line: {line:?}"))
+            .to_string();
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        let (a, deadline) = (agent(), Instant::now() + Duration::from_secs(60));
+        let ready = || {
+            a.get(format!("{base}/readyz"))
+                .call()
+                .is_ok_and(|r| r.status() == 200)
+        };
+        while !ready() {
+            assert!(Instant::now() < deadline, "the service never became ready");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _tmp = if keep {
+            eprintln!("data dir kept: {}", tmp.keep().display());
+            None
+        } else {
+            Some(tmp)
+        };
+        Service {
+            child,
+            base,
+            dir,
+            _tmp,
+        }
+    }
+
+    /// Checkpoints the log reports so far: how many, the longest in ms.
+    fn checkpoints(&self) -> (usize, u64) {
+        let log = std::fs::read_to_string(self.dir.join("serve.log")).unwrap_or_default();
+        let ms: Vec<u64> = log
+            .lines()
+            .filter(|l| l.contains("engine: checkpoint"))
+            .filter_map(|l| {
+                l.split_whitespace()
+                    .find_map(|w| w.strip_prefix("elapsed_ms="))
+            })
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        (ms.len(), ms.iter().copied().max().unwrap_or(0))
+    }
+
+    /// Stops it with SIGTERM: it drains, checkpoints and exits.
+    fn stop(mut self) {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// p50, p99 and max of sorted figures, in one cell.
+fn pcts(sorted: &[f64], digits: usize) -> String {
+    let at = |p: f64| sorted.get(((sorted.len().max(1) - 1) as f64 * p).round() as usize);
+    let [a, b, c] = [0.5, 0.99, 1.0].map(|p| at(p).copied().unwrap_or(f64::NAN));
+    format!("{a:.digits$} / {b:.digits$} / {c:.digits$}")
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// One ingest run on a fresh service: its events/s, its table row and the service.
+fn ingest(args: &Args, conns: usize) -> (f64, String, Service) {
+    let batches = args.events.div_ceil(args.batch);
+    let step = 2_000; // ns between events: 2M events span 4 s, ending 5 s before now
+    let mut g = Gen::new("order", args.scopes, conns, 7);
+    let base_ts = now_ns() - 5_000_000_000 - (args.events as i64 * step).min(60_000_000_000);
+    let bodies: Vec<Vec<u8>> = (0..batches)
+        .map(|b| {
+            let mut body = Vec::with_capacity(args.batch * 170);
+            let n = args.batch.min(args.events - b * args.batch);
+            g.batch(&mut body, n, b % conns, base_ts, step);
+            body
+        })
+        .collect();
+    let mib = bodies.iter().map(Vec::len).sum::<usize>() >> 20;
+    eprintln!("{conns} connection(s): {batches} bodies, {mib} MiB");
+    let svc = Service::start(&args.bin, args.keep);
+    let (pid, me) = (svc.child.id(), std::process::id());
+    let url = format!("{}/v1/events", svc.base);
+    let (cpu0, me0, start) = (cpu(pid), cpu(me), Instant::now());
+    let mut lat: Vec<f64> = std::thread::scope(|s| {
+        let worker = |k: usize| {
+            let a = agent();
+            let mine = bodies.iter().skip(k).step_by(conns);
+            let post = |body: &Vec<u8>| {
+                let t = Instant::now();
+                let (at, status, text) = post(&a, &url, body);
+                assert_eq!(status, 200, "POST /v1/events: {text}");
+                ms(at - t)
+            };
+            mine.map(post).collect::<Vec<f64>>()
+        };
+        let workers: Vec<_> = (0..conns).map(|k| s.spawn(move || worker(k))).collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a client thread"))
+            .collect()
+    });
+    let wall = start.elapsed().as_secs_f64();
+    let d = |a: [f64; 4], b: [f64; 4]| [0, 1, 2, 3].map(|i| a[i] - b[i]);
+    let (c, client) = (d(cpu(pid), cpu0), d(cpu(me), me0));
+    lat.sort_by(f64::total_cmp);
+    let m = get(&agent(), &format!("{}/metrics", svc.base));
+    let accepted = metric(&m, "fencewatch_events_ingested_total");
+    assert_eq!(accepted as usize, args.events, "events accepted");
+    let (ckpts, ckpt_ms) = svc.checkpoints();
+    let (eps, total) = (args.events as f64 / wall, c[0] + c[1]);
+    let row = [
+        format!("{conns}"),
+        format!("{wall:.2}"),
+        format!("{eps:.0}"),
+        format!("{:.0}", batches as f64 / wall),
+        pcts(&lat, 1),
+        format!("{total:.2} ({:.2} + {:.2})", c[0], c[1]),
+        format!("{:.2}", total / args.events as f64 * 1e6),
+        format!("{:.2} / {:.2}", c[2], c[3]),
+        format!("{:.2}", client[0] + client[1]),
+        format!("{:.0}", hwm_mib(pid)),
+        format!(
+            "{:.0}",
+            metric(&m, "fencewatch_wal_bytes") / f64::from(1 << 20)
+        ),
+        format!("{ckpts} / {ckpt_ms}"),
+        format!("{}", metric(&m, "fencewatch_counterexamples_total")),
+    ];
+    let row = format!("| {} |", row.join(" | "));
+    eprintln!("{row}");
+    (eps, row, svc)
+}
+
+/// Background load at `rate` events/s until `stop`; returns the events posted.
+fn background(url: &str, rate: f64, batch: usize, w: usize, stop: &AtomicBool) -> usize {
+    let (a, mut body) = (agent(), Vec::with_capacity(batch * 170));
+    let mut g = Gen::new(&format!("bg{w}"), 200_000, 1, 11 + w as u64);
+    let every = Duration::from_secs_f64(batch as f64 / rate.max(1.0));
+    let (start, mut sent) = (Instant::now(), 0);
+    while !stop.load(Ordering::Relaxed) {
+        let due = start + every * (sent / batch) as u32;
+        if let Some(d) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(d.min(Duration::from_millis(50)));
+            continue;
+        }
+        body.clear();
+        g.batch(&mut body, batch, 0, now_ns() - 3_000_000_000, 1_000);
+        let (_, status, text) = post(&a, url, &body);
+        assert_eq!(status, 200, "background POST: {text}");
+        sent += batch;
+    }
+    sent
+}
+
+/// Polls `url` until `seen`: ms from `acked` to the answer that showed it.
+fn poll(a: &Agent, url: &str, acked: Instant, seen: impl Fn(&str) -> bool) -> f64 {
+    loop {
+        if seen(&get(a, url)) {
+            return ms(acked.elapsed());
+        }
+        assert!(
+            acked.elapsed().as_secs() < 10,
+            "not visible at {url} after 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The visibility trials under a background load; the report.
+fn visibility(args: &Args, svc: &Service, rate: f64) -> String {
+    let (base, stop) = (&svc.base, AtomicBool::new(false));
+    let (url, metrics_url) = (format!("{base}/v1/events"), format!("{base}/metrics"));
+    let (mut api, mut met) = (Vec::new(), Vec::new());
+    let total = |t: &str| metric(t, "fencewatch_counterexamples_total");
+    eprintln!(
+        "visibility: {} trials, background {rate:.0} events/s",
+        args.trials
+    );
+    let (bg, elapsed) = std::thread::scope(|s| {
+        let (url, stop) = (&url, &stop);
+        let load = |w| s.spawn(move || background(url, rate / 2.0, args.batch, w, stop));
+        let bgs = [load(0), load(1)];
+        std::thread::sleep(Duration::from_secs(2)); // warm up
+        let (a, am, start) = (agent(), agent(), Instant::now());
+        for trial in 0..args.trials {
+            let scope = format!("vis-{}-{trial}", std::process::id());
+            let before = total(&get(&a, &metrics_url));
+            let t = now_ns() - 2_000_000_000;
+            let commit = |ts: i64, epoch: u32, route: &str| {
+                format!(
+                    "{{\"kind\":\"commit\",\"ts\":{ts},\"scope\":\"{scope}\",\"epoch\":{epoch},\"route\":\"{route}\"}}\n"
+                )
+            };
+            let body = commit(t, 2, ROUTES[0]) + &commit(t + 1_000_000_000, 1, ROUTES[1]);
+            let (acked, status, text) = post(&a, url, body.as_bytes());
+            assert_eq!(status, 200, "trial POST: {text}");
+            let cx_url = format!("{base}/v1/counterexamples?scope={scope}&limit=10");
+            std::thread::scope(|t| {
+                let m = t.spawn(|| poll(&am, &metrics_url, acked, |m| total(m) > before));
+                api.push(poll(&a, &cx_url, acked, |b| b.contains("\"stale_commit\"")));
+                met.push(m.join().expect("the metrics poller"));
+            });
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let elapsed = start.elapsed().as_secs_f64() + 2.0;
+        stop.store(true, Ordering::Relaxed);
+        let bg: usize = bgs.into_iter().map(|b| b.join().expect("background")).sum();
+        (bg, elapsed)
+    });
+    api.sort_by(f64::total_cmp);
+    met.sort_by(f64::total_cmp);
+    format!(
+        "Counterexample visibility, ms from the 2xx to the first answer showing it ({} trials; background load {:.0} events/s achieved, {rate:.0} targeted):\n\n\
+         | seen in | p50 / p99 / max ms |\n| --- | --- |\n\
+         | GET /v1/counterexamples?scope= | {} |\n| GET /metrics | {} |",
+        args.trials,
+        bg as f64 / elapsed,
+        pcts(&api, 2),
+        pcts(&met, 2)
+    )
+}
+
+fn main() {
+    let args = Args::parse();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (mut rows, mut best, mut last) = (Vec::new(), 0.0f64, None::<Service>);
+    for &c in &args.connections {
+        if let Some(s) = last.take() {
+            s.stop();
+        }
+        let (eps, row, svc) = ingest(&args, c.max(1));
+        (best, last) = (best.max(eps), Some(svc));
+        rows.push(row);
+    }
+    let vis = (args.trials > 0).then(|| {
+        let svc = last
+            .take()
+            .unwrap_or_else(|| Service::start(&args.bin, args.keep));
+        let v = visibility(&args, &svc, best * args.load);
+        last = Some(svc);
+        v
+    });
+    if let Some(s) = last {
+        s.stop();
+    }
+    println!(
+        "\nfencewatch serve: {} events per run in NDJSON batches of {} (fsync per group commit), {} scopes; {cores} CPU cores shared by the client and the service\n",
+        args.events, args.batch, args.scopes
+    );
+    println!(
+        "| conns | wall s | events/s | req/s | latency p50 / p99 / max ms | service CPU s (user + sys) | service CPU µs/event | writer / tokio threads CPU s | client CPU s | service max RSS MiB | WAL MiB | checkpoints / longest ms | counterexamples |\n{}",
+        "| --- ".repeat(13) + "|"
+    );
+    println!("{}", rows.join("\n"));
+    if let Some(v) = vis {
+        println!("\n{v}");
+    }
+}
