@@ -107,7 +107,14 @@ pub struct Applied {
 /// Number of offsets a body takes: its lines (blank ones included) or array elements.
 pub fn items(format: Format, body: &[u8]) -> u64 {
     match format {
-        Format::Ndjson => lines(body).count() as u64,
+        Format::Ndjson => {
+            let body = body.strip_suffix(b"\n").unwrap_or(body);
+            if body.is_empty() {
+                0
+            } else {
+                memchr::memchr_iter(b'\n', body).count() as u64 + 1
+            }
+        }
         Format::Array => match std::str::from_utf8(body) {
             Ok(text) => json::decode_array(text).len().max(1) as u64,
             Err(_) => 1,
@@ -117,8 +124,20 @@ pub fn items(format: Format, body: &[u8]) -> u64 {
 
 fn lines(body: &[u8]) -> impl Iterator<Item = &[u8]> {
     let body = body.strip_suffix(b"\n").unwrap_or(body);
-    let empty = body.is_empty();
-    body.split(|&b| b == b'\n').filter(move |_| !empty)
+    let mut rest = (!body.is_empty()).then_some(body);
+    std::iter::from_fn(move || {
+        let r = rest?;
+        match memchr::memchr(b'\n', r) {
+            Some(i) => {
+                rest = Some(&r[i + 1..]);
+                Some(&r[..i])
+            }
+            None => {
+                rest = None;
+                Some(r)
+            }
+        }
+    })
 }
 
 /// Encodes a batch as a WAL payload. `first_line` is the 1-based line number of the body's
@@ -187,11 +206,51 @@ pub fn decode(payload: &[u8]) -> Result<Batch<'_>, String> {
     })
 }
 
+/// A batch's items decoded (blank lines skipped): (index in the batch, result).
+pub type DecodedItems<'a> = Vec<(u64, Result<json::Decoded<'a>, DecodeError>)>;
+
+/// Decodes a batch's items. Pure: it can run on any thread, before the assessor is locked.
+pub fn decode_items<'a>(batch: &Batch<'a>, max_line_bytes: usize) -> DecodedItems<'a> {
+    match batch.format {
+        Format::Ndjson => lines(batch.body)
+            .enumerate()
+            .filter(|(_, line)| !json::is_blank(line))
+            .map(|(i, line)| (i as u64, json::decode_line(line, max_line_bytes)))
+            .collect(),
+        Format::Array => match std::str::from_utf8(batch.body) {
+            Ok(text) => json::decode_array(text)
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| (i as u64, r))
+                .collect(),
+            Err(e) => vec![(
+                0,
+                Err(DecodeError {
+                    field: None,
+                    reason: format!("invalid UTF-8: {e}"),
+                    ts: None,
+                }),
+            )],
+        },
+    }
+}
+
 /// Feeds one batch at WAL offset `base` to the assessor.
 pub fn apply(live: &mut Live, base: u64, batch: &Batch<'_>, max_line_bytes: usize) -> Applied {
+    let items = decode_items(batch, max_line_bytes);
+    apply_decoded(live, base, batch, items)
+}
+
+/// Feeds a batch decoded by [`decode_items`] to the assessor.
+pub fn apply_decoded(
+    live: &mut Live,
+    base: u64,
+    batch: &Batch<'_>,
+    items: DecodedItems<'_>,
+) -> Applied {
     let source = live.add_source(batch.source);
     let mut out = Applied::default();
-    let mut take = |live: &mut Live, i: u64, res: Result<json::Decoded<'_>, DecodeError>| {
+    for (i, res) in items {
         let offset = base + i;
         let position = batch.first_line.map_or(offset, |l| l + i);
         match res {
@@ -220,32 +279,6 @@ pub fn apply(live: &mut Live, base: u64, batch: &Batch<'_>, max_line_bytes: usiz
                 });
             }
         }
-    };
-    match batch.format {
-        Format::Ndjson => {
-            for (i, line) in lines(batch.body).enumerate() {
-                if json::is_blank(line) {
-                    continue;
-                }
-                take(live, i as u64, json::decode_line(line, max_line_bytes));
-            }
-        }
-        Format::Array => match std::str::from_utf8(batch.body) {
-            Ok(text) => {
-                for (i, res) in json::decode_array(text).into_iter().enumerate() {
-                    take(live, i as u64, res);
-                }
-            }
-            Err(e) => take(
-                live,
-                0,
-                Err(DecodeError {
-                    field: None,
-                    reason: format!("invalid UTF-8: {e}"),
-                    ts: None,
-                }),
-            ),
-        },
     }
     out
 }

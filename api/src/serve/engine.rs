@@ -17,7 +17,9 @@ use crate::serve::metrics::Metrics;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use fencewatch_assess::live::{Live, LiveOptions};
 use fencewatch_assess::{Contract, EventTime};
+use fencewatch_ingest::checkpoint::CheckpointStore;
 use fencewatch_ingest::partition::{self, Applied, Format, PartitionOptions};
+use fencewatch_ingest::wal::Wal;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
@@ -285,8 +287,23 @@ impl Engine {
     }
 }
 
+/// A durable group on its way to the applier.
+struct Group {
+    jobs: Vec<Job>,
+    bases: Vec<u64>,
+}
+
+/// A state snapshot on its way to the checkpoint thread.
+struct Snapshot {
+    offset: u64,
+    state: fencewatch_assess::live::LiveState,
+}
+
+/// The WAL stage: opens the partition, then appends and fsyncs groups and hands them to the
+/// applier; deletes the segments that saved checkpoints cover. The fsync of one group overlaps
+/// the applying of the previous one.
 fn writer(
-    engine: &Engine,
+    engine: &Arc<Engine>,
     opts: &EngineOptions,
     rx: Receiver<Job>,
     metrics: &Metrics,
@@ -302,7 +319,7 @@ fn writer(
         partition::open(&dir, engine.contract.clone(), popts).map_err(|e| e.to_string())?;
     let partition::Opened {
         mut wal,
-        mut checkpoints,
+        checkpoints,
         live,
         restored_from,
         replayed_records,
@@ -318,7 +335,7 @@ fn writer(
     );
     *engine.live.write().unwrap_or_else(|p| p.into_inner()) = live;
     let d = &engine.durability;
-    let publish = |wal: &fencewatch_ingest::wal::Wal| {
+    let publish = |wal: &Wal| {
         d.wal_bytes.store(wal.bytes_on_disk(), Ordering::Release);
         d.next_offset.store(wal.next_offset(), Ordering::Release);
     };
@@ -327,74 +344,92 @@ fn writer(
         d.checkpoint_offset.store(o, Ordering::Release);
         d.checkpoint_at.store(now_ns(), Ordering::Release);
     }
+    // The checkpoint stage: serializes and saves snapshots, reports saved offsets back.
+    let (snap_tx, snap_rx) = bounded::<Snapshot>(1);
+    let (saved_tx, saved_rx) = bounded::<u64>(4);
+    let e = engine.clone();
+    let checkpointer = std::thread::Builder::new()
+        .name("fencewatch-checkpoint".into())
+        .spawn(move || checkpointer(&e, checkpoints, snap_rx, saved_tx))
+        .map_err(|e| e.to_string())?;
+    // The apply stage.
+    let (group_tx, group_rx) = bounded::<Group>(4);
+    let (e, m, o) = (engine.clone(), metrics.clone(), opts.clone());
+    let dirty = replayed_records > 0 || restored_from.is_none();
+    let applier = std::thread::Builder::new()
+        .name("fencewatch-apply".into())
+        .spawn(move || applier(&e, &o, &m, group_rx, snap_tx, dirty))
+        .map_err(|e| e.to_string())?;
     engine.ready.set(true);
-    let mut last_checkpoint = Instant::now();
-    let mut dirty = replayed_records > 0;
-    let checkpoint = |wal: &mut fencewatch_ingest::wal::Wal,
-                      checkpoints: &mut fencewatch_ingest::checkpoint::CheckpointStore|
-     -> Result<(), String> {
-        let started = Instant::now();
-        let state = partition::snapshot(&engine.read());
-        let offset = wal.next_offset();
-        let freed =
-            partition::checkpoint(wal, checkpoints, offset, &state).map_err(|e| e.to_string())?;
-        d.checkpoint_offset.store(offset, Ordering::Release);
-        d.checkpoint_at.store(now_ns(), Ordering::Release);
-        tracing::info!(
-            offset,
-            bytes = state.len(),
-            wal_bytes_freed = freed,
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "checkpoint"
-        );
-        Ok(())
-    };
     let mut jobs: Vec<Job> = Vec::with_capacity(GROUP);
+    let mut result = Ok(());
     loop {
-        let wait = opts
-            .checkpoint_interval
-            .saturating_sub(last_checkpoint.elapsed())
-            .max(Duration::from_millis(1));
-        let first = match rx.recv_timeout(wait) {
-            Ok(j) => Some(j),
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => break,
-        };
-        if let Some(first) = first {
-            jobs.push(first);
-            while jobs.len() < GROUP {
-                match rx.try_recv() {
-                    Ok(j) => jobs.push(j),
-                    Err(_) => break,
+        crossbeam_channel::select! {
+            recv(rx) -> job => {
+                let Ok(first) = job else { break };
+                jobs.push(first);
+                while jobs.len() < GROUP {
+                    match rx.try_recv() {
+                        Ok(j) => jobs.push(j),
+                        Err(_) => break,
+                    }
+                }
+                match append(&mut wal, &mut jobs) {
+                    Ok(bases) => {
+                        publish(&wal);
+                        let group = Group { jobs: std::mem::take(&mut jobs), bases };
+                        if group_tx.send(group).is_err() {
+                            result = Err("the apply stage stopped".to_string());
+                            break;
+                        }
+                    }
+                    Err(err) => {
+                        result = Err(err);
+                        break;
+                    }
                 }
             }
-            commit(engine, &mut wal, &mut jobs, opts.max_line_bytes, metrics)?;
-            publish(&wal);
-            dirty = true;
-        }
-        if dirty && last_checkpoint.elapsed() >= opts.checkpoint_interval {
-            checkpoint(&mut wal, &mut checkpoints)?;
-            publish(&wal);
-            last_checkpoint = Instant::now();
-            dirty = false;
+            recv(saved_rx) -> saved => {
+                let Ok(offset) = saved else {
+                    result = Err("the checkpoint stage stopped".to_string());
+                    break;
+                };
+                truncate(&mut wal, offset);
+                publish(&wal);
+            }
         }
     }
     engine.ready.set(false);
-    if dirty || restored_from.is_none() {
-        checkpoint(&mut wal, &mut checkpoints)?;
+    drop(group_tx);
+    let applied = applier
+        .join()
+        .unwrap_or_else(|_| Err("the apply thread panicked".into()));
+    let saved = checkpointer
+        .join()
+        .unwrap_or_else(|_| Err("the checkpoint thread panicked".into()));
+    for offset in saved_rx.try_iter() {
+        truncate(&mut wal, offset);
     }
+    if let Ok(Some(offset)) = &saved {
+        truncate(&mut wal, *offset);
+    }
+    publish(&wal);
     tracing::info!(next_offset = wal.next_offset(), "writer drained");
-    Ok(())
+    result.and(applied).and(saved.map(|_| ()))
 }
 
-/// One group commit: append every job, fsync once, apply in offset order, answer.
-fn commit(
-    engine: &Engine,
-    wal: &mut fencewatch_ingest::wal::Wal,
-    jobs: &mut Vec<Job>,
-    max_line_bytes: usize,
-    metrics: &Metrics,
-) -> Result<(), String> {
+/// Deletes the WAL segments before `keep_from`, the offset of the older of the two kept
+/// checkpoints (so that a damaged newest checkpoint can still fall back and replay).
+fn truncate(wal: &mut Wal, keep_from: u64) {
+    match wal.remove_before(keep_from) {
+        Ok(freed) if freed > 0 => tracing::debug!(freed, "wal segments removed"),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "removing covered wal segments failed"),
+    }
+}
+
+/// Appends every job and fsyncs once. On failure nothing is acknowledged.
+fn append(wal: &mut Wal, jobs: &mut Vec<Job>) -> Result<Vec<u64>, String> {
     let mut bases = Vec::with_capacity(jobs.len());
     let mut failure = None;
     for j in jobs.iter() {
@@ -412,8 +447,7 @@ fn commit(
         failure = Some(e.to_string());
     }
     if let Some(err) = failure {
-        // Nothing is acknowledged; the WAL refuses further writes (a failed fsync cannot be
-        // retried safely), so the engine stops and a restart recovers from the log.
+        // A failed fsync cannot be retried safely: the engine stops, a restart recovers.
         for j in jobs.drain(..) {
             let _ = j.reply.send(Err(SubmitError::Unavailable(format!(
                 "the write-ahead log failed: {err}"
@@ -421,21 +455,112 @@ fn commit(
         }
         return Err(format!("the write-ahead log failed: {err}"));
     }
+    Ok(bases)
+}
+
+/// The apply stage: decodes each durable group (in parallel when large) outside the lock,
+/// applies it in offset order, answers, and snapshots the state every checkpoint interval.
+fn applier(
+    engine: &Engine,
+    opts: &EngineOptions,
+    metrics: &Metrics,
+    rx: Receiver<Group>,
+    snapshots: Sender<Snapshot>,
+    mut dirty: bool,
+) -> Result<(), String> {
+    let mut last = Instant::now();
+    let mut next_offset = engine.durability.next_offset.load(Ordering::Acquire);
+    let snapshot = |next_offset: u64| {
+        let started = Instant::now();
+        let state = engine.read().state().clone();
+        tracing::debug!(
+            clone_ms = started.elapsed().as_millis() as u64,
+            "state cloned for a checkpoint"
+        );
+        Snapshot {
+            offset: next_offset,
+            state,
+        }
+    };
+    loop {
+        let wait = opts
+            .checkpoint_interval
+            .saturating_sub(last.elapsed())
+            .max(Duration::from_millis(1));
+        match rx.recv_timeout(wait) {
+            Ok(group) => {
+                next_offset = apply_group(engine, opts.max_line_bytes, metrics, group);
+                dirty = true;
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if dirty && last.elapsed() >= opts.checkpoint_interval {
+            // A full checkpoint queue means one is being written: try again next interval.
+            if snapshots.try_send(snapshot(next_offset)).is_ok() {
+                dirty = false;
+            }
+            last = Instant::now();
+        }
+    }
+    if dirty {
+        snapshots
+            .send(snapshot(next_offset))
+            .map_err(|_| "the checkpoint thread stopped".to_string())?;
+    }
+    Ok(())
+}
+
+/// Decodes, applies and answers one group; returns the next offset.
+fn apply_group(engine: &Engine, max_line_bytes: usize, metrics: &Metrics, group: Group) -> u64 {
+    let Group { jobs, bases } = group;
+    let batches: Vec<partition::Batch<'_>> = jobs
+        .iter()
+        .map(|j| partition::decode(&j.payload).expect("a payload this engine encoded"))
+        .collect();
+    let items: u64 = jobs.iter().map(|j| u64::from(j.items)).sum();
+    // Decoding is pure: split the group over two threads when it is worth it.
+    let mut decoded: Vec<partition::DecodedItems<'_>> = Vec::with_capacity(batches.len());
+    if batches.len() > 1 && items >= 2000 {
+        let mid = batches.len() / 2;
+        let (a, b) = batches.split_at(mid);
+        let (da, db) = std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                b.iter()
+                    .map(|x| partition::decode_items(x, max_line_bytes))
+                    .collect::<Vec<_>>()
+            });
+            let da: Vec<_> = a
+                .iter()
+                .map(|x| partition::decode_items(x, max_line_bytes))
+                .collect();
+            (da, h.join().expect("decoder thread"))
+        });
+        decoded.extend(da);
+        decoded.extend(db);
+    } else {
+        decoded.extend(
+            batches
+                .iter()
+                .map(|x| partition::decode_items(x, max_line_bytes)),
+        );
+    }
     let mut answers = Vec::with_capacity(jobs.len());
+    let mut next = 0;
     {
         let mut live = engine.live.write().unwrap_or_else(|p| p.into_inner());
         let nprops = engine.contract.properties.len();
         let rejections_before: Vec<u64> = (0..nprops).map(|p| live.stale_rejections(p)).collect();
-        for (j, &base) in jobs.iter().zip(&bases) {
-            let batch = partition::decode(&j.payload).expect("a payload this engine encoded");
-            let applied = partition::apply(&mut live, base, &batch, max_line_bytes);
+        for (((j, &base), batch), items) in jobs.iter().zip(&bases).zip(&batches).zip(decoded) {
+            let applied = partition::apply_decoded(&mut live, base, batch, items);
             metrics.ingested(batch.source, applied.accepted);
             if !applied.errors.is_empty() {
                 metrics.rejected(batch.source, "malformed", applied.errors.len() as u64);
             }
+            next = base + u64::from(j.items.max(1));
             answers.push(Ingested {
                 first_offset: base,
-                next_offset: base + u64::from(j.items.max(1)),
+                next_offset: next,
                 applied,
             });
         }
@@ -454,8 +579,41 @@ fn commit(
             tracing::warn!(property = %name, kind = cx.kind.as_str(), id = %cx.id, route = %cx.route, "counterexample");
         }
     }
-    for (j, a) in jobs.drain(..).zip(answers) {
+    drop(batches);
+    for (j, a) in jobs.into_iter().zip(answers) {
         let _ = j.reply.send(Ok(a));
     }
-    Ok(())
+    next
+}
+
+/// The checkpoint stage: serializes and saves each snapshot, and reports the offset before
+/// which WAL segments may go (the older of the two kept checkpoints).
+fn checkpointer(
+    engine: &Engine,
+    mut store: CheckpointStore,
+    rx: Receiver<Snapshot>,
+    saved: Sender<u64>,
+) -> Result<Option<u64>, String> {
+    let d = &engine.durability;
+    let mut last = None;
+    for snap in rx {
+        let started = Instant::now();
+        let bytes = postcard::to_stdvec(&snap.state).map_err(|e| e.to_string())?;
+        drop(snap.state);
+        store
+            .save(snap.offset, &bytes)
+            .map_err(|e| format!("checkpoint: {e}"))?;
+        d.checkpoint_offset.store(snap.offset, Ordering::Release);
+        d.checkpoint_at.store(now_ns(), Ordering::Release);
+        tracing::info!(
+            offset = snap.offset,
+            bytes = bytes.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "checkpoint"
+        );
+        let keep_from = store.oldest_offset().unwrap_or(0);
+        last = Some(keep_from);
+        let _ = saved.try_send(keep_from);
+    }
+    Ok(last)
 }

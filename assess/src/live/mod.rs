@@ -206,7 +206,7 @@ struct Emitter {
     /// Runs by first seq.
     runs: BTreeMap<u64, Run>,
     /// Content hashes of recent deliveries by seq, for duplicate settlement inside the horizon.
-    recent: HashMap<u64, (u64, i64)>,
+    recent: HashMap<u64, (u64, i64), foldhash::fast::FixedState>,
     /// Properties it fed.
     props: Vec<u16>,
     events: u64,
@@ -263,7 +263,7 @@ pub struct Live {
     contract: Contract,
     compiled: Compiled,
     state: LiveState,
-    name_ids: HashMap<String, u32>,
+    name_ids: HashMap<String, u32, foldhash::fast::FixedState>,
     route_ids: Vec<Vec<(u32, usize)>>,
     work: scope::Workspace,
     slots: Vec<Slot>,
@@ -736,14 +736,15 @@ impl Live {
                 return;
             }
         }
-        st.events_mut().push(rec);
-        if rec.class() < 2 {
-            self.decide_scope(
-                p,
-                scope,
-                Some(st_len(&self.state.props[p], scope) - 1),
-                horizon,
-            );
+        let skew = self.contract.properties[p].clock_skew.0;
+        let grants_required = self.contract.properties[p].grants == Grants::Required;
+        let quiet = !grants_required && changes_nothing(st, &rec, skew, horizon);
+        let events = st.events_mut();
+        events.push(rec);
+        let new = events.len() - 1;
+        self.state.props[p].scopes.note_kept();
+        if rec.class() < 2 && !quiet {
+            self.decide_scope(p, scope, Some(new), horizon);
         }
     }
 
@@ -946,9 +947,7 @@ impl Live {
         }
         prop.horizon = horizon;
         let skew = prop_c.clock_skew.0;
-        for st in prop.scopes.states_mut() {
-            st.fold(horizon, skew);
-        }
+        prop.scopes.fold(horizon, skew);
         // Per-emitter content hashes fall out with the horizon too.
         let min_horizon = self
             .state
@@ -1047,8 +1046,34 @@ impl Live {
     }
 }
 
-fn st_len(prop: &Prop, scope: &str) -> usize {
-    prop.scopes[scope].events().len()
+/// Whether adding `rec` to the scope can change no finding, so the scope need not be decided
+/// again: the steady case of an owner committing with the highest epoch, later than everything
+/// the scope holds by more than the skew. Then `rec` has no higher partner (neither stale nor
+/// ambiguous), precedes nothing (supersedes no one, witnesses nothing), and shares its epoch with
+/// no other holder (no reuse). Grants and `order` take the full path.
+fn changes_nothing(st: &scopes::ScopeState, rec: &Ev, skew: i64, horizon: i64) -> bool {
+    if rec.class() != 0 || rec.has(HAS_ORDER) || rec.ts < horizon.saturating_add(skew) {
+        return false;
+    }
+    let key = (rec.inc, rec.epoch);
+    let before = |ts: i64| ts.saturating_add(skew) < rec.ts;
+    if let Some(m) = st.tracker.high_water()
+        && ((m.incarnation, m.epoch) > key || !before(m.first))
+    {
+        return false;
+    }
+    st.events().iter().all(|e| {
+        e.has(ASIDE)
+            || e.class() == 2
+            || (e.class() == 0
+                && !e.has(HAS_ORDER)
+                && (e.inc, e.epoch) <= key
+                && before(e.ts)
+                && ((e.inc, e.epoch) != key
+                    || e.holder == NONE
+                    || rec.holder == NONE
+                    || e.holder == rec.holder))
+    })
 }
 
 fn content_hash(ev: &Event<'_>) -> u64 {

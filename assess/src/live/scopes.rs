@@ -30,7 +30,8 @@ impl ScopeState {
 
     /// Events inside the horizon, for changes (allocated on first use).
     pub(super) fn events_mut(&mut self) -> &mut Vec<Ev> {
-        self.recent.get_or_insert_with(Default::default)
+        self.recent
+            .get_or_insert_with(|| Box::new(Vec::with_capacity(4)))
     }
 
     /// Keeps the events `keep` accepts; frees the list when none is left.
@@ -72,13 +73,6 @@ impl ScopeState {
         }
         self.retain_events(|e| e.ts >= horizon);
     }
-
-    /// Heap bytes of the kept events.
-    fn heap_bytes(&self) -> usize {
-        self.recent
-            .as_ref()
-            .map_or(0, |v| 24 + v.capacity() * std::mem::size_of::<Ev>())
-    }
 }
 
 /// Scopes of one property.
@@ -86,6 +80,8 @@ impl ScopeState {
 pub(super) struct Scopes {
     ids: Interner,
     states: Vec<ScopeState>,
+    /// Events kept over all scopes, for [`Scopes::heap_bytes`] without a walk.
+    retained: usize,
 }
 
 impl PartialEq for Scopes {
@@ -122,18 +118,24 @@ impl Scopes {
         self.states.len()
     }
 
-    pub(super) fn states_mut(&mut self) -> impl Iterator<Item = &mut ScopeState> {
-        self.states.iter_mut()
+    /// Folds every scope (see [`ScopeState::fold`]).
+    pub(super) fn fold(&mut self, horizon: i64, skew: i64) {
+        for st in &mut self.states {
+            st.fold(horizon, skew);
+        }
+        self.retained = self.states.iter().map(|s| s.events().len()).sum();
     }
 
+    /// Counts one more kept event.
+    pub(super) fn note_kept(&mut self) {
+        self.retained += 1;
+    }
+
+    /// Approximate heap bytes, in O(1): ids, states, kept events.
     pub(super) fn heap_bytes(&self) -> usize {
         self.ids.heap_bytes()
             + self.states.capacity() * std::mem::size_of::<ScopeState>()
-            + self
-                .states
-                .iter()
-                .map(ScopeState::heap_bytes)
-                .sum::<usize>()
+            + self.retained * std::mem::size_of::<Ev>() * 5 / 4
     }
 }
 
@@ -170,9 +172,11 @@ impl<'de> Deserialize<'de> for Scopes {
         if interner.len() != ids.len() {
             return Err(serde::de::Error::custom("duplicate scope ids"));
         }
+        let retained = states.iter().map(|s| s.events().len()).sum();
         Ok(Scopes {
             ids: interner,
             states,
+            retained,
         })
     }
 }
