@@ -73,6 +73,9 @@ pub struct Tracker {
 impl Tracker {
     /// The high-water mark, folded or not.
     pub fn high_water(&self) -> Option<Mark> {
+        if self.recent.is_none() {
+            return self.mark;
+        }
         let recent = self.recent.iter().flat_map(|v| v.iter()).map(|i| Mark {
             incarnation: i.incarnation,
             epoch: i.epoch,

@@ -293,6 +293,56 @@ struct Group {
     bases: Vec<u64>,
 }
 
+/// The batches of a group with their items decoded, borrowing from the payloads they own.
+type DecodedBatches<'a> = Vec<(partition::Batch<'a>, partition::DecodedItems<'a>)>;
+
+self_cell::self_cell!(
+    /// Payloads of a group and their decoded items: decoding happens on its own thread,
+    /// while the previous group is applied.
+    struct DecodedGroup {
+        owner: Vec<Vec<u8>>,
+        #[covariant]
+        dependent: DecodedBatches,
+    }
+);
+
+/// A decoded group on its way to the applier.
+struct Ready_ {
+    jobs: Vec<Job>,
+    bases: Vec<u64>,
+    decoded: DecodedGroup,
+}
+
+/// The decode stage: WAL-durable groups in, decoded groups out, in order.
+fn decoder(rx: Receiver<Group>, tx: Sender<Ready_>, max_line_bytes: usize) {
+    for Group { mut jobs, bases } in rx {
+        let payloads: Vec<Vec<u8>> = jobs
+            .iter_mut()
+            .map(|j| std::mem::take(&mut j.payload))
+            .collect();
+        let decoded = DecodedGroup::new(payloads, |payloads| {
+            payloads
+                .iter()
+                .map(|p| {
+                    let batch = partition::decode(p).expect("a payload this engine encoded");
+                    let items = partition::decode_items(&batch, max_line_bytes);
+                    (batch, items)
+                })
+                .collect()
+        });
+        if tx
+            .send(Ready_ {
+                jobs,
+                bases,
+                decoded,
+            })
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
 /// A state snapshot on its way to the checkpoint thread.
 struct Snapshot {
     offset: u64,
@@ -353,12 +403,18 @@ fn writer(
         .spawn(move || checkpointer(&e, checkpoints, snap_rx, saved_tx))
         .map_err(|e| e.to_string())?;
     // The apply stage.
-    let (group_tx, group_rx) = bounded::<Group>(4);
+    let (group_tx, group_rx) = bounded::<Group>(2);
+    let (ready_tx, ready_rx) = bounded::<Ready_>(2);
+    let max_line = opts.max_line_bytes;
+    std::thread::Builder::new()
+        .name("fencewatch-decode".into())
+        .spawn(move || decoder(group_rx, ready_tx, max_line))
+        .map_err(|e| e.to_string())?;
     let (e, m, o) = (engine.clone(), metrics.clone(), opts.clone());
     let dirty = replayed_records > 0 || restored_from.is_none();
     let applier = std::thread::Builder::new()
         .name("fencewatch-apply".into())
-        .spawn(move || applier(&e, &o, &m, group_rx, snap_tx, dirty))
+        .spawn(move || applier(&e, &o, &m, ready_rx, snap_tx, dirty))
         .map_err(|e| e.to_string())?;
     engine.ready.set(true);
     let mut jobs: Vec<Job> = Vec::with_capacity(GROUP);
@@ -458,13 +514,13 @@ fn append(wal: &mut Wal, jobs: &mut Vec<Job>) -> Result<Vec<u64>, String> {
     Ok(bases)
 }
 
-/// The apply stage: decodes each durable group (in parallel when large) outside the lock,
-/// applies it in offset order, answers, and snapshots the state every checkpoint interval.
+/// The apply stage: applies each decoded group in offset order, answers, and snapshots the
+/// state every checkpoint interval.
 fn applier(
     engine: &Engine,
     opts: &EngineOptions,
     metrics: &Metrics,
-    rx: Receiver<Group>,
+    rx: Receiver<Ready_>,
     snapshots: Sender<Snapshot>,
     mut dirty: bool,
 ) -> Result<(), String> {
@@ -489,7 +545,7 @@ fn applier(
             .max(Duration::from_millis(1));
         match rx.recv_timeout(wait) {
             Ok(group) => {
-                next_offset = apply_group(engine, opts.max_line_bytes, metrics, group);
+                next_offset = apply_group(engine, metrics, group);
                 dirty = true;
             }
             Err(RecvTimeoutError::Timeout) => {}
@@ -511,59 +567,35 @@ fn applier(
     Ok(())
 }
 
-/// Decodes, applies and answers one group; returns the next offset.
-fn apply_group(engine: &Engine, max_line_bytes: usize, metrics: &Metrics, group: Group) -> u64 {
-    let Group { jobs, bases } = group;
-    let batches: Vec<partition::Batch<'_>> = jobs
-        .iter()
-        .map(|j| partition::decode(&j.payload).expect("a payload this engine encoded"))
-        .collect();
-    let items: u64 = jobs.iter().map(|j| u64::from(j.items)).sum();
-    // Decoding is pure: split the group over two threads when it is worth it.
-    let mut decoded: Vec<partition::DecodedItems<'_>> = Vec::with_capacity(batches.len());
-    if batches.len() > 1 && items >= 2000 {
-        let mid = batches.len() / 2;
-        let (a, b) = batches.split_at(mid);
-        let (da, db) = std::thread::scope(|s| {
-            let h = s.spawn(|| {
-                b.iter()
-                    .map(|x| partition::decode_items(x, max_line_bytes))
-                    .collect::<Vec<_>>()
-            });
-            let da: Vec<_> = a
-                .iter()
-                .map(|x| partition::decode_items(x, max_line_bytes))
-                .collect();
-            (da, h.join().expect("decoder thread"))
-        });
-        decoded.extend(da);
-        decoded.extend(db);
-    } else {
-        decoded.extend(
-            batches
-                .iter()
-                .map(|x| partition::decode_items(x, max_line_bytes)),
-        );
-    }
+/// Applies and answers one decoded group; returns the next offset.
+fn apply_group(engine: &Engine, metrics: &Metrics, group: Ready_) -> u64 {
+    let Ready_ {
+        jobs,
+        bases,
+        mut decoded,
+    } = group;
     let mut answers = Vec::with_capacity(jobs.len());
     let mut next = 0;
     {
         let mut live = engine.live.write().unwrap_or_else(|p| p.into_inner());
         let nprops = engine.contract.properties.len();
         let rejections_before: Vec<u64> = (0..nprops).map(|p| live.stale_rejections(p)).collect();
-        for (((j, &base), batch), items) in jobs.iter().zip(&bases).zip(&batches).zip(decoded) {
-            let applied = partition::apply_decoded(&mut live, base, batch, items);
-            metrics.ingested(batch.source, applied.accepted);
-            if !applied.errors.is_empty() {
-                metrics.rejected(batch.source, "malformed", applied.errors.len() as u64);
+        decoded.with_dependent_mut(|_, batches| {
+            for ((j, &base), (batch, items)) in jobs.iter().zip(&bases).zip(batches.iter_mut()) {
+                let items = std::mem::take(items);
+                let applied = partition::apply_decoded(&mut live, base, batch, items);
+                metrics.ingested(batch.source, applied.accepted);
+                if !applied.errors.is_empty() {
+                    metrics.rejected(batch.source, "malformed", applied.errors.len() as u64);
+                }
+                next = base + u64::from(j.items.max(1));
+                answers.push(Ingested {
+                    first_offset: base,
+                    next_offset: next,
+                    applied,
+                });
             }
-            next = base + u64::from(j.items.max(1));
-            answers.push(Ingested {
-                first_offset: base,
-                next_offset: next,
-                applied,
-            });
-        }
+        });
         for (p, before) in rejections_before.into_iter().enumerate() {
             let n = live.stale_rejections(p) - before;
             if n > 0 {
@@ -579,7 +611,7 @@ fn apply_group(engine: &Engine, max_line_bytes: usize, metrics: &Metrics, group:
             tracing::warn!(property = %name, kind = cx.kind.as_str(), id = %cx.id, route = %cx.route, "counterexample");
         }
     }
-    drop(batches);
+    drop(decoded);
     for (j, a) in jobs.into_iter().zip(answers) {
         let _ = j.reply.send(Ok(a));
     }

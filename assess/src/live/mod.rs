@@ -206,10 +206,70 @@ struct Emitter {
     /// Runs by first seq.
     runs: BTreeMap<u64, Run>,
     /// Content hashes of recent deliveries by seq, for duplicate settlement inside the horizon.
-    recent: HashMap<u64, (u64, i64), foldhash::fast::FixedState>,
+    recent: SeqWindow,
     /// Properties it fed.
     props: Vec<u16>,
     events: u64,
+}
+
+/// Content hashes of one emitter's recent deliveries, by seq: a ring over the dense seq range
+/// (seqs rise by one per event), so settling duplicates touches contiguous memory.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct SeqWindow {
+    /// Seq of the first slot.
+    base: u64,
+    /// (content hash, event time); time `i64::MIN` marks an empty slot.
+    slots: VecDeque<(u64, i64)>,
+}
+
+impl SeqWindow {
+    /// Seqs further than this ahead of the oldest kept one are not kept (a jump in an
+    /// emitter's counter must not allocate its size).
+    const SPAN: u64 = 1 << 22;
+
+    fn get(&self, seq: u64) -> Option<u64> {
+        let i = seq.checked_sub(self.base)?;
+        self.slots
+            .get(usize::try_from(i).ok()?)
+            .filter(|s| s.1 != i64::MIN)
+            .map(|s| s.0)
+    }
+
+    fn insert(&mut self, seq: u64, hash: u64, ts: i64) {
+        if self.slots.is_empty() {
+            self.base = seq;
+        }
+        if seq < self.base {
+            let grow = self.base - seq;
+            if grow + self.slots.len() as u64 > Self::SPAN {
+                return;
+            }
+            for _ in 0..grow {
+                self.slots.push_front((0, i64::MIN));
+            }
+            self.base = seq;
+        }
+        let i = seq - self.base;
+        if i >= Self::SPAN {
+            return;
+        }
+        let i = i as usize;
+        if i >= self.slots.len() {
+            self.slots.resize(i + 1, (0, i64::MIN));
+        }
+        self.slots[i] = (hash, ts);
+    }
+
+    /// Drops the leading deliveries older than `horizon` (and empty slots before them).
+    fn forget_before(&mut self, horizon: i64) {
+        while let Some(&(_, ts)) = self.slots.front() {
+            if ts >= horizon {
+                break;
+            }
+            self.slots.pop_front();
+            self.base += 1;
+        }
+    }
 }
 
 /// What one pushed event came to.
@@ -246,7 +306,7 @@ pub struct LiveState {
     names: Vec<String>,
     sources: Vec<String>,
     props: Vec<Prop>,
-    emitters: HashMap<u32, Emitter>,
+    emitters: HashMap<u32, Emitter, foldhash::fast::FixedState>,
     max_ts: Option<i64>,
     valid: u64,
     malformed: u64,
@@ -326,7 +386,7 @@ impl Live {
             names: Vec::new(),
             sources: Vec::new(),
             props,
-            emitters: HashMap::new(),
+            emitters: HashMap::default(),
             max_ts: None,
             valid: 0,
             malformed: 0,
@@ -566,7 +626,7 @@ impl Live {
         if rec.emitter != NONE && rec.has(HAS_SEQ) {
             let hash = content_hash(ev);
             let e = self.state.emitters.entry(rec.emitter).or_default();
-            if let Some(&(h, _)) = e.recent.get(&rec.seq) {
+            if let Some(h) = e.recent.get(rec.seq) {
                 self.state.duplicates += 1;
                 if h != hash
                     && let Some(p) = prop
@@ -586,7 +646,7 @@ impl Live {
                 self.state.duplicates += 1;
                 return Pushed::Duplicate;
             }
-            e.recent.insert(rec.seq, (hash, rec.ts));
+            e.recent.insert(rec.seq, hash, rec.ts);
             e.events += 1;
             add_to_runs(&mut e.runs, rec.seq, rec.ts);
             if let Some(p) = prop
@@ -957,7 +1017,7 @@ impl Live {
             .min()
             .unwrap_or(i64::MIN);
         for e in self.state.emitters.values_mut() {
-            e.recent.retain(|_, &mut (_, ts)| ts >= min_horizon);
+            e.recent.forget_before(min_horizon);
         }
     }
 
