@@ -41,6 +41,24 @@ enum Command {
     /// (configuration: --config FILE, then FENCEWATCH_* variables, then flags; exit 64 when
     /// invalid).
     Serve(Box<ServeCommand>),
+    /// Run the service on a live simulated workload with an example contract: zero setup.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+struct DemoArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: String,
+    /// Folder for the contract, WAL and checkpoints [default: a new temporary folder].
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Events per second.
+    #[arg(long, default_value_t = 500)]
+    rate: u64,
+    /// Seconds between two resumed old owners (stale commits).
+    #[arg(long, default_value_t = 45)]
+    stale_every: u64,
 }
 
 #[derive(Debug, Args)]
@@ -160,6 +178,12 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
     match cli.command {
         Command::Check(args) => check(args),
         Command::Contract(ContractCommand::Check { file, format }) => contract_check(&file, format),
+        Command::Demo(d) => crate::serve::run::demo(
+            d.listen,
+            d.data_dir,
+            d.rate,
+            std::time::Duration::from_secs(d.stale_every.max(1)),
+        ),
         Command::Serve(s) => {
             let ServeCommand { args, ingest_files } = *s;
             crate::serve::run::run(args, ingest_files)

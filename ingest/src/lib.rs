@@ -9,6 +9,7 @@
 //!   [`fencewatch_assess::History`], in reading order, with bounded memory.
 //! - [`partition`]: one local partition: the WAL batches, applying them to the live assessor,
 //!   opening with checkpoint restore and replay.
+//! - [`demo`]: the live workload of `fencewatch demo`, stamped with a wall clock it is given.
 //! - [`simulate`]: a realistic lease/epoch workload generator with injectable faults and a
 //!   ground truth of what it injected.
 //! - [`wal`]: the local write-ahead log, one durable, offset-addressed partition that HTTP, OTLP
@@ -16,6 +17,7 @@
 //! - [`checkpoint`]: atomic per-partition checkpoints of the assessor state with its offset.
 
 pub mod checkpoint;
+pub mod demo;
 pub mod file;
 pub mod json;
 pub mod partition;

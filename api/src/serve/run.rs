@@ -17,8 +17,77 @@ pub const EXIT_CONFIG: i32 = 64;
 /// Exit code of a failure while running.
 pub const EXIT_FAILURE: i32 = 1;
 
+/// Something to start beside the engine once it is up (file ingest, the demo workload).
+type Feeder = Box<dyn FnOnce(Arc<Engine>) + Send>;
+
 /// Runs the service; returns the process exit code.
 pub fn run(args: ServeArgs, ingest_files: Vec<PathBuf>) -> i32 {
+    let feeders: Vec<Feeder> = ingest_files
+        .into_iter()
+        .map(|path| -> Feeder { Box::new(move |engine: Arc<Engine>| ingest_file(&engine, &path)) })
+        .collect();
+    run_with(args, feeders)
+}
+
+/// `fencewatch demo`: the service under the demo contract in `data_dir` (default a fresh
+/// temporary folder), fed a live simulated workload of `rate` events per second with a paused
+/// old owner resuming every `stale_every`.
+pub fn demo(
+    listen: String,
+    data_dir: Option<PathBuf>,
+    rate: u64,
+    stale_every: std::time::Duration,
+) -> i32 {
+    let dir = data_dir.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("fencewatch-demo-{}", std::process::id()))
+    });
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        eprintln!("fencewatch demo: cannot create {}: {e}", dir.display());
+        return EXIT_FAILURE;
+    }
+    let contract = dir.join("contract.toml");
+    if let Err(e) = std::fs::write(&contract, fencewatch_ingest::demo::CONTRACT) {
+        eprintln!("fencewatch demo: cannot write {}: {e}", contract.display());
+        return EXIT_FAILURE;
+    }
+    eprintln!(
+        "fencewatch demo: data in {}; contract {}; {rate} events/s, a paused old owner resumes every {:?}",
+        dir.display(),
+        contract.display(),
+        stale_every
+    );
+    let args = ServeArgs {
+        contract: Some(contract),
+        data_dir: Some(dir.join("data")),
+        listen: Some(listen),
+        ..ServeArgs::default()
+    };
+    let feeder: Feeder =
+        Box::new(move |engine: Arc<Engine>| demo_workload(&engine, rate, stale_every));
+    run_with(args, vec![feeder])
+}
+
+/// Posts the demo workload every 100 ms until the engine stops taking batches.
+fn demo_workload(engine: &Engine, rate: u64, stale_every: std::time::Duration) {
+    while !engine.is_ready() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let tick = std::time::Duration::from_millis(100);
+    let per_tick = (rate / 10).max(1) as usize;
+    let mut demo = fencewatch_ingest::demo::Demo::new(500, stale_every.as_nanos() as i64, 0x5eed);
+    let mut line = 1u64;
+    loop {
+        let now = crate::serve::engine::now_ns();
+        let body = demo.batch(now, tick.as_nanos() as i64, per_tick);
+        if engine.submit_lines("demo", line, body.as_bytes()).is_err() {
+            return;
+        }
+        line += per_tick as u64;
+        std::thread::sleep(tick);
+    }
+}
+
+fn run_with(args: ServeArgs, feeders: Vec<Feeder>) -> i32 {
     let config = match ServeConfig::load(args) {
         Ok(c) => c,
         Err(errors) => {
@@ -39,7 +108,7 @@ pub fn run(args: ServeArgs, ingest_files: Vec<PathBuf>) -> i32 {
             return EXIT_FAILURE;
         }
     };
-    match rt.block_on(serve(config, ingest_files)) {
+    match rt.block_on(serve(config, feeders)) {
         Ok(()) => 0,
         Err(e) => {
             tracing::error!(error = %e, "fencewatch serve failed");
@@ -49,7 +118,7 @@ pub fn run(args: ServeArgs, ingest_files: Vec<PathBuf>) -> i32 {
     }
 }
 
-async fn serve(config: ServeConfig, ingest_files: Vec<PathBuf>) -> Result<(), String> {
+async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), String> {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let ready = Ready::new();
@@ -81,9 +150,9 @@ async fn serve(config: ServeConfig, ingest_files: Vec<PathBuf>) -> Result<(), St
     let (e, m) = (engine.clone(), metrics);
     base.refresh = Some(Refresh(Arc::new(move || e.refresh_metrics(&m))));
     let app = base_router(base, routes::router(engine.clone()));
-    for path in ingest_files {
+    for feed in feeders {
         let engine = engine.clone();
-        std::thread::spawn(move || ingest_file(&engine, &path));
+        std::thread::spawn(move || feed(engine));
     }
     // Stop on SIGTERM/Ctrl-C, or when the writer stops by itself (a WAL or checkpoint
     // failure): then the process exits non-zero instead of serving stale answers.
