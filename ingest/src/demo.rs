@@ -98,7 +98,7 @@ impl Demo {
             let o = self.orders[k];
             // Every so often the owner changes: a fence installs the next epoch. Only when the
             // last commit is well past the skew, so ordinary handovers are never ambiguous.
-            if self.next() % 20 == 0 && ts.saturating_sub(o.last) > 4 * SKEW_NS {
+            if self.next().is_multiple_of(20) && ts.saturating_sub(o.last) > 4 * SKEW_NS {
                 let epoch = o.epoch + 1;
                 self.line(&mut out, ts, "fence", &scope, epoch);
                 self.orders[k] = Order {
