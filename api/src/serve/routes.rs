@@ -61,7 +61,24 @@ pub fn router(engine: Arc<Engine>) -> Router {
         .route("/v1/contract", get(contract))
         .route("/v1/events", post(ingest))
         .route("/openapi.json", get(|| async { Json(openapi()) }))
+        .route("/", get(page))
         .with_state(engine)
+}
+
+/// The page: each property's verdict, timeline and counterexamples, readable without Grafana.
+/// Static HTML and script (no external resources) that reads the `/v1` API every 5 s; when a
+/// bearer token is configured it asks for it and keeps it in the browser's local storage.
+const PAGE: &str = include_str!("page.html");
+
+async fn page() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        PAGE,
+    )
+        .into_response()
 }
 
 fn parse_time(name: &str, s: &str) -> Result<i64, ApiError> {

@@ -3,5 +3,6 @@
 mod cases;
 mod cli;
 mod golden;
+mod page;
 mod serve;
 mod simulated;

@@ -1,0 +1,116 @@
+//! The page at `GET /`, rendered by a real browser (headless Chromium): each property's
+//! verdict, timeline and counterexamples, from the running service.
+
+use fencewatch_tests::bin;
+use fencewatch_tests::service::request;
+use std::io::BufRead;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn chromium() -> String {
+    for c in ["chromium", "chromium-browser", "google-chrome"] {
+        if Command::new(c)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            return c.to_string();
+        }
+    }
+    panic!("headless Chromium is needed: apt-get install -y --no-install-recommends chromium");
+}
+
+#[test]
+fn the_page_shows_verdicts_timelines_and_counterexamples_in_a_browser() {
+    let browser = chromium();
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(bin())
+        .args([
+            "demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--rate",
+            "2000",
+            "--stale-every",
+            "1",
+            "--data-dir",
+        ])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let addr: std::net::SocketAddr = first
+        .trim()
+        .rsplit("http://")
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Wait until the service has counterexamples to show.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut ids: Vec<String> = Vec::new();
+    while Instant::now() < deadline && ids.is_empty() {
+        if let Ok(r) = request(addr, "GET", "/v1/counterexamples", &[], b"")
+            && r.status == 200
+        {
+            ids = r.json()["counterexamples"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["id"].as_str().unwrap().to_string())
+                .collect();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!ids.is_empty(), "the demo found no counterexample");
+    let page = request(addr, "GET", "/", &[], b"").unwrap();
+    assert_eq!(page.status, 200);
+    assert!(
+        page.header("content-type")
+            .unwrap()
+            .starts_with("text/html")
+    );
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new(&browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--virtual-time-budget=8000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("http://{addr}/"))
+        .output()
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The script ran against the API: the property section, its refuted verdict, a timeline
+    // and a counterexample the API listed.
+    assert!(dom.contains(r#"data-property="order-mutation""#), "{dom}");
+    assert!(dom.contains(r#"data-verdict="refuted""#), "{dom}");
+    assert!(dom.contains(r#"class="timeline""#), "{dom}");
+    assert!(
+        ids.iter()
+            .any(|id| dom.contains(&format!(r#"data-id="{id}""#))),
+        "{ids:?}\n{dom}"
+    );
+    // No error shown (the error box stays hidden and empty).
+    assert!(
+        dom.contains(r#"<div id="error" style="display: none;"></div>"#),
+        "{dom}"
+    );
+}
