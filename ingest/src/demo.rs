@@ -1,6 +1,8 @@
 //! The live workload of `fencewatch demo`: orders changing owner through two fenced routes,
-//! stamped with the wall clock it is given, with a paused old owner resuming every so often
-//! (a stale commit: a counterexample) so the timeline shows both `holds` and `refuted`.
+//! stamped with the wall clock it is given, with the faults an operator should see: a paused
+//! old owner resuming every so often (a stale commit: a counterexample, the first one a few
+//! seconds in), a commit without an epoch now and then (`unknown(missing_epoch)`), and a third
+//! declared route that never emits (`unknown(route_silent)`).
 //!
 //! Pure: it produces NDJSON for a time it is handed; the caller owns the clock and the pacing.
 
@@ -21,6 +23,8 @@ assurance_window = "1m"
   name = "orders-api.transition"
   [[property.route]]
   name = "settlement-worker.settle"
+  [[property.route]]
+  name = "refund-worker.refund"   # declared, never observed in the demo: route_silent
 "#;
 
 const ROUTES: [&str; 2] = ["orders-api.transition", "settlement-worker.settle"];
@@ -44,12 +48,18 @@ pub struct Demo {
     /// Every this many ns of wall time, a paused old owner resumes.
     stale_every: i64,
     next_stale: Option<i64>,
+    /// Every this many ns, a commit without an epoch.
+    missing_every: i64,
+    next_missing: Option<i64>,
     /// Counterexamples injected so far.
     pub injected: u64,
+    /// Commits without an epoch so far.
+    pub missing: u64,
 }
 
 impl Demo {
-    /// A demo over `orders` scopes, with a stale commit every `stale_every_ns`.
+    /// A demo over `orders` scopes, with a stale commit every `stale_every_ns` (the first after
+    /// 3 s) and a commit without an epoch every minute.
     pub fn new(orders: usize, stale_every_ns: i64, seed: u64) -> Demo {
         Demo {
             orders: vec![
@@ -64,7 +74,10 @@ impl Demo {
             seq: 0,
             stale_every: stale_every_ns,
             next_stale: None,
+            missing_every: 60_000_000_000,
+            next_missing: None,
             injected: 0,
+            missing: 0,
         }
     }
 
@@ -90,7 +103,9 @@ impl Demo {
     pub fn batch(&mut self, now: i64, spread: i64, n: usize) -> String {
         let mut out = String::with_capacity(n * 160);
         let step = (spread / n.max(1) as i64).max(1);
-        self.next_stale.get_or_insert(now + self.stale_every);
+        self.next_stale
+            .get_or_insert(now + self.stale_every.min(3_000_000_000));
+        self.next_missing.get_or_insert(now + 5_000_000_000);
         for i in 0..n {
             let ts = now - spread + i as i64 * step;
             let k = (self.next() % self.orders.len() as u64) as usize;
@@ -117,6 +132,17 @@ impl Demo {
                 self.orders[k].previous = None;
                 self.injected += 1;
                 self.next_stale = Some(ts + self.stale_every);
+                continue;
+            }
+            if self.next_missing.is_some_and(|t| ts >= t) {
+                self.seq += 1;
+                let _ = writeln!(
+                    out,
+                    r#"{{"kind":"commit","ts":{ts},"scope":"{scope}","route":"orders-api.transition","holder":"worker-9","emitter":"demo","seq":{}}}"#,
+                    self.seq
+                );
+                self.missing += 1;
+                self.next_missing = Some(ts + self.missing_every);
                 continue;
             }
             self.line(&mut out, ts, "commit", &scope, o.epoch);
@@ -149,8 +175,18 @@ mod tests {
                 pos += 1;
             }
         }
-        // One every 5 s over 60 s.
-        assert!((10..=12).contains(&demo.injected), "{}", demo.injected);
+        // One after 3 s, then every 5 s, over 60 s.
+        assert!((11..=13).contains(&demo.injected), "{}", demo.injected);
+        assert_eq!(demo.missing, 1);
+        let counts = live.unknown_counts(0);
+        assert_eq!(
+            counts.get(&fencewatch_assess::Reason::MissingEpoch),
+            Some(&1)
+        );
+        assert!(
+            counts.contains_key(&fencewatch_assess::Reason::RouteSilent),
+            "{counts:?}"
+        );
         let found = live.counterexample_count(0) as u64;
         assert_eq!(found, demo.injected);
         assert!(

@@ -144,6 +144,9 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), String> 
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     // The first line on stdout names the address (useful with port 0).
     println!("fencewatch listening on http://{addr}");
+    println!(
+        "open http://{addr}/ for the page, http://{addr}/v1/assurance for the API, http://{addr}/metrics for Prometheus"
+    );
     let _ = std::io::stdout().flush();
     tracing::info!(%addr, data_dir = %config.data_dir.display(), contract = %config.contract_path.display(), "listening");
     let mut base = Base::new(&config, ready, Arc::new(registry), metrics.clone());

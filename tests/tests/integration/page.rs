@@ -90,8 +90,41 @@ fn the_page_shows_verdicts_timelines_and_counterexamples_in_a_browser() {
         .arg(format!("http://{addr}/"))
         .output()
         .unwrap();
+    // And a screenshot, as a person would look at it.
+    let shot = profile.path().join("page.png");
+    let snap = Command::new(&browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--window-size=1280,1000",
+            "--virtual-time-budget=8000",
+        ])
+        .arg(format!(
+            "--user-data-dir={}",
+            profile.path().join("shot").display()
+        ))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("http://{addr}/"))
+        .output()
+        .unwrap();
     let _ = child.kill();
     let _ = child.wait();
+    assert!(
+        snap.status.success(),
+        "{}",
+        String::from_utf8_lossy(&snap.stderr)
+    );
+    let png = std::fs::read(&shot).expect("a screenshot");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "{} bytes",
+        png.len()
+    );
+    if let Some(keep) = std::env::var_os("FENCEWATCH_SCREENSHOT") {
+        std::fs::copy(&shot, keep).unwrap();
+    }
     let dom = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -103,6 +136,12 @@ fn the_page_shows_verdicts_timelines_and_counterexamples_in_a_browser() {
     assert!(dom.contains(r#"data-property="order-mutation""#), "{dom}");
     assert!(dom.contains(r#"data-verdict="refuted""#), "{dom}");
     assert!(dom.contains(r#"class="timeline""#), "{dom}");
+    // Route coverage, with the demo's never-observed route shown silent.
+    assert!(
+        dom.contains(r#"data-route="refund-worker.refund""#),
+        "{dom}"
+    );
+    assert!(dom.contains(r#"class="silent">silent"#), "{dom}");
     assert!(
         ids.iter()
             .any(|id| dom.contains(&format!(r#"data-id="{id}""#))),
