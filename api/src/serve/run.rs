@@ -142,10 +142,11 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), String> 
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    // The first line on stdout names the address (useful with port 0).
-    println!("fencewatch listening on http://{addr}");
-    println!(
-        "open http://{addr}/ for the page, http://{addr}/v1/assurance for the API, http://{addr}/metrics for Prometheus"
+    // The first line on stdout names the address (useful with port 0). Written once, errors
+    // ignored: whoever started us may close stdout after reading the first line.
+    let _ = write!(
+        std::io::stdout(),
+        "fencewatch listening on http://{addr}\nopen http://{addr}/ for the page, http://{addr}/v1/assurance for the API, http://{addr}/metrics for Prometheus\n"
     );
     let _ = std::io::stdout().flush();
     tracing::info!(%addr, data_dir = %config.data_dir.display(), contract = %config.contract_path.display(), "listening");

@@ -783,7 +783,7 @@ impl Live {
                     return;
                 }
                 let first_aside = !st.events()[i].has(ASIDE);
-                st.events_mut()[i].flags |= ASIDE;
+                st.set_aside(i);
                 if first_aside {
                     self.raise(p, &rec, Reason::ConflictingDuplicate, |_| {
                         format!(
@@ -799,9 +799,7 @@ impl Live {
         let skew = self.contract.properties[p].clock_skew.0;
         let grants_required = self.contract.properties[p].grants == Grants::Required;
         let quiet = !grants_required && changes_nothing(st, &rec, skew, horizon);
-        let events = st.events_mut();
-        events.push(rec);
-        let new = events.len() - 1;
+        let new = st.push(rec);
         self.state.props[p].scopes.note_kept();
         if rec.class() < 2 && !quiet {
             self.decide_scope(p, scope, Some(new), horizon);
@@ -882,19 +880,24 @@ impl Live {
             .scopes
             .get_mut(scope)
             .expect("scope exists");
-        for (i, e) in st.events_mut().iter_mut().enumerate() {
-            let i = i as u32;
-            let amb = ambiguous.binary_search(&i).is_ok();
-            let ungr = grants_required && e.class() == 0 && ungranted.contains(&i);
+        let mut toggles: Vec<(usize, u8)> = Vec::new();
+        for (i, e) in st.events().iter().enumerate() {
+            let amb = ambiguous.binary_search(&(i as u32)).is_ok();
+            let ungr = grants_required && e.class() == 0 && ungranted.contains(&(i as u32));
             for (now, flag, reason) in [
                 (amb, AMBIGUOUS, Reason::AmbiguousOrder),
                 (ungr, UNGRANTED, Reason::UngrantedEpoch),
             ] {
                 if now != e.has(flag) {
-                    e.flags ^= flag;
-                    changes.push((*e, reason, now));
+                    toggles.push((i, flag));
+                    let mut after = *e;
+                    after.flags ^= flag;
+                    changes.push((after, reason, now));
                 }
             }
+        }
+        for (i, flag) in toggles {
+            st.toggle_flag(i, flag);
         }
         for (e, reason, now) in changes {
             if now {
@@ -1122,18 +1125,22 @@ fn changes_nothing(st: &scopes::ScopeState, rec: &Ev, skew: i64, horizon: i64) -
     {
         return false;
     }
-    st.events().iter().all(|e| {
-        e.has(ASIDE)
-            || e.class() == 2
-            || (e.class() == 0
-                && !e.has(HAS_ORDER)
-                && (e.inc, e.epoch) <= key
-                && before(e.ts)
-                && ((e.inc, e.epoch) != key
-                    || e.holder == NONE
-                    || rec.holder == NONE
-                    || e.holder == rec.holder))
-    })
+    let Some(s) = st.summary() else {
+        return true;
+    };
+    !s.grants
+        && !s.ordered
+        && match s.top {
+            None => true,
+            Some(top) => {
+                top <= key
+                    && before(s.max_ts)
+                    && (top != key
+                        || rec.holder == NONE
+                        || s.top_holder == NONE
+                        || s.top_holder == rec.holder)
+            }
+        }
 }
 
 fn content_hash(ev: &Event<'_>) -> u64 {

@@ -4,7 +4,7 @@
 //! bytes per idle scope; `cargo run --release -p fencewatch-assess --example idle_live_scopes`).
 //! A scope is never removed: its high-water mark is never forgotten.
 
-use super::Ev;
+use super::{ASIDE, Ev, HAS_ORDER, NONE};
 use crate::intern::Interner;
 use crate::tracker::Tracker;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -16,30 +16,136 @@ pub(super) struct ScopeState {
     pub(super) tracker: Tracker,
     /// The smallest `order` among the folded events of the mark's (incarnation, epoch).
     pub(super) mark_order: Option<u64>,
-    /// Events of the scope (not heartbeats) inside the horizon, in arrival order; `None` when
-    /// there are none, so an idle scope holds a null pointer.
-    #[allow(clippy::box_collection)]
-    recent: Option<Box<Vec<Ev>>>,
+    /// Events of the scope (not heartbeats) inside the horizon, in arrival order, with their
+    /// summary; `None` when there are none, so an idle scope holds a null pointer.
+    recent: Option<Box<Active>>,
+}
+
+/// The kept events of an active scope and a summary of them, on one cache line with the
+/// vector's header, so the steady case decides without reading the events.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Active {
+    summary: Summary,
+    events: Vec<Ev>,
+}
+
+/// What [`super::changes_nothing`] needs to know about the kept events (not set aside).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Summary {
+    /// The highest (incarnation, epoch) of committed events with an epoch.
+    pub(super) top: Option<(u64, u64)>,
+    /// The holder of the `top` events: `NONE` when none has one, [`MIXED`] when they differ.
+    pub(super) top_holder: u32,
+    /// The latest time of committed events with an epoch.
+    pub(super) max_ts: i64,
+    /// Whether a grant is kept.
+    pub(super) grants: bool,
+    /// Whether a committed event with an epoch carries `order`.
+    pub(super) ordered: bool,
+}
+
+/// [`Summary::top_holder`] when the top epoch's events name different holders.
+pub(super) const MIXED: u32 = u32::MAX - 2;
+
+impl Default for Summary {
+    fn default() -> Summary {
+        Summary {
+            top: None,
+            top_holder: NONE,
+            max_ts: i64::MIN,
+            grants: false,
+            ordered: false,
+        }
+    }
+}
+
+impl Summary {
+    fn add(&mut self, e: &Ev) {
+        if e.has(ASIDE) {
+            return;
+        }
+        match e.class() {
+            0 => {
+                self.ordered |= e.has(HAS_ORDER);
+                self.max_ts = self.max_ts.max(e.ts);
+                let key = (e.inc, e.epoch);
+                match self.top {
+                    Some(t) if t > key => {}
+                    Some(t) if t == key => {
+                        if self.top_holder == NONE {
+                            self.top_holder = e.holder;
+                        } else if e.holder != NONE && e.holder != self.top_holder {
+                            self.top_holder = MIXED;
+                        }
+                    }
+                    _ => {
+                        self.top = Some(key);
+                        self.top_holder = e.holder;
+                    }
+                }
+            }
+            1 => self.grants = true,
+            _ => {}
+        }
+    }
+
+    fn of(events: &[Ev]) -> Summary {
+        let mut s = Summary::default();
+        for e in events {
+            s.add(e);
+        }
+        s
+    }
 }
 
 impl ScopeState {
     /// Events inside the horizon.
     pub(super) fn events(&self) -> &[Ev] {
-        self.recent.as_deref().map_or(&[], Vec::as_slice)
+        self.recent.as_deref().map_or(&[], |a| a.events.as_slice())
     }
 
-    /// Events inside the horizon, for changes (allocated on first use).
-    pub(super) fn events_mut(&mut self) -> &mut Vec<Ev> {
-        self.recent
-            .get_or_insert_with(|| Box::new(Vec::with_capacity(4)))
+    /// The summary of the kept events, if any are kept.
+    pub(super) fn summary(&self) -> Option<&Summary> {
+        self.recent.as_deref().map(|a| &a.summary)
+    }
+
+    /// Keeps one more event; returns its index.
+    pub(super) fn push(&mut self, e: Ev) -> usize {
+        let a = self.recent.get_or_insert_with(|| {
+            Box::new(Active {
+                summary: Summary::default(),
+                events: Vec::with_capacity(4),
+            })
+        });
+        a.summary.add(&e);
+        a.events.push(e);
+        a.events.len() - 1
+    }
+
+    /// Sets `flag` on event `i` (the per-event reason flags, not `ASIDE`).
+    pub(super) fn toggle_flag(&mut self, i: usize, flag: u8) {
+        debug_assert_ne!(flag, ASIDE, "use set_aside");
+        if let Some(a) = self.recent.as_mut() {
+            a.events[i].flags ^= flag;
+        }
+    }
+
+    /// Sets event `i` aside (a conflicting duplicate): it no longer takes part.
+    pub(super) fn set_aside(&mut self, i: usize) {
+        if let Some(a) = self.recent.as_mut() {
+            a.events[i].flags |= ASIDE;
+            a.summary = Summary::of(&a.events);
+        }
     }
 
     /// Keeps the events `keep` accepts; frees the list when none is left.
     pub(super) fn retain_events(&mut self, keep: impl FnMut(&Ev) -> bool) {
-        if let Some(v) = self.recent.as_mut() {
-            v.retain(keep);
-            if v.is_empty() {
+        if let Some(a) = self.recent.as_mut() {
+            a.events.retain(keep);
+            if a.events.is_empty() {
                 self.recent = None;
+            } else {
+                a.summary = Summary::of(&a.events);
             }
         }
     }
@@ -47,7 +153,7 @@ impl ScopeState {
     /// Folds the committed events older than `horizon` into the high-water mark and drops
     /// every event older than it.
     pub(super) fn fold(&mut self, horizon: i64, skew: i64) {
-        let Some(events) = self.recent.as_mut() else {
+        let Some(events) = self.recent.as_ref().map(|a| &a.events) else {
             return;
         };
         if events.iter().all(|e| e.ts >= horizon) {
