@@ -2,6 +2,8 @@
 
 mod cases;
 mod cli;
+mod dashboards;
+mod deploy;
 mod golden;
 mod page;
 mod serve;
