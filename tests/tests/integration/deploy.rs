@@ -26,7 +26,11 @@ const INSTALL: &str = "install it with `python3 -m pip install 'kubernetes-valid
 const KUBERNETES_VERSIONS: [&str; 2] = ["1.30.0", "1.37.0"];
 /// Files of deploy/kubernetes/ that `kustomization.yaml` leaves out on purpose: an example
 /// Secret (the real one is created by hand) and a Prometheus Operator CRD.
-const UNLISTED: [&str; 2] = ["secret.example.yaml", "servicemonitor.yaml"];
+const UNLISTED: [&str; 3] = [
+    "secret.example.yaml",
+    "servicemonitor.yaml",
+    "prometheusrule.yaml",
+];
 
 fn deploy() -> PathBuf {
     repo().join("deploy")
@@ -279,6 +283,24 @@ fn kubernetes_manifests_fit_together() {
         chosen[0]["spec"]["ports"][0]["name"]
     );
     assert_eq!(sm["endpoints"][0]["path"], "/metrics");
+
+    // The PrometheusRule carries exactly the alert rules of dashboards/alerts.yml.
+    let rule = doc("kubernetes/prometheusrule.yaml");
+    assert_eq!(rule["kind"], "PrometheusRule");
+    let alerts = fencewatch_tests::repo().join("dashboards/alerts.yml");
+    let out = python(
+        &[
+            "-c",
+            "import json, sys, yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))",
+            &alerts.display().to_string(),
+        ],
+        &deploy(),
+    );
+    let alerts: Value = serde_json::from_slice(&out.stdout).expect("alerts.yml as JSON");
+    assert_eq!(
+        rule["spec"]["groups"], alerts["groups"],
+        "deploy/kubernetes/prometheusrule.yaml is out of date with dashboards/alerts.yml (see deploy/README.md)"
+    );
 }
 
 /// A `fencewatch serve` killed when the test ends, however it ends.
