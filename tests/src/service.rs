@@ -268,6 +268,75 @@ impl Drop for TestService {
     }
 }
 
+/// A running `fencewatch demo` (killed when dropped) and its address.
+#[derive(Debug)]
+pub struct Demo {
+    child: Child,
+    /// The bound address.
+    pub addr: SocketAddr,
+}
+
+impl Demo {
+    /// Starts `fencewatch demo` on port 0 in `data_dir` at `rate` events/s, with a resumed old
+    /// owner every `stale_every` seconds. Its stdout stays open (read on a thread).
+    pub fn start(data_dir: &Path, rate: u32, stale_every: u32) -> Demo {
+        let mut child = Command::new(crate::bin())
+            .args(["demo", "--listen", "127.0.0.1:0"])
+            .args([
+                "--rate",
+                &rate.to_string(),
+                "--stale-every",
+                &stale_every.to_string(),
+            ])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn fencewatch demo");
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut first = String::new();
+        out.read_line(&mut first).expect("read the listening line");
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        let addr = first
+            .trim()
+            .rsplit("http://")
+            .next()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no listening line: `{first}`"));
+        Demo { child, addr }
+    }
+
+    /// Waits up to `secs` until the demo lists at least `n` counterexamples; returns their ids.
+    pub fn counterexamples(&self, n: usize, secs: u64) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        let mut ids = Vec::new();
+        while Instant::now() < deadline && ids.len() < n {
+            if let Ok(r) = request(self.addr, "GET", "/v1/counterexamples", &[], b"")
+                && r.status == 200
+            {
+                ids = r.json()["counterexamples"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|c| c["id"].as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        ids
+    }
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Nanoseconds since the Unix epoch now.
 pub fn now_ns() -> i64 {
     std::time::SystemTime::now()

@@ -180,11 +180,38 @@ impl Engine {
         source: &str,
         body: &[u8],
     ) -> Result<Ingested, SubmitError> {
+        let (tx, job, answer) = self.job(format, source, None, body)?;
+        // A full queue blocks: move the wait off the async workers.
+        tokio::task::spawn_blocking(move || tx.send(job))
+            .await
+            .map_err(|e| SubmitError::Unavailable(e.to_string()))?
+            .map_err(|_| SubmitError::Unavailable("the writer stopped".into()))?;
+        answer
+            .await
+            .map_err(|_| SubmitError::Unavailable("the writer stopped".into()))?
+    }
+
+    /// A job for `body` with the channel to send it on and where its answer arrives.
+    #[allow(clippy::type_complexity)]
+    fn job(
+        &self,
+        format: Format,
+        source: &str,
+        first_line: Option<u64>,
+        body: &[u8],
+    ) -> Result<
+        (
+            Sender<Job>,
+            Job,
+            tokio::sync::oneshot::Receiver<Result<Ingested, SubmitError>>,
+        ),
+        SubmitError,
+    > {
         let items = partition::items(format, body);
         let items = u32::try_from(items).map_err(|_| {
             SubmitError::Unavailable(format!("a batch of {items} items is too large"))
         })?;
-        let payload = partition::encode(format, now_ns(), source, None, body);
+        let payload = partition::encode(format, now_ns(), source, first_line, body);
         let (reply, answer) = tokio::sync::oneshot::channel();
         let tx = self
             .tx
@@ -197,14 +224,7 @@ impl Engine {
             payload,
             reply,
         };
-        // A full queue blocks: move the wait off the async workers.
-        tokio::task::spawn_blocking(move || tx.send(job))
-            .await
-            .map_err(|e| SubmitError::Unavailable(e.to_string()))?
-            .map_err(|_| SubmitError::Unavailable("the writer stopped".into()))?;
-        answer
-            .await
-            .map_err(|_| SubmitError::Unavailable("the writer stopped".into()))?
+        Ok((tx, job, answer))
     }
 
     /// Submits NDJSON lines of a file from a blocking thread (file ingest); `first_line` is
@@ -215,22 +235,9 @@ impl Engine {
         first_line: u64,
         body: &[u8],
     ) -> Result<Ingested, SubmitError> {
-        let format = Format::Ndjson;
-        let items = partition::items(format, body) as u32;
-        let payload = partition::encode(format, now_ns(), source, Some(first_line), body);
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let tx = self
-            .tx
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .ok_or_else(|| SubmitError::Unavailable("the service is shutting down".into()))?;
-        tx.send(Job {
-            items,
-            payload,
-            reply,
-        })
-        .map_err(|_| SubmitError::Unavailable("the writer stopped".into()))?;
+        let (tx, job, answer) = self.job(Format::Ndjson, source, Some(first_line), body)?;
+        tx.send(job)
+            .map_err(|_| SubmitError::Unavailable("the writer stopped".into()))?;
         answer
             .blocking_recv()
             .map_err(|_| SubmitError::Unavailable("the writer stopped".into()))?

@@ -1,11 +1,8 @@
 //! The page at `GET /`, rendered by a real browser (headless Chromium): each property's
 //! verdict, timeline and counterexamples, from the running service.
 
-use fencewatch_tests::bin;
-use fencewatch_tests::service::request;
-use std::io::BufRead;
+use fencewatch_tests::service::{Demo, request};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 fn chromium() -> String {
     for c in ["chromium", "chromium-browser", "google-chrome"] {
@@ -26,49 +23,10 @@ fn chromium() -> String {
 fn the_page_shows_verdicts_timelines_and_counterexamples_in_a_browser() {
     let browser = chromium();
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(bin())
-        .args([
-            "demo",
-            "--listen",
-            "127.0.0.1:0",
-            "--rate",
-            "2000",
-            "--stale-every",
-            "1",
-            "--data-dir",
-        ])
-        .arg(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let addr: std::net::SocketAddr = first
-        .trim()
-        .rsplit("http://")
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let demo = Demo::start(dir.path(), 2000, 1);
+    let addr = demo.addr;
     // Wait until the service has counterexamples to show.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut ids: Vec<String> = Vec::new();
-    while Instant::now() < deadline && ids.is_empty() {
-        if let Ok(r) = request(addr, "GET", "/v1/counterexamples", &[], b"")
-            && r.status == 200
-        {
-            ids = r.json()["counterexamples"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|c| c["id"].as_str().unwrap().to_string())
-                .collect();
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let ids = demo.counterexamples(1, 20);
     assert!(!ids.is_empty(), "the demo found no counterexample");
     let page = request(addr, "GET", "/", &[], b"").unwrap();
     assert_eq!(page.status, 200);
@@ -109,8 +67,7 @@ fn the_page_shows_verdicts_timelines_and_counterexamples_in_a_browser() {
         .arg(format!("http://{addr}/"))
         .output()
         .unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(demo);
     assert!(
         snap.status.success(),
         "{}",

@@ -575,54 +575,13 @@ fn ingest_file_and_check_agree() {
 
 #[test]
 fn demo_runs_with_zero_setup_and_finds_its_resumed_old_owners() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(bin())
-        .args([
-            "demo",
-            "--listen",
-            "127.0.0.1:0",
-            "--rate",
-            "2000",
-            "--stale-every",
-            "1",
-            "--data-dir",
-        ])
-        .arg(dir.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let addr: std::net::SocketAddr = first
-        .trim()
-        .rsplit("http://")
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let mut found = 0;
-    while std::time::Instant::now() < deadline {
-        if let Ok(r) = request(addr, "GET", "/v1/counterexamples", &[], b"")
-            && r.status == 200
-        {
-            found = r.json()["counterexamples"].as_array().unwrap().len();
-            if found >= 2 {
-                break;
-            }
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let a = request(addr, "GET", "/v1/assurance", &[], b"")
+    let demo = fencewatch_tests::service::Demo::start(dir.path(), 2000, 1);
+    let found = demo.counterexamples(2, 20);
+    let a = request(demo.addr, "GET", "/v1/assurance", &[], b"")
         .unwrap()
         .json();
-    let _ = child.kill();
-    let _ = child.wait();
-    assert!(found >= 2, "{found} counterexamples");
+    assert!(found.len() >= 2, "{} counterexamples", found.len());
     assert_eq!(a["verdict"], "refuted", "{a}");
     assert!(dir.path().join("contract.toml").exists());
 }
