@@ -339,3 +339,96 @@ fn assurance_follows_the_watermark_and_the_wall_clock() {
     assert_eq!(b.verdict, fencewatch_assess::Verdict::Unknown);
     assert!(b.unknown.contains_key(&Reason::StaleEvidence));
 }
+
+fn heartbeat(ts: i64, emitter: &'static str, seq: u64) -> Event<'static> {
+    let mut e = Event::new(Kind::Heartbeat, EventTime(ts));
+    e.route = Some("r1");
+    e.emitter = Some(emitter);
+    e.seq = Some(Seq(seq));
+    e
+}
+
+#[test]
+fn extreme_seqs_neither_panic_nor_allocate() {
+    let mut l = Live::new(contract(false, 5), LiveOptions::default());
+    let src = l.add_source("http");
+    l.push(&heartbeat(10, "e", u64::MAX), src, 0, 1_000);
+    l.push(&heartbeat(11, "e", 0), src, 1, 1_000);
+    l.push(&heartbeat(12, "e", 1 << 40), src, 2, 1_000);
+    let cov = l.coverage(0);
+    assert_eq!(cov.emitters[0].gaps, 2);
+    assert!(cov.emitters[0].missing > 0);
+}
+
+#[test]
+fn a_commit_whose_grant_was_folded_is_never_holds() {
+    // Grant epoch 2 to `b`, fold it away, then `c` commits with epoch 2: check says
+    // holder_mismatch; serve cannot know the grant's holder any more: late_evidence.
+    let c = contract(false, 5);
+    let mut l = Live::new(
+        c,
+        LiveOptions {
+            retention: Some(0),
+            ..LiveOptions::default()
+        },
+    );
+    let src = l.add_source("http");
+    let mut g = Event::new(Kind::Grant, EventTime(3000));
+    g.scope = Some("s");
+    g.epoch = Some(Epoch(2));
+    g.holder = Some("b");
+    l.push(&g, src, 0, 1_000_000);
+    l.push(&heartbeat(3990, "e", 1), src, 1, 1_000_000);
+    let mut cm = Event::new(Kind::Commit, EventTime(4000));
+    cm.scope = Some("s");
+    cm.epoch = Some(Epoch(2));
+    cm.route = Some("r1");
+    cm.holder = Some("c");
+    l.push(&cm, src, 2, 1_000_000);
+    let counts = l.unknown_counts(0);
+    assert!(
+        counts.contains_key(&Reason::LateEvidence) || l.counterexample_count(0) == 1,
+        "{counts:?}"
+    );
+    let a = l.assurance(0, 4000, 2000, 4000);
+    assert_ne!(a.verdict, fencewatch_assess::Verdict::Holds, "{a:?}");
+}
+
+#[test]
+fn other_properties_traffic_settles_a_pending_holder_mismatch() {
+    let src = "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"100ns\"\nclock_skew=\"5ns\"\nallowed_lateness=\"10ns\"\nroute_freshness=\"1000000ns\"\n[[property.route]]\nname=\"r1\"\n[[property]]\nname=\"q\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"100ns\"\nclock_skew=\"5ns\"\nallowed_lateness=\"10ns\"\nroute_freshness=\"1000000ns\"\n[[property.route]]\nname=\"r1\"\n";
+    let c = Contract::parse("two.toml", src).unwrap();
+    let mut l = Live::new(c, LiveOptions::default());
+    let s = l.add_source("http");
+    let ev = |k, ts: i64, prop: &'static str, holder: &'static str| {
+        let mut e = Event::new(k, EventTime(ts));
+        e.property = Some(prop);
+        e.scope = Some("s");
+        e.epoch = Some(Epoch(1));
+        e.route = Some("r1");
+        e.holder = Some(holder);
+        e
+    };
+    l.push(&ev(Kind::Grant, 1000, "p", "a"), s, 0, 1_000_000);
+    l.push(&ev(Kind::Commit, 1020, "p", "b"), s, 1, 1_000_000);
+    l.push(&ev(Kind::Commit, 5000, "q", "a"), s, 2, 1_000_000);
+    assert_eq!(l.counterexample_count(0), 1, "the mismatch of p is decided");
+}
+
+#[test]
+fn the_timeline_stays_bounded_over_a_long_range() {
+    let mut l = Live::new(contract(false, 5), LiveOptions::default());
+    let src = l.add_source("http");
+    let mut a = Event::new(Kind::Commit, EventTime(0));
+    a.scope = Some("s");
+    a.epoch = Some(Epoch(1));
+    a.route = Some("r1");
+    l.push(&a, src, 0, i64::MAX / 2);
+    let mut b = a.clone();
+    b.ts = EventTime(1_000_000_000_000); // 10^10 windows of 100 ns later
+    l.push(&b, src, 1, i64::MAX / 2);
+    let started = std::time::Instant::now();
+    let runs = l.timeline(0, 0, i64::MAX, 10_000);
+    assert!(runs.len() <= 10, "{}", runs.len());
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}

@@ -337,6 +337,17 @@ pub fn open(dir: &Path, contract: Contract, opts: PartitionOptions) -> Result<Op
         }
         None => (Live::new(contract, opts.live), None),
     };
+    if let Some(from) = from
+        && wal.next_offset() < from
+    {
+        return Err(Error::BadRecord {
+            offset: wal.next_offset(),
+            reason: format!(
+                "the write-ahead log ends at offset {} but the checkpoint covers up to {from}: acknowledged events are missing from the log (lost or cut as a torn tail); refusing to reuse their offsets",
+                wal.next_offset()
+            ),
+        });
+    }
     let mut replayed = 0;
     for rec in wal.read_from(from.unwrap_or(0))? {
         let rec = rec?;
@@ -471,6 +482,23 @@ mod tests {
         let page = o.live.counterexamples(None, None, None, None, None, 1000);
         let again: Vec<String> = page.counterexamples.into_iter().map(|c| c.id).collect();
         assert_eq!(again, ids);
+    }
+
+    #[test]
+    fn a_log_that_ends_before_its_checkpoint_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut o = open(dir.path(), contract(), opts()).unwrap();
+            let payload = encode(Format::Ndjson, 1 << 40, "http", None, BATCH.as_bytes());
+            o.wal.append(4, &payload).unwrap();
+            o.wal.sync().unwrap();
+            let state = snapshot(&o.live);
+            checkpoint(&mut o.wal, &mut o.checkpoints, 4, &state).unwrap();
+        }
+        // The log is lost; the checkpoint remains.
+        std::fs::remove_dir_all(dir.path().join("wal")).unwrap();
+        let err = open(dir.path(), contract(), opts()).unwrap_err();
+        assert!(err.to_string().contains("missing from the log"), "{err}");
     }
 
     #[test]

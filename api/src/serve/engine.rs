@@ -145,7 +145,10 @@ impl Engine {
         let handle = std::thread::Builder::new()
             .name("fencewatch-writer".into())
             .spawn(move || {
-                let r = writer(&e, &opts, rx, &metrics);
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    writer(&e, &opts, rx, &metrics)
+                }))
+                .unwrap_or_else(|_| Err("the writer thread panicked".to_string()));
                 if let Err(err) = &r {
                     tracing::error!(error = %err, "the writer stopped");
                     e.durability.failed.store(true, Ordering::Release);
@@ -419,9 +422,11 @@ fn writer(
         .map_err(|e| e.to_string())?;
     let (e, m, o) = (engine.clone(), metrics.clone(), opts.clone());
     let dirty = replayed_records > 0 || restored_from.is_none();
+    // The offset the restored and replayed state stands at, taken before any new append.
+    let start_offset = wal.next_offset();
     let applier = std::thread::Builder::new()
         .name("fencewatch-apply".into())
-        .spawn(move || applier(&e, &o, &m, ready_rx, snap_tx, dirty))
+        .spawn(move || applier(&e, &o, &m, ready_rx, snap_tx, dirty, start_offset))
         .map_err(|e| e.to_string())?;
     engine.ready.set(true);
     let mut jobs: Vec<Job> = Vec::with_capacity(GROUP);
@@ -530,9 +535,10 @@ fn applier(
     rx: Receiver<Ready_>,
     snapshots: Sender<Snapshot>,
     mut dirty: bool,
+    start_offset: u64,
 ) -> Result<(), String> {
     let mut last = Instant::now();
-    let mut next_offset = engine.durability.next_offset.load(Ordering::Acquire);
+    let mut next_offset = start_offset;
     let snapshot = |next_offset: u64| {
         let started = Instant::now();
         let state = engine.read().state().clone();

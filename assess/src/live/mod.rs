@@ -241,7 +241,7 @@ impl SeqWindow {
         }
         if seq < self.base {
             let grow = self.base - seq;
-            if grow + self.slots.len() as u64 > Self::SPAN {
+            if grow.saturating_add(self.slots.len() as u64) > Self::SPAN {
                 return;
             }
             for _ in 0..grow {
@@ -655,13 +655,22 @@ impl Live {
                 e.props.push(p as u16);
             }
         }
-        let Some(p) = prop else {
-            self.state.unattributed += 1;
-            return Pushed::Unattributed;
+        let outcome = match prop {
+            None => {
+                self.state.unattributed += 1;
+                Pushed::Unattributed
+            }
+            Some(p) => {
+                self.push_attributed(p, rec, ev.scope);
+                Pushed::Assessed
+            }
         };
-        self.push_attributed(p, rec, ev.scope);
-        self.advance(p);
-        Pushed::Assessed
+        // The watermark is shared: every property moves with any valid event (their pending
+        // decisions, finality and folding too).
+        for p in 0..self.state.props.len() {
+            self.advance(p);
+        }
+        outcome
     }
 
     /// Counts `reason` for `rec`; the sample's detail is worded only while samples are kept.
@@ -800,9 +809,22 @@ impl Live {
         let grants_required = self.contract.properties[p].grants == Grants::Required;
         let quiet = !grants_required && changes_nothing(st, &rec, skew, horizon);
         let new = st.push(rec);
+        // A commit whose holder check or grant requirement would need grants that were folded.
+        let needs_folded_grants = rec.class() == 0
+            && st.grants_folded
+            && (rec.holder != NONE || grants_required)
+            && !st.has_grant(rec.inc, rec.epoch);
         self.state.props[p].scopes.note_kept();
         if rec.class() < 2 && !quiet {
             self.decide_scope(p, scope, Some(new), horizon);
+        }
+        if needs_folded_grants {
+            self.raise(p, &rec, Reason::LateEvidence, |_| {
+                format!(
+                    "grants of scope `{scope}` were folded: whether epoch {} was granted to this holder is not known",
+                    rec.epoch
+                )
+            });
         }
     }
 
@@ -834,7 +856,7 @@ impl Live {
                 inc: m.incarnation,
                 epoch: m.epoch,
                 ts: m.first,
-                order: st.mark_order,
+                order: st.mark_order(),
                 idx: MARK_IDX,
                 holder: NONE,
                 prop: 0,
@@ -883,7 +905,11 @@ impl Live {
         let mut toggles: Vec<(usize, u8)> = Vec::new();
         for (i, e) in st.events().iter().enumerate() {
             let amb = ambiguous.binary_search(&(i as u32)).is_ok();
-            let ungr = grants_required && e.class() == 0 && ungranted.contains(&(i as u32));
+            // With grants folded, a missing grant is not known to be missing (late evidence).
+            let ungr = grants_required
+                && !st.grants_folded
+                && e.class() == 0
+                && ungranted.contains(&(i as u32));
             for (now, flag, reason) in [
                 (amb, AMBIGUOUS, Reason::AmbiguousOrder),
                 (ungr, UNGRANTED, Reason::UngrantedEpoch),

@@ -318,7 +318,7 @@ impl Live {
             window: Duration(window).to_string(),
             from: EventTime(lo).to_string(),
             watermark: (wm != EventTime::MIN).then(|| wm.to_string()),
-            lag_seconds: (wm != EventTime::MIN).then(|| (wall - wm.0) as f64 / 1e9),
+            lag_seconds: (wm != EventTime::MIN).then(|| wall.saturating_sub(wm.0) as f64 / 1e9),
             stale_evidence,
             counterexamples: in_window
                 .iter()
@@ -349,7 +349,9 @@ impl Live {
             }
         }
         let wm = self.watermark(p);
-        let mut runs = series.timeline(wm, u64::MAX);
+        // Bounded: beyond `max_windows` windows in the series' range, equal neighbours come as
+        // runs (cut only where summaries or spans change), never one entry per window.
+        let mut runs = series.timeline(wm, max_windows);
         runs.retain(|r| {
             let end = r
                 .start_ns
@@ -463,14 +465,18 @@ impl Live {
             .map(|(&id, e)| {
                 let first = e.runs.keys().next().copied().unwrap_or(0);
                 let last = e.runs.values().map(|r| r.end).max().unwrap_or(0);
-                let present: u64 = e.runs.iter().map(|(s, r)| r.end - s + 1).sum();
+                let present: u64 = e
+                    .runs
+                    .iter()
+                    .map(|(s, r)| (r.end - s).saturating_add(1))
+                    .fold(0u64, u64::saturating_add);
                 EmitterReport {
                     emitter: self.state.names[id as usize].clone(),
                     events: e.events,
                     first_seq: first,
                     last_seq: last,
                     gaps: e.runs.len().saturating_sub(1) as u64,
-                    missing: (last - first + 1).saturating_sub(present),
+                    missing: (last - first).saturating_add(1).saturating_sub(present),
                 }
             })
             .collect();

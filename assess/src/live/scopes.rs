@@ -10,12 +10,16 @@ use crate::tracker::Tracker;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// What one (property, scope) keeps.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct ScopeState {
     /// The folded high-water mark (no intervals are kept in it: recent events are).
     pub(super) tracker: Tracker,
-    /// The smallest `order` among the folded events of the mark's (incarnation, epoch).
-    pub(super) mark_order: Option<u64>,
+    /// The smallest `order` among the folded events of the mark's (incarnation, epoch);
+    /// `u64::MAX` when none (packed beside `grants_folded` to keep idle scopes small).
+    mark_order: u64,
+    /// Whether grants of this scope were folded: a later commit's holder check or grant
+    /// requirement may then need folded detail (`late_evidence`).
+    pub(super) grants_folded: bool,
     /// Events of the scope (not heartbeats) inside the horizon, in arrival order, with their
     /// summary; `None` when there are none, so an idle scope holds a null pointer.
     recent: Option<Box<Active>>,
@@ -98,7 +102,30 @@ impl Summary {
     }
 }
 
+impl Default for ScopeState {
+    fn default() -> ScopeState {
+        ScopeState {
+            tracker: Tracker::default(),
+            mark_order: u64::MAX,
+            grants_folded: false,
+            recent: None,
+        }
+    }
+}
+
 impl ScopeState {
+    /// The smallest `order` of the mark's folded events, if any carried one.
+    pub(super) fn mark_order(&self) -> Option<u64> {
+        (self.mark_order != u64::MAX).then_some(self.mark_order)
+    }
+
+    /// Whether a grant of (`inc`, `epoch`) is kept.
+    pub(super) fn has_grant(&self, inc: u64, epoch: u64) -> bool {
+        self.events()
+            .iter()
+            .any(|e| e.class() == 1 && !e.has(ASIDE) && (e.inc, e.epoch) == (inc, epoch))
+    }
+
     /// Events inside the horizon.
     pub(super) fn events(&self) -> &[Ev] {
         self.recent.as_deref().map_or(&[], |a| a.events.as_slice())
@@ -161,19 +188,22 @@ impl ScopeState {
         }
         let before = self.tracker.high_water().map(|m| (m.incarnation, m.epoch));
         let folding = |e: &&Ev| e.ts < horizon && e.class() == 0 && !e.has(super::ASIDE);
+        self.grants_folded |= events
+            .iter()
+            .any(|e| e.ts < horizon && e.class() == 1 && !e.has(super::ASIDE));
         for e in events.iter().filter(folding) {
             self.tracker.observe(e.inc, e.epoch, e.ts, skew, i64::MIN);
         }
         self.tracker.fold(i64::MAX);
         if let Some(m) = self.tracker.high_water() {
             if before != Some((m.incarnation, m.epoch)) {
-                self.mark_order = None;
+                self.mark_order = u64::MAX;
             }
             for e in events.iter().filter(folding) {
                 if (e.inc, e.epoch) == (m.incarnation, m.epoch)
                     && let Some(o) = e.order()
                 {
-                    self.mark_order = Some(self.mark_order.map_or(o, |x| x.min(o)));
+                    self.mark_order = self.mark_order.min(o);
                 }
             }
         }
