@@ -171,6 +171,11 @@ impl Engine {
         self.ready.is_ready()
     }
 
+    /// The last line of file `source` already in the assessor (file ingest resumes after it).
+    pub fn source_progress(&self, source: &str) -> Option<u64> {
+        self.read().source_progress(source)
+    }
+
     /// Reads the assessor.
     pub fn read(&self) -> RwLockReadGuard<'_, Live> {
         self.live.read().unwrap_or_else(|p| p.into_inner())

@@ -202,6 +202,28 @@ fn ingest_file(engine: &Engine, path: &std::path::Path) {
     let mut reader = std::io::BufReader::with_capacity(1 << 20, reader);
     let (mut batch, mut lines, mut total, mut malformed) = (Vec::new(), 0usize, 0u64, 0u64);
     let mut first_line = 1u64;
+    // A file ingested before (this data directory's state remembers its last line) resumes
+    // after that line instead of being appended again. stdin is always read whole.
+    let done = if name == "-" {
+        0
+    } else {
+        engine.source_progress(&name).unwrap_or(0)
+    };
+    if done > 0 {
+        let mut skip = Vec::new();
+        while first_line <= done {
+            skip.clear();
+            match reader.read_until(b'\n', &mut skip) {
+                Ok(0) => break,
+                Ok(_) => first_line += 1,
+                Err(e) => {
+                    tracing::error!(file = %name, error = %e, "reading the ingest file failed");
+                    return;
+                }
+            }
+        }
+        tracing::info!(file = %name, resumed_after_line = done, "file ingested before: resuming");
+    }
     let source = if name == "-" {
         "stdin".to_string()
     } else {

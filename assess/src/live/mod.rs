@@ -305,6 +305,8 @@ pub struct LiveState {
     options: LiveOptions,
     names: Vec<String>,
     sources: Vec<String>,
+    /// Per source, the greatest position pushed (file ingest resumes after it).
+    progress: Vec<u64>,
     props: Vec<Prop>,
     emitters: HashMap<u32, Emitter, foldhash::fast::FixedState>,
     max_ts: Option<i64>,
@@ -385,6 +387,7 @@ impl Live {
             options,
             names: Vec::new(),
             sources: Vec::new(),
+            progress: Vec::new(),
             props,
             emitters: HashMap::default(),
             max_ts: None,
@@ -468,7 +471,19 @@ impl Live {
             return i as u32;
         }
         self.state.sources.push(name.to_string());
+        self.state.progress.push(0);
         (self.state.sources.len() - 1) as u32
+    }
+
+    /// The greatest position pushed from source `name` (a file's last line read), if any.
+    pub fn source_progress(&self, name: &str) -> Option<u64> {
+        let i = self.state.sources.iter().position(|s| s == name)?;
+        Some(self.state.progress[i])
+    }
+
+    fn note_position(&mut self, source: u32, position: u64) {
+        let p = &mut self.state.progress[source as usize];
+        *p = (*p).max(position);
     }
 
     fn intern(&mut self, s: &str) -> u32 {
@@ -526,6 +541,7 @@ impl Live {
         ts: Option<EventTime>,
         message: String,
     ) {
+        self.note_position(source, position);
         let s = &mut self.state;
         s.malformed += 1;
         if s.malformed_samples.len() >= MALFORMED_SAMPLES {
@@ -557,6 +573,7 @@ impl Live {
     /// Adds a decoded event received at wall time `received_at` (ns), read at `position` of
     /// `source`.
     pub fn push(&mut self, ev: &Event<'_>, source: u32, position: u64, received_at: i64) -> Pushed {
+        self.note_position(source, position);
         if let Err((field, why)) = ev.validate() {
             self.push_malformed(
                 source,

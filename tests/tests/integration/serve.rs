@@ -585,3 +585,42 @@ fn demo_runs_with_zero_setup_and_finds_its_resumed_old_owners() {
     assert_eq!(a["verdict"], "refuted", "{a}");
     assert!(dir.path().join("contract.toml").exists());
 }
+
+#[test]
+fn an_ingested_file_is_not_appended_again_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("events.ndjson");
+    std::fs::write(&file, history(now_ns()).join("\n") + "\n").unwrap();
+    let file_arg = file.display().to_string();
+    let observed = |svc: &TestService| -> u64 {
+        let cov = svc.get("/v1/coverage").json();
+        cov["routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["observations"].as_u64().unwrap())
+            .sum()
+    };
+    let wait_for = |svc: &TestService, n: u64| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while observed(svc) < n && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        observed(svc)
+    };
+    let svc = TestService::start(dir.path(), CONTRACT, &["--ingest-file", &file_arg]);
+    assert_eq!(wait_for(&svc, 41), 41);
+    let (status, _) = svc.terminate();
+    assert!(status.success());
+    // Two more lines appended meanwhile: only they are new on the next start.
+    let mut more = std::fs::read_to_string(&file).unwrap();
+    more.push_str(&(commit(now_ns() - 2 * SEC, "late-1", 1, "orders-api.transition") + "\n"));
+    more.push_str(&(commit(now_ns() - SEC, "late-2", 1, "orders-api.transition") + "\n"));
+    std::fs::write(&file, more).unwrap();
+    let again = TestService::start(dir.path(), CONTRACT, &["--ingest-file", &file_arg]);
+    assert_eq!(wait_for(&again, 43), 43);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(observed(&again), 43, "the file was appended again");
+    let scope = again.get("/v1/scopes/late-2").json();
+    assert_eq!(scope["events"][0]["source"], format!("{file_arg}:43"));
+}
