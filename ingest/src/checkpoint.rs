@@ -84,6 +84,9 @@ pub struct CheckpointStore {
     dir: PathBuf,
     /// Offsets of the checkpoint files present, ascending.
     offsets: Vec<u64>,
+    /// Offsets [`CheckpointStore::latest`] passed over as damaged: the next save deletes them,
+    /// so that the valid older checkpoint it fell back to is the one kept beside the new one.
+    damaged: Vec<u64>,
 }
 
 impl CheckpointStore {
@@ -112,6 +115,7 @@ impl CheckpointStore {
         Ok(CheckpointStore {
             dir: dir.to_path_buf(),
             offsets,
+            damaged: Vec::new(),
         })
     }
 
@@ -144,6 +148,17 @@ impl CheckpointStore {
         if let Err(i) = self.offsets.binary_search(&offset) {
             self.offsets.insert(i, offset);
         }
+        for o in std::mem::take(&mut self.damaged) {
+            if o != offset {
+                let p = self.path(o);
+                match fs::remove_file(&p) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(io_err(&p)(e)),
+                }
+                self.offsets.retain(|&x| x != o);
+            }
+        }
         let newer = self.offsets.len() - self.offsets.partition_point(|&o| o <= offset);
         let older = self.offsets.len().saturating_sub(newer + KEEP);
         let doomed: Vec<u64> = (self.offsets.iter().rev().take(newer))
@@ -167,11 +182,13 @@ impl CheckpointStore {
 
     /// The newest checkpoint whose header and crc verify, passing over damaged newer ones;
     /// `None` when there is no checkpoint at all.
-    pub fn latest(&self) -> Result<Option<Loaded>> {
+    pub fn latest(&mut self) -> Result<Option<Loaded>> {
+        self.damaged.clear();
         for (skipped, &offset) in self.offsets.iter().rev().enumerate() {
             let path = self.path(offset);
             let data = fs::read(&path).map_err(io_err(&path))?;
             if let Some(state) = verify(&data, offset) {
+                self.damaged = self.offsets[self.offsets.len() - skipped..].to_vec();
                 return Ok(Some(Loaded {
                     offset,
                     state: state.to_vec(),
@@ -266,7 +283,7 @@ mod tests {
             (store.oldest_offset(), store.latest_offset()),
             (Some(40), Some(41))
         );
-        let store = CheckpointStore::open(dir.path()).unwrap();
+        let mut store = CheckpointStore::open(dir.path()).unwrap();
         let loaded = store.latest().unwrap().unwrap();
         assert_eq!(
             (loaded.offset, loaded.state, loaded.skipped_corrupt),
@@ -319,6 +336,31 @@ mod tests {
     }
 
     #[test]
+    fn after_a_fall_back_the_damaged_checkpoint_goes_and_the_valid_one_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = CheckpointStore::open(dir.path()).unwrap();
+        store.save(7, b"seven").unwrap();
+        store.save(9, b"nine").unwrap();
+        let nine = dir.path().join("checkpoint-00000000000000000009.ckpt");
+        let mut bytes = fs::read(&nine).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        fs::write(&nine, bytes).unwrap();
+        let mut store = CheckpointStore::open(dir.path()).unwrap();
+        assert_eq!(store.latest().unwrap().unwrap().offset, 7);
+        // Replay from 7 went past 9; the next checkpoint is at 12.
+        store.save(12, b"twelve").unwrap();
+        assert_eq!(
+            files(dir.path()),
+            [
+                "checkpoint-00000000000000000007.ckpt",
+                "checkpoint-00000000000000000012.ckpt"
+            ]
+        );
+        assert_eq!(store.oldest_offset(), Some(7));
+    }
+
+    #[test]
     fn stray_tmp_files_are_removed_on_open() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = CheckpointStore::open(dir.path()).unwrap();
@@ -329,7 +371,7 @@ mod tests {
         )
         .unwrap();
         fs::write(dir.path().join("unrelated.txt"), b"keep me").unwrap();
-        let store = CheckpointStore::open(dir.path()).unwrap();
+        let mut store = CheckpointStore::open(dir.path()).unwrap();
         assert_eq!(
             files(dir.path()),
             ["checkpoint-00000000000000000003.ckpt", "unrelated.txt"]

@@ -325,7 +325,7 @@ pub fn open(dir: &Path, contract: Contract, opts: PartitionOptions) -> Result<Op
             segment_bytes: opts.segment_bytes,
         },
     )?;
-    let checkpoints = CheckpointStore::open(&dir.join("checkpoints"))?;
+    let mut checkpoints = CheckpointStore::open(&dir.join("checkpoints"))?;
     let (mut live, from) = match checkpoints.latest()? {
         Some(loaded) => {
             let state: LiveState =
