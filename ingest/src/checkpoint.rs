@@ -148,23 +148,15 @@ impl CheckpointStore {
         if let Err(i) = self.offsets.binary_search(&offset) {
             self.offsets.insert(i, offset);
         }
-        for o in std::mem::take(&mut self.damaged) {
-            if o != offset {
-                let p = self.path(o);
-                match fs::remove_file(&p) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(io_err(&p)(e)),
-                }
-                self.offsets.retain(|&x| x != o);
-            }
-        }
+        // Doomed: those latest() passed over as damaged, those newer than this one (only
+        // damaged ones can be), and all but the newest KEEP of the rest.
+        let damaged = std::mem::take(&mut self.damaged);
+        let mut doomed: Vec<u64> = damaged.into_iter().filter(|&o| o != offset).collect();
+        self.offsets.retain(|o| !doomed.contains(o));
         let newer = self.offsets.len() - self.offsets.partition_point(|&o| o <= offset);
         let older = self.offsets.len().saturating_sub(newer + KEEP);
-        let doomed: Vec<u64> = (self.offsets.iter().rev().take(newer))
-            .chain(&self.offsets[..older])
-            .copied()
-            .collect();
+        doomed.extend(self.offsets.iter().rev().take(newer));
+        doomed.extend(&self.offsets[..older]);
         for &o in &doomed {
             let p = self.path(o);
             match fs::remove_file(&p) {

@@ -376,7 +376,12 @@ pub fn open(dir: &Path, contract: Contract, opts: PartitionOptions) -> Result<Op
 
 /// Serializes the assessor for a checkpoint.
 pub fn snapshot(live: &Live) -> Vec<u8> {
-    postcard::to_stdvec(live.state()).expect("the live state serializes")
+    encode_state(live.state())
+}
+
+/// Serializes a state for a checkpoint: the one place that knows the format [`open`] reads.
+pub fn encode_state(state: &LiveState) -> Vec<u8> {
+    postcard::to_stdvec(state).expect("the live state serializes")
 }
 
 /// Saves a checkpoint of `state` (from [`snapshot`]) at `offset` (the next record's base) and

@@ -648,7 +648,7 @@ fn checkpointer(
     let mut last = None;
     for snap in rx {
         let started = Instant::now();
-        let bytes = postcard::to_stdvec(&snap.state).map_err(|e| e.to_string())?;
+        let bytes = partition::encode_state(&snap.state);
         drop(snap.state);
         store
             .save(snap.offset, &bytes)
