@@ -12,6 +12,9 @@
 //!   epoch reuse, grants, route silence) shared by every mode.
 //! - [`tracker`]: bounded per-scope state for the service: epoch intervals inside the horizon,
 //!   folded into a high-water mark that is never forgotten.
+//! - [`live`]: the service's incremental assessor of one partition, the mergeable
+//!   [`live::Summary`] it exports, and the [`live::View`] that answers queries over one
+//!   partition or many merged.
 //! - [`window`]: mergeable per-window summaries and the verdicts derived from them.
 //! - [`finding`], [`report`]: counterexamples, unknown reasons, verdicts and the report shape.
 //!

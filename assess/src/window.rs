@@ -218,9 +218,19 @@ impl WindowSeries {
 
     /// Places a reason on every window intersecting `[a, b]` (times in ns).
     pub fn add_time_span(&mut self, a: i64, b: i64, reason: Reason) {
+        let sp = self.time_span(a, b, reason);
+        self.add_span(sp.from, sp.to, reason);
+    }
+
+    /// The span of every window intersecting `[a, b]` (times in ns, either order), clamped to
+    /// the series' range: what [`WindowSeries::add_time_span`] would place.
+    pub fn time_span(&self, a: i64, b: i64, reason: Reason) -> Span {
         let (a, b) = (a.min(b), a.max(b));
-        let (from, to) = (self.clamp(self.index(a)), self.clamp(self.index(b)));
-        self.add_span(from, to, reason);
+        Span {
+            from: self.clamp(self.index(a)),
+            to: self.clamp(self.index(b)),
+            reason,
+        }
     }
 
     fn clamp(&self, k: i64) -> i64 {
@@ -230,7 +240,9 @@ impl WindowSeries {
         }
     }
 
-    /// Merges another series of the same property and width.
+    /// Merges another series of the same property and width: counts are added, ranges and
+    /// revised windows united. The watermark is not merged: it is the caller's to decide (the
+    /// minimum over active partitions), and is passed to [`WindowSeries::timeline`].
     pub fn merge(&mut self, other: &WindowSeries) {
         assert_eq!(
             self.width, other.width,
@@ -240,6 +252,8 @@ impl WindowSeries {
             self.points.entry(*k).or_default().merge(s);
         }
         self.spans.extend_from_slice(&other.spans);
+        // A window late evidence lowered in one partition is revised in the merge.
+        self.revised.extend(other.revised.iter().copied());
         if let Some((f, l)) = other.range() {
             self.cover(self.start_of(f));
             self.cover(self.start_of(l));
@@ -261,12 +275,29 @@ impl WindowSeries {
     /// `max_windows`, else runs of consecutive windows with equal verdicts. `watermark` decides
     /// finality (`EventTime::MAX` = the end of input, every window final).
     pub fn timeline(&self, watermark: EventTime, max_windows: u64) -> Vec<WindowRun> {
+        self.timeline_with(&[], watermark, max_windows)
+    }
+
+    /// [`WindowSeries::timeline`] with `extra` spans placed as well, without copying the
+    /// series (reasons derived at query time: route silence, telemetry gaps).
+    pub fn timeline_with(
+        &self,
+        extra: &[Span],
+        watermark: EventTime,
+        max_windows: u64,
+    ) -> Vec<WindowRun> {
         let Some((first, last)) = self.range() else {
             return Vec::new();
         };
+        let spans = || {
+            self.spans
+                .iter()
+                .chain(extra.iter().filter(|sp| sp.from <= sp.to))
+        };
+        let n_spans = self.spans.len() + extra.len();
         let total = (last - first) as u64 + 1;
         let merge_runs = total > max_windows;
-        let mut cuts: Vec<i64> = Vec::with_capacity(self.points.len() + 2 * self.spans.len() + 2);
+        let mut cuts: Vec<i64> = Vec::with_capacity(self.points.len() + 2 * n_spans + 2);
         cuts.push(first);
         cuts.push(last + 1);
         cuts.extend(
@@ -281,14 +312,14 @@ impl WindowSeries {
                 .map(|k| k + 1)
                 .filter(|&k| k > first && k <= last),
         );
-        for sp in &self.spans {
+        for sp in spans() {
             cuts.push(sp.from.clamp(first, last + 1));
             cuts.push((sp.to + 1).clamp(first, last + 1));
         }
         cuts.sort_unstable();
         cuts.dedup();
-        let mut bounds: Vec<(i64, i32, usize)> = Vec::with_capacity(self.spans.len() * 2);
-        for sp in &self.spans {
+        let mut bounds: Vec<(i64, i32, usize)> = Vec::with_capacity(n_spans * 2);
+        for sp in spans() {
             bounds.push((sp.from, 1, sp.reason as usize));
             bounds.push((sp.to.saturating_add(1), -1, sp.reason as usize));
         }
@@ -438,6 +469,51 @@ mod tests {
             ]
         );
         assert_eq!(s.revised().collect::<Vec<_>>(), [0]);
+    }
+
+    #[test]
+    fn extra_spans_place_like_added_ones() {
+        let mut s = WindowSeries::new(MIN);
+        s.add_event(0);
+        s.add_event(9 * MIN);
+        s.add_counterexample(4 * MIN);
+        let extra = [
+            Span {
+                from: 2,
+                to: 3,
+                reason: Reason::RouteSilent,
+            },
+            s.time_span(7 * MIN + 1, 5 * MIN, Reason::TelemetryGap),
+            // Empty: ignored, as `add_span` ignores it.
+            Span {
+                from: 6,
+                to: 5,
+                reason: Reason::RouteSilent,
+            },
+        ];
+        let mut copy = s.clone();
+        for sp in extra {
+            copy.add_span(sp.from, sp.to, sp.reason);
+        }
+        for max in [100, 2] {
+            let with = s.timeline_with(&extra, EventTime(3 * MIN), max);
+            assert_eq!(with, copy.timeline(EventTime(3 * MIN), max));
+            assert!(with.iter().any(|r| r.verdict == Verdict::Unknown));
+        }
+    }
+
+    #[test]
+    fn merge_unites_revised_windows() {
+        let mut a = WindowSeries::new(MIN);
+        a.add_event(0);
+        a.add_event(2 * MIN);
+        a.advance_watermark(EventTime(MIN));
+        a.add_reason(5, Reason::MissingEpoch);
+        let mut b = WindowSeries::new(MIN);
+        b.add_event(3 * MIN);
+        b.merge(&a);
+        assert_eq!(b.revised().collect::<Vec<_>>(), [0]);
+        assert_eq!(b.range(), Some((0, 3)));
     }
 
     #[test]

@@ -328,11 +328,10 @@ pub fn open(dir: &Path, contract: Contract, opts: PartitionOptions) -> Result<Op
     let mut checkpoints = CheckpointStore::open(&dir.join("checkpoints"))?;
     let (mut live, from) = match checkpoints.latest()? {
         Some(loaded) => {
-            let state: LiveState =
-                postcard::from_bytes(&loaded.state).map_err(|e| Error::BadCheckpoint {
-                    offset: loaded.offset,
-                    reason: e.to_string(),
-                })?;
+            let state = decode_state(&loaded.state).map_err(|reason| Error::BadCheckpoint {
+                offset: loaded.offset,
+                reason,
+            })?;
             (Live::restore(contract, state)?, Some(loaded.offset))
         }
         None => (Live::new(contract, opts.live), None),
@@ -382,6 +381,11 @@ pub fn snapshot(live: &Live) -> Vec<u8> {
 /// Serializes a state for a checkpoint: the one place that knows the format [`open`] reads.
 pub fn encode_state(state: &LiveState) -> Vec<u8> {
     postcard::to_stdvec(state).expect("the live state serializes")
+}
+
+/// Reads a state saved by [`encode_state`].
+pub fn decode_state(bytes: &[u8]) -> Result<LiveState, String> {
+    postcard::from_bytes(bytes).map_err(|e| e.to_string())
 }
 
 /// Saves a checkpoint of `state` (from [`snapshot`]) at `offset` (the next record's base) and

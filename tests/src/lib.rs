@@ -1,6 +1,28 @@
 //! Helpers for the black-box tests: locating the real `fencewatch` binary and running it.
 
+pub mod kafka;
 pub mod service;
+
+/// The contract most service tests run under: one property, two fenced routes.
+pub const ORDERS_CONTRACT: &str = r#"
+[[property]]
+name = "order-mutation"
+subject = "Order"
+strategy = "lease_epoch"
+window = "1m"
+clock_skew = "50ms"
+allowed_lateness = "10s"
+route_freshness = "5m"
+  [[property.route]]
+  name = "orders-api.transition"
+  [[property.route]]
+  name = "settlement-worker.settle"
+"#;
+
+/// One committed event as a JSON line.
+pub fn commit_line(ts: i64, scope: &str, epoch: u64, route: &str) -> String {
+    format!(r#"{{"kind":"commit","ts":{ts},"scope":"{scope}","epoch":{epoch},"route":"{route}"}}"#)
+}
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -259,6 +259,47 @@ impl TestService {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// The value of the first sample on `/metrics` whose line starts with `prefix`.
+    pub fn metric(&self, prefix: &str) -> Option<f64> {
+        let text = self.get("/metrics").text();
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    }
+
+    /// Every counterexample id, read page by page (2 per page, to exercise the cursor).
+    pub fn cx_ids(&self) -> Vec<String> {
+        let mut ids = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let path = match &cursor {
+                Some(c) => format!("/v1/counterexamples?limit=2&cursor={c}"),
+                None => "/v1/counterexamples?limit=2".into(),
+            };
+            let page = self.get(&path).json();
+            for c in page["counterexamples"].as_array().expect("a page") {
+                ids.push(c["id"].as_str().expect("an id").to_string());
+            }
+            match page["next_cursor"].as_str() {
+                Some(c) => cursor = Some(c.to_string()),
+                None => return ids,
+            }
+        }
+    }
+
+    /// Waits up to `secs` for `f` to hold, polling every 50 ms; panics with the log otherwise.
+    pub fn wait_for(&self, what: &str, secs: u64, mut f: impl FnMut(&TestService) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < deadline {
+            if f(self) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("{what}: not within {secs} s\n{}", self.stderr());
+    }
 }
 
 impl Drop for TestService {

@@ -16,7 +16,10 @@ use crate::serve::auth::AuthToken;
 use clap::{Args, ValueEnum};
 use fencewatch_assess::{Contract, Duration};
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
+
+pub use crate::serve::kafka::KafkaConfig;
 use std::path::{Path, PathBuf};
 
 /// The embedded defaults, parsed like a config file.
@@ -99,15 +102,18 @@ pub struct ServeArgs {
     /// Log level or filter, e.g. `debug` or `info,fencewatch_ingest=debug` [default: info].
     #[arg(long, env = "FENCEWATCH_LOG_LEVEL", value_name = "FILTER")]
     pub log_level: Option<String>,
-    /// Kafka bootstrap servers (not available in this build yet).
+    /// Kafka bootstrap servers, `host:port[,host:port…]`: consume events from Kafka.
     #[arg(long, env = "FENCEWATCH_KAFKA_BROKERS", value_name = "HOSTS")]
     pub kafka_brokers: Option<String>,
-    /// Kafka topic of events (not available in this build yet).
+    /// Kafka topic(s) of events, comma-separated (required with --kafka-brokers).
     #[arg(long, env = "FENCEWATCH_KAFKA_TOPIC", value_name = "TOPIC")]
     pub kafka_topic: Option<String>,
-    /// Kafka consumer group (not available in this build yet).
+    /// Kafka consumer group [default: fencewatch].
     #[arg(long, env = "FENCEWATCH_KAFKA_GROUP", value_name = "GROUP")]
     pub kafka_group: Option<String>,
+    /// Topic that malformed messages are copied to [default: a file in the data directory].
+    #[arg(long, env = "FENCEWATCH_KAFKA_DEAD_LETTER_TOPIC", value_name = "TOPIC")]
+    pub kafka_dead_letter_topic: Option<String>,
 }
 
 /// The validated configuration, passed down by value (no global).
@@ -141,7 +147,8 @@ pub struct ServeConfig {
     pub log_format: LogFormat,
     /// Log level or `tracing` filter directives.
     pub log_level: String,
-    // Kafka settings join here when Kafka ingest lands; until then setting them is an error.
+    /// Kafka ingest, when brokers and a topic are set.
+    pub kafka: Option<KafkaConfig>,
 }
 
 /// Every problem found in a configuration, one per line.
@@ -173,6 +180,9 @@ struct Layer {
     kafka_brokers: Option<String>,
     kafka_topic: Option<String>,
     kafka_group: Option<String>,
+    kafka_dead_letter_topic: Option<String>,
+    /// librdkafka settings passed through (`[kafka]` table).
+    kafka: Option<BTreeMap<String, toml::Value>>,
 }
 
 /// Where a value came from, to say so in an error.
@@ -426,7 +436,7 @@ impl ServeConfig {
             );
         }
 
-        let mut kafka = Vec::new();
+        let mut kafka_values = BTreeMap::new();
         for (key, v) in [
             (
                 "kafka_brokers",
@@ -434,20 +444,62 @@ impl ServeConfig {
             ),
             ("kafka_topic", pick(a.kafka_topic, f.kafka_topic, None)),
             ("kafka_group", pick(a.kafka_group, f.kafka_group, None)),
+            (
+                "kafka_dead_letter_topic",
+                pick(a.kafka_dead_letter_topic, f.kafka_dead_letter_topic, None),
+            ),
         ] {
             match v {
                 Some((s, o)) if s.trim().is_empty() => l.error(key, o, "must not be empty"),
-                Some(_) => kafka.push(key),
+                Some((s, _)) => {
+                    kafka_values.insert(key, s.trim().to_string());
+                }
                 None => {}
             }
         }
-        if !kafka.is_empty() {
-            l.errors.push(format!(
-                "kafka ingest is not available in this build yet (set: {}); remove these \
-                 settings and send events over HTTP",
-                kafka.join(", ")
-            ));
+        let mut settings = Vec::new();
+        for (k, v) in f.kafka.unwrap_or_default() {
+            match v {
+                toml::Value::String(s) => settings.push((k, s)),
+                toml::Value::Integer(n) => settings.push((k, n.to_string())),
+                toml::Value::Boolean(b) => settings.push((k, b.to_string())),
+                toml::Value::Float(x) => settings.push((k, x.to_string())),
+                other => l.errors.push(format!(
+                    "[kafka] `{k}`: librdkafka settings are strings, numbers or booleans, not {}",
+                    other.type_str()
+                )),
+            }
         }
+        let kafka = match (
+            kafka_values.remove("kafka_brokers"),
+            kafka_values.remove("kafka_topic"),
+        ) {
+            (Some(brokers), Some(topics)) => Some(KafkaConfig {
+                brokers,
+                topics: topics
+                    .split(',')
+                    .map(|t| t.trim().to_string())
+                    .filter(|t| !t.is_empty())
+                    .collect(),
+                group: kafka_values
+                    .remove("kafka_group")
+                    .unwrap_or_else(|| "fencewatch".into()),
+                dead_letter_topic: kafka_values.remove("kafka_dead_letter_topic"),
+                settings,
+            }),
+            (None, None) if kafka_values.is_empty() && settings.is_empty() => None,
+            (b, _) => {
+                l.errors.push(format!(
+                    "kafka ingest needs both kafka_brokers and kafka_topic (missing: {})",
+                    if b.is_none() {
+                        "kafka_brokers"
+                    } else {
+                        "kafka_topic"
+                    }
+                ));
+                None
+            }
+        };
 
         match (contract_path, contract) {
             (Some(contract_path), Some(contract)) if l.errors.is_empty() => Ok(ServeConfig {
@@ -465,6 +517,7 @@ impl ServeConfig {
                 wal_segment_bytes,
                 log_format,
                 log_level,
+                kafka,
             }),
             _ => Err(ConfigErrors { errors: l.errors }),
         }

@@ -13,9 +13,10 @@
 //! until then the engine is not ready (`/readyz` answers 503, queries 503).
 
 use crate::serve::Ready;
+use crate::serve::kafka::Kafka;
 use crate::serve::metrics::Metrics;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
-use fencewatch_assess::live::{Live, LiveOptions};
+use fencewatch_assess::live::{Live, LiveOptions, ScopeView, View};
 use fencewatch_assess::{Contract, EventTime};
 use fencewatch_ingest::checkpoint::CheckpointStore;
 use fencewatch_ingest::partition::{self, Applied, Format, PartitionOptions};
@@ -95,6 +96,8 @@ pub struct Engine {
     pub durability: Durability,
     contract: Contract,
     stopped: tokio::sync::Notify,
+    /// The Kafka source, when configured.
+    kafka: std::sync::OnceLock<Arc<Kafka>>,
 }
 
 impl std::fmt::Debug for Job {
@@ -140,6 +143,7 @@ impl Engine {
             durability: Durability::default(),
             contract,
             stopped: tokio::sync::Notify::new(),
+            kafka: std::sync::OnceLock::new(),
         });
         let e = engine.clone();
         let handle = std::thread::Builder::new()
@@ -176,9 +180,74 @@ impl Engine {
         self.read().source_progress(source)
     }
 
-    /// Reads the assessor.
+    /// Reads the assessor of the WAL partition.
     pub fn read(&self) -> RwLockReadGuard<'_, Live> {
         self.live.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds the Kafka source: queries then merge its partitions with the WAL's.
+    pub fn attach_kafka(&self, kafka: Arc<Kafka>) {
+        let _ = self.kafka.set(kafka);
+    }
+
+    /// The Kafka source, if attached.
+    pub fn kafka(&self) -> Option<&Arc<Kafka>> {
+        self.kafka.get()
+    }
+
+    /// Answers a query over every partition merged (SPEC §5): the WAL's, and each assigned
+    /// Kafka partition's. Alone, the WAL partition is the watermark; beside Kafka it joins only
+    /// once it holds events, and as idle (a `2xx` means applied: nothing of it is in flight),
+    /// so the watermark is the minimum over the Kafka partitions still reading.
+    pub fn query<R>(&self, f: impl FnOnce(&View<'_>) -> R) -> R {
+        let wal = self.read();
+        let parts = self.kafka.get().map(|k| k.parts());
+        let mut view = View::new(&self.contract);
+        let same = "every partition runs under the engine's contract";
+        match &parts {
+            None => view.add_live(&wal, true).expect(same),
+            Some(parts) => {
+                let (valid, malformed, unattributed, _) = wal.totals();
+                if valid + malformed + unattributed > 0 {
+                    view.add_live(&wal, false).expect(same);
+                }
+                for part in parts.values() {
+                    view.add_live(&part.live, !part.idle).expect(same);
+                }
+            }
+        }
+        f(&view)
+    }
+
+    /// One scope's resident history: scopes live in one partition each (producers key by
+    /// scope); a scope found in several (misrouted messages) is shown merged.
+    pub fn scope(&self, p: usize, scope: &str) -> Option<ScopeView> {
+        let wal = self.read();
+        let parts = self.kafka.get().map(|k| k.parts());
+        let lives =
+            std::iter::once(&*wal).chain(parts.iter().flat_map(|m| m.values().map(|x| &x.live)));
+        let mut found: Option<ScopeView> = None;
+        for v in lives.filter_map(|l| l.scope(p, scope)) {
+            match &mut found {
+                None => found = Some(v),
+                Some(f) => {
+                    f.events.extend(v.events);
+                    f.events
+                        .sort_by(|a, b| (&a.ts, &a.source).cmp(&(&b.ts, &b.source)));
+                    for c in v.counterexamples {
+                        if !f.counterexamples.iter().any(|x| x.id == c.id) {
+                            f.counterexamples.push(c);
+                        }
+                    }
+                    if v.high_water.as_ref().map(|h| (h.incarnation, h.epoch))
+                        > f.high_water.as_ref().map(|h| (h.incarnation, h.epoch))
+                    {
+                        f.high_water = v.high_water;
+                    }
+                }
+            }
+        }
+        found
     }
 
     /// Submits a batch and waits until it is durable and applied.
@@ -264,27 +333,39 @@ impl Engine {
     /// Refreshes the gauges derived from the assessor (called before each scrape).
     pub fn refresh_metrics(&self, metrics: &Metrics) {
         let now = now_ns();
-        let live = self.read();
-        for (p, prop) in self.contract.properties.iter().enumerate() {
-            let a = live.assurance(p, now, prop.assurance_window.0, now);
-            metrics.set_assurance(&prop.name, a.verdict);
-            let counts = live.unknown_counts(p);
-            for r in fencewatch_assess::Reason::ALL {
-                metrics.set_unknown(&prop.name, r, counts.get(&r).copied().unwrap_or(0) as i64);
-            }
-            let wm = live.watermark(p);
-            if wm != EventTime::MIN {
-                metrics.set_watermark(&prop.name, wm, EventTime(now));
-            }
-            for r in live.coverage(p).routes {
-                if let Some(t) = r.last_seen_ns {
-                    metrics.set_route_last_seen(&prop.name, &r.name, EventTime(t));
+        self.query(|view| {
+            for (p, prop) in self.contract.properties.iter().enumerate() {
+                let a = view.assurance(p, now, prop.assurance_window.0, now);
+                metrics.set_assurance(&prop.name, a.verdict);
+                let counts = view.unknown_counts(p);
+                for r in fencewatch_assess::Reason::ALL {
+                    let n = counts.get(&r).copied().unwrap_or(0) as i64;
+                    metrics.set_unknown(&prop.name, r, n);
+                }
+                let wm = view.watermark(p);
+                if wm != EventTime::MIN {
+                    metrics.set_watermark(&prop.name, wm, EventTime(now));
+                }
+                for r in view.coverage(p).routes {
+                    if let Some(t) = r.last_seen_ns {
+                        metrics.set_route_last_seen(&prop.name, &r.name, EventTime(t));
+                    }
                 }
             }
+        });
+        let (mut scopes, mut bytes) = {
+            let live = self.read();
+            (live.active_scopes(), live.state_bytes())
+        };
+        if let Some(k) = self.kafka.get() {
+            for part in k.parts().values() {
+                scopes += part.live.active_scopes();
+                bytes += part.live.state_bytes();
+            }
+            k.refresh_metrics(metrics);
         }
-        metrics.active_scopes.set(live.active_scopes() as i64);
-        metrics.state_bytes.set(live.state_bytes() as i64);
-        drop(live);
+        metrics.active_scopes.set(scopes as i64);
+        metrics.state_bytes.set(bytes as i64);
         let d = &self.durability;
         metrics
             .wal_bytes

@@ -56,6 +56,18 @@ pub const WAL_NEXT_OFFSET: &str = "fencewatch_wal_next_offset";
 pub const CHECKPOINT_AGE_SECONDS: &str = "fencewatch_checkpoint_age_seconds";
 /// Gauge: the WAL offset the last durable checkpoint covers.
 pub const CHECKPOINT_OFFSET: &str = "fencewatch_checkpoint_offset";
+/// Gauge {topic, partition}: messages between the consumer's position and the partition's end.
+pub const KAFKA_CONSUMER_LAG: &str = "fencewatch_kafka_consumer_lag";
+/// Gauge: Kafka partitions assigned to this instance.
+pub const KAFKA_ASSIGNED_PARTITIONS: &str = "fencewatch_kafka_assigned_partitions";
+/// Counter: consumer group rebalances (assignments and revocations).
+pub const KAFKA_REBALANCES: &str = "fencewatch_kafka_rebalances";
+/// Counter: malformed messages copied to the dead-letter topic or file.
+pub const KAFKA_DEAD_LETTERED: &str = "fencewatch_kafka_dead_lettered_messages";
+/// Counter: Kafka messages consumed.
+pub const KAFKA_MESSAGES: &str = "fencewatch_kafka_messages";
+/// Gauge: 1 while a Kafka broker answers, 0 when all are down.
+pub const KAFKA_CONNECTED: &str = "fencewatch_kafka_connected";
 /// Histogram {method, route, status}: time to the response head; `route` is the matched
 /// path template (`/v1/counterexamples/{id}`), or `unmatched`.
 pub const HTTP_REQUEST_DURATION_SECONDS: &str = "fencewatch_http_request_duration_seconds";
@@ -121,6 +133,15 @@ pub struct RouteLabels {
     pub route: String,
 }
 
+/// Labels {topic, partition}.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PartitionLabels {
+    /// The Kafka topic.
+    pub topic: String,
+    /// The partition number.
+    pub partition: i32,
+}
+
 /// Labels {method, route, status}.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HttpLabels {
@@ -169,6 +190,18 @@ pub struct Metrics {
     pub checkpoint_offset: Gauge,
     /// See [`HTTP_REQUEST_DURATION_SECONDS`].
     pub http_request_duration_seconds: Family<HttpLabels, Histogram>,
+    /// See [`KAFKA_CONSUMER_LAG`].
+    pub kafka_consumer_lag: Family<PartitionLabels, Gauge>,
+    /// See [`KAFKA_ASSIGNED_PARTITIONS`].
+    pub kafka_assigned_partitions: Gauge,
+    /// See [`KAFKA_REBALANCES`].
+    pub kafka_rebalances: Counter,
+    /// See [`KAFKA_DEAD_LETTERED`].
+    pub kafka_dead_lettered: Counter,
+    /// See [`KAFKA_MESSAGES`].
+    pub kafka_messages: Counter,
+    /// See [`KAFKA_CONNECTED`].
+    pub kafka_connected: Gauge,
 }
 
 fn http_histogram() -> Histogram {
@@ -201,6 +234,12 @@ impl Metrics {
             checkpoint_age_seconds: FloatGauge::default(),
             checkpoint_offset: Gauge::default(),
             http_request_duration_seconds: Family::new_with_constructor(http_histogram),
+            kafka_consumer_lag: Family::default(),
+            kafka_assigned_partitions: Gauge::default(),
+            kafka_rebalances: Counter::default(),
+            kafka_dead_lettered: Counter::default(),
+            kafka_messages: Counter::default(),
+            kafka_connected: Gauge::default(),
         };
         let r = registry;
         r.register(
@@ -282,6 +321,36 @@ impl Metrics {
             HTTP_REQUEST_DURATION_SECONDS,
             "HTTP request duration to the response head",
             m.http_request_duration_seconds.clone(),
+        );
+        r.register(
+            KAFKA_CONSUMER_LAG,
+            "Kafka messages between the consumer's position and the partition's end",
+            m.kafka_consumer_lag.clone(),
+        );
+        r.register(
+            KAFKA_ASSIGNED_PARTITIONS,
+            "Kafka partitions assigned to this instance",
+            m.kafka_assigned_partitions.clone(),
+        );
+        r.register(
+            KAFKA_REBALANCES,
+            "Kafka consumer group rebalances",
+            m.kafka_rebalances.clone(),
+        );
+        r.register(
+            KAFKA_DEAD_LETTERED,
+            "Malformed Kafka messages dead-lettered",
+            m.kafka_dead_lettered.clone(),
+        );
+        r.register(
+            KAFKA_MESSAGES,
+            "Kafka messages consumed",
+            m.kafka_messages.clone(),
+        );
+        r.register(
+            KAFKA_CONNECTED,
+            "1 while a Kafka broker answers",
+            m.kafka_connected.clone(),
         );
         m
     }

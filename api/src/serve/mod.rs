@@ -29,6 +29,7 @@ pub mod auth;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod kafka;
 pub mod metrics;
 pub mod routes;
 pub mod run;
@@ -91,6 +92,8 @@ pub struct Base {
     pub request_timeout: fencewatch_assess::Duration,
     /// Updates the gauges derived from the engine's state before each scrape.
     pub refresh: Option<Refresh>,
+    /// A readiness condition beyond the engine's, if any.
+    pub upstream: Option<Upstream>,
 }
 
 /// A hook run before `/metrics` is encoded.
@@ -119,6 +122,7 @@ impl Base {
             max_body_bytes: config.max_body_bytes,
             request_timeout: config.request_timeout,
             refresh: None,
+            upstream: None,
         }
     }
 }
@@ -128,6 +132,18 @@ struct Probe {
     ready: Ready,
     registry: Arc<Registry>,
     refresh: Option<Refresh>,
+    upstream: Option<Upstream>,
+}
+
+/// A readiness condition beyond the engine's (a Kafka broker answering): `Some(why)` when not
+/// ready.
+#[derive(Clone)]
+pub struct Upstream(pub Arc<dyn Fn() -> Option<String> + Send + Sync>);
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Upstream")
+    }
 }
 
 async fn livez() -> Json<serde_json::Value> {
@@ -135,13 +151,15 @@ async fn livez() -> Json<serde_json::Value> {
 }
 
 async fn readyz(State(p): State<Probe>) -> Result<Json<serde_json::Value>, ApiError> {
-    if p.ready.is_ready() {
-        Ok(Json(serde_json::json!({"status": "ready"})))
-    } else {
-        Err(ApiError::ServiceUnavailable {
+    if !p.ready.is_ready() {
+        return Err(ApiError::ServiceUnavailable {
             detail: "replaying the write-ahead log; not ready yet".into(),
-        })
+        });
     }
+    if let Some(why) = p.upstream.as_ref().and_then(|u| (u.0)()) {
+        return Err(ApiError::ServiceUnavailable { detail: why });
+    }
+    Ok(Json(serde_json::json!({"status": "ready"})))
 }
 
 async fn metrics_text(State(p): State<Probe>) -> Response {
@@ -172,6 +190,7 @@ pub fn base_router(base: Base, api: Router) -> Router {
         ready: base.ready,
         registry: base.registry,
         refresh: base.refresh,
+        upstream: base.upstream,
     };
     Router::new()
         .route("/livez", get(livez))
@@ -267,6 +286,7 @@ mod tests {
             max_body_bytes: 1024,
             request_timeout: fencewatch_assess::Duration(50_000_000),
             refresh: None,
+            upstream: None,
         };
         let api = Router::new()
             .route("/v1/contract", get(|| async { "contract" }))

@@ -185,18 +185,19 @@ async fn assurance(
         .map(|s| parse_duration("window", s))
         .transpose()?;
     let chosen = property(&engine, q.property.as_deref())?;
-    let live = engine.read();
     let props: Vec<usize> = match chosen {
         Some(p) => vec![p],
         None => (0..engine.contract().properties.len()).collect(),
     };
-    let answers: Vec<_> = props
-        .iter()
-        .map(|&p| {
-            let w = window.unwrap_or(engine.contract().properties[p].assurance_window.0);
-            live.assurance(p, at, w, now)
-        })
-        .collect();
+    let answers: Vec<_> = engine.query(|view| {
+        props
+            .iter()
+            .map(|&p| {
+                let w = window.unwrap_or(engine.contract().properties[p].assurance_window.0);
+                view.assurance(p, at, w, now)
+            })
+            .collect()
+    });
     if chosen.is_some() {
         return Ok(Json(
             serde_json::to_value(&answers[0]).expect("serializable"),
@@ -252,9 +253,8 @@ async fn timeline(
             detail: "query `from` must be before `to`".into(),
         });
     }
-    let live = engine.read();
-    let windows = live.timeline(p, from, to, MAX_TIMELINE);
-    let wm = live.watermark(p);
+    let (windows, wm) =
+        engine.query(|view| (view.timeline(p, from, to, MAX_TIMELINE), view.watermark(p)));
     Ok(Json(json!({
         "property": engine.contract().properties[p].name,
         "from": EventTime(from).to_string(),
@@ -316,15 +316,16 @@ async fn counterexamples(
             Some((t.parse::<i64>().map_err(|_| bad())?, id.to_string()))
         }
     };
-    let live = engine.read();
-    let page = live.counterexamples(
-        p,
-        q.scope.as_deref(),
-        from,
-        to,
-        cursor.as_ref().map(|(t, id)| (*t, id.as_str())),
-        limit,
-    );
+    let page = engine.query(|view| {
+        view.counterexamples(
+            p,
+            q.scope.as_deref(),
+            from,
+            to,
+            cursor.as_ref().map(|(t, id)| (*t, id.as_str())),
+            limit,
+        )
+    });
     Ok(Json(serde_json::to_value(page).expect("serializable")))
 }
 
@@ -338,10 +339,11 @@ async fn counterexample(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     ready(&engine)?;
-    let live = engine.read();
-    let cx = live.counterexample(&id).ok_or_else(|| ApiError::NotFound {
-        what: format!("counterexample `{id}`"),
-    })?;
+    let cx = engine
+        .query(|view| view.counterexample(&id))
+        .ok_or_else(|| ApiError::NotFound {
+            what: format!("counterexample `{id}`"),
+        })?;
     Ok(Json(serde_json::to_value(cx).expect("serializable")))
 }
 
@@ -363,10 +365,8 @@ async fn coverage(
 ) -> Result<Json<Value>, ApiError> {
     ready(&engine)?;
     let p = one_property(&engine, q.property.as_deref())?;
-    let live = engine.read();
-    Ok(Json(
-        serde_json::to_value(live.coverage(p)).expect("serializable"),
-    ))
+    let coverage = engine.query(|view| view.coverage(p));
+    Ok(Json(serde_json::to_value(coverage).expect("serializable")))
 }
 
 /// One scope: its events inside the horizon, its folded high-water mark and its
@@ -382,8 +382,7 @@ async fn scope(
 ) -> Result<Json<Value>, ApiError> {
     ready(&engine)?;
     let p = one_property(&engine, q.property.as_deref())?;
-    let live = engine.read();
-    let view = live.scope(p, &scope).ok_or_else(|| ApiError::NotFound {
+    let view = engine.scope(p, &scope).ok_or_else(|| ApiError::NotFound {
         what: format!(
             "scope `{scope}` of property `{}`",
             engine.contract().properties[p].name

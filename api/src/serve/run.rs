@@ -4,8 +4,11 @@
 
 use crate::serve::config::{ServeArgs, ServeConfig};
 use crate::serve::engine::{Engine, EngineOptions};
+use crate::serve::kafka::{Kafka, KafkaOptions};
 use crate::serve::metrics::Metrics;
-use crate::serve::{Base, Ready, Refresh, base_router, init_tracing, routes, shutdown_signal};
+use crate::serve::{
+    Base, Ready, Refresh, Upstream, base_router, init_tracing, routes, shutdown_signal,
+};
 use fencewatch_assess::live::LiveOptions;
 use prometheus_client::registry::Registry;
 use std::io::{BufRead, Read, Write};
@@ -134,10 +137,26 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), String> 
     };
     let (engine, writer) = Engine::start(
         config.contract.clone(),
-        opts,
+        opts.clone(),
         ready.clone(),
         metrics.clone(),
     );
+    let kafka = match &config.kafka {
+        Some(k) => {
+            let kopts = KafkaOptions {
+                config: k.clone(),
+                dir: config.data_dir.join("kafka"),
+                live: opts.live,
+                max_line_bytes: opts.max_line_bytes,
+                checkpoint_interval: opts.checkpoint_interval,
+            };
+            let (kafka, consumer) = Kafka::start(config.contract.clone(), kopts, metrics.clone())?;
+            engine.attach_kafka(kafka.clone());
+            tracing::info!(brokers = %k.brokers, topics = %k.topics.join(","), group = %k.group, "consuming from kafka");
+            Some((kafka, consumer))
+        }
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
@@ -153,6 +172,15 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), String> 
     let mut base = Base::new(&config, ready, Arc::new(registry), metrics.clone());
     let (e, m) = (engine.clone(), metrics);
     base.refresh = Some(Refresh(Arc::new(move || e.refresh_metrics(&m))));
+    if let Some((k, _)) = &kafka {
+        let k = k.clone();
+        base.upstream = Some(Upstream(Arc::new(move || {
+            (!k.status
+                .connected
+                .load(std::sync::atomic::Ordering::Acquire))
+            .then(|| "no Kafka broker answers".to_string())
+        })));
+    }
     let app = base_router(base, routes::router(engine.clone()));
     for feed in feeders {
         let engine = engine.clone();
@@ -161,20 +189,43 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), String> 
     // Stop on SIGTERM/Ctrl-C, or when the writer stops by itself (a WAL or checkpoint
     // failure): then the process exits non-zero instead of serving stale answers.
     let e = engine.clone();
+    let k = kafka.as_ref().map(|(k, _)| k.clone());
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
+            let kafka_stopped = async move {
+                match k {
+                    Some(k) => {
+                        while !k.stopping() {
+                            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                        }
+                    }
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = shutdown_signal() => {}
                 () = e.stopped() => {}
+                () = kafka_stopped => {}
             }
         })
         .await
         .map_err(|e| e.to_string())?;
+    let kafka_result = match kafka {
+        Some((k, consumer)) => {
+            tracing::info!("shutting down: checkpointing the kafka partitions");
+            k.close();
+            tokio::task::spawn_blocking(move || consumer.join())
+                .await
+                .map_err(|e| e.to_string())?
+        }
+        None => Ok(()),
+    };
     tracing::info!("shutting down: draining the write-ahead log queue");
     engine.close();
     tokio::task::spawn_blocking(move || writer.join())
         .await
         .map_err(|e| e.to_string())??;
+    kafka_result?;
     tracing::info!("stopped");
     Ok(())
 }

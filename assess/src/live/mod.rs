@@ -19,11 +19,34 @@
 //!
 //! Wall time enters only as a parameter: the time a batch was received (recorded in the WAL, so
 //! replay decides `future timestamp` the same way) and the time of a query.
+//!
+//! **Partitions, summaries and the merge** (SPEC §5). Producers key events by scope, so all
+//! per-scope state of a scope lives in one partition, and one `Live` runs per partition.
+//! What the queries read is kept apart from the per-scope state: per property a mergeable
+//! tally (window series, reason counts and samples, route observation bounds per window,
+//! undeclared routes by name, event counts) plus its counterexamples; per emitter, by name, its
+//! runs of contiguous seqs (one emitter's seqs are spread over partitions, so gaps are derived
+//! only after the merge); the partition's greatest event time (its watermark), totals and
+//! malformed samples. [`Live::summary`] exports exactly that as a [`Summary`] (plain serde data
+//! with counterexamples rendered, for JSON or postcard between processes). A [`View`] merges
+//! any set of local `Live`s and remote `Summary`s and answers every query (assurance,
+//! timeline, counterexamples, coverage, reason counts, samples, totals, watermark); `Live`'s
+//! own query methods are [`Live::view`] of its one partition, so one partition and many share
+//! one code path. With one partition the view borrows; with several it merges per query:
+//! series and counts added, route observations per window by min, max and count (silence stays
+//! exact), counterexamples united by id (deterministic, so a handover counts each once),
+//! emitter runs united. The view's watermark is the minimum over active partitions, idle ones
+//! left out, the maximum when all are idle. Per-scope detail ([`Live::scope`]) stays local to
+//! its partition.
 
 mod query;
 mod scopes;
+mod summary;
+mod view;
 
 pub use query::{Assurance, Coverage, CxPage, EmitterCoverage, RouteState, ScopeView};
+pub use summary::Summary;
+pub use view::{ContractMismatch, View};
 
 use crate::contract::{Compiled, Contract, Grants};
 use crate::event::{Event, Kind, Outcome};
@@ -38,6 +61,7 @@ use crate::window::WindowSeries;
 use scopes::Scopes;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use summary::Tally;
 
 const NONE: u32 = u32::MAX;
 const HAS_EPOCH: u8 = 1;
@@ -131,8 +155,8 @@ impl Ev {
     }
 }
 
-/// A sample as kept in the state. [`Sample`] skips absent fields when serialized, which a
-/// non-self-describing checkpoint format cannot read back.
+/// A sample as kept in the state and in a [`Summary`]. [`Sample`] skips absent fields when
+/// serialized, which a non-self-describing format (checkpoints, summaries) cannot read back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Kept {
     source: String,
@@ -171,21 +195,14 @@ struct Obs {
     count: u64,
 }
 
+/// One property's state in one partition: the mergeable [`Tally`] that queries read (and a
+/// [`Summary`] exports), the counterexamples, and the per-scope state that stays local.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Prop {
     scopes: Scopes,
-    series: WindowSeries,
-    counts: [u64; Reason::COUNT],
-    samples: BTreeMap<Reason, Vec<Kept>>,
-    /// By (stale event time, id).
+    tally: Tally,
+    /// By (stale event time, id); rendered when queried (or exported in a [`Summary`]).
     cxs: BTreeMap<(i64, String), Cx>,
-    /// Per declared route: observation bounds per window index.
-    routes: Vec<BTreeMap<i64, Obs>>,
-    undeclared: BTreeMap<u32, u64>,
-    events: u64,
-    stale_rejections: u64,
-    /// Greatest valid event time of this property.
-    max_ts: Option<i64>,
     /// Events older than this are folded.
     horizon: i64,
     /// Holder mismatches waiting for the watermark to pass the commit (a matching grant may
@@ -369,15 +386,17 @@ impl Live {
             .iter()
             .map(|p| Prop {
                 scopes: Scopes::default(),
-                series: WindowSeries::new(p.window.0),
-                counts: [0; Reason::COUNT],
-                samples: BTreeMap::new(),
+                tally: Tally {
+                    series: WindowSeries::new(p.window.0),
+                    counts: [0; Reason::COUNT],
+                    samples: BTreeMap::new(),
+                    routes: vec![BTreeMap::new(); p.routes.len()],
+                    undeclared: BTreeMap::new(),
+                    events: 0,
+                    stale_rejections: 0,
+                    max_ts: None,
+                },
                 cxs: BTreeMap::new(),
-                routes: vec![BTreeMap::new(); p.routes.len()],
-                undeclared: BTreeMap::new(),
-                events: 0,
-                stale_rejections: 0,
-                max_ts: None,
                 horizon: i64::MIN,
                 pending: Default::default(),
             })
@@ -507,8 +526,7 @@ impl Live {
 
     /// Valid, malformed, unattributed and duplicate events so far.
     pub fn totals(&self) -> (u64, u64, u64, u64) {
-        let s = &self.state;
-        (s.valid, s.malformed, s.unattributed, s.duplicates)
+        self.view().totals()
     }
 
     /// Scopes with resident state, over all properties.
@@ -522,15 +540,25 @@ impl Live {
     }
 
     /// The property's watermark: its greatest valid event time minus `allowed_lateness`
-    /// (`EventTime::MIN` before any event).
+    /// (`EventTime::MIN` before any event, `EventTime::MAX` once closed). The view of this one
+    /// partition, which is active.
     pub fn watermark(&self, p: usize) -> EventTime {
-        if self.state.closed {
-            return EventTime::MAX;
-        }
-        match self.state.max_ts {
-            Some(t) => EventTime(t.saturating_sub(self.contract.properties[p].allowed_lateness.0)),
-            None => EventTime::MIN,
-        }
+        self.view().watermark(p)
+    }
+
+    /// This partition's own watermark of property `p`, as the assessor moves with it.
+    fn partition_watermark(&self, p: usize) -> EventTime {
+        partition_watermark(
+            self.state.max_ts,
+            self.state.closed,
+            self.contract.properties[p].allowed_lateness.0,
+        )
+    }
+
+    /// The query view of this one partition (active): every query reads through it, so one
+    /// partition and many merged ones share one code path. It borrows the state.
+    pub fn view(&self) -> View<'_> {
+        View::of_live(self)
     }
 
     /// Adds a malformed event at `position` of `source` (`ts` if it parsed).
@@ -554,6 +582,7 @@ impl Live {
         });
         let at = ts.map(|t| t.0).or(s.max_ts);
         for p in &mut s.props {
+            let p = &mut p.tally;
             p.counts[Reason::MalformedEvent as usize] += 1;
             let at = at.or_else(|| p.series.range().map(|(f, _)| p.series.start_of(f)));
             if let Some(t) = at {
@@ -693,6 +722,7 @@ impl Live {
     /// Counts `reason` for `rec`; the sample's detail is worded only while samples are kept.
     fn raise(&mut self, p: usize, rec: &Ev, reason: Reason, detail: impl FnOnce(&Live) -> String) {
         let wanted = self.state.props[p]
+            .tally
             .samples
             .get(&reason)
             .is_none_or(|v| v.len() < SAMPLES_PER_REASON);
@@ -704,7 +734,7 @@ impl Live {
             ts: Some(EventTime(rec.ts).to_string()),
             detail: detail(self),
         });
-        let prop = &mut self.state.props[p];
+        let prop = &mut self.state.props[p].tally;
         prop.counts[reason as usize] += 1;
         prop.series.add_reason(rec.ts, reason);
         if let Some(sample) = sample {
@@ -713,7 +743,7 @@ impl Live {
     }
 
     fn withdraw(&mut self, p: usize, rec: &Ev, reason: Reason) {
-        let prop = &mut self.state.props[p];
+        let prop = &mut self.state.props[p].tally;
         prop.counts[reason as usize] = prop.counts[reason as usize].saturating_sub(1);
         prop.series.retract_reason(rec.ts, reason);
     }
@@ -721,7 +751,7 @@ impl Live {
     fn push_attributed(&mut self, p: usize, rec: Ev, scope: Option<&str>) {
         let kind = rec.kind();
         {
-            let prop = &mut self.state.props[p];
+            let prop = &mut self.state.props[p].tally;
             prop.max_ts = Some(prop.max_ts.map_or(rec.ts, |m| m.max(rec.ts)));
             prop.series.add_event(rec.ts);
             prop.events += 1;
@@ -737,7 +767,7 @@ impl Live {
                 .map(|&(_, i)| i)
         });
         if kind == Kind::Heartbeat || kind.is_mutation() {
-            let prop = &mut self.state.props[p];
+            let prop = &mut self.state.props[p].tally;
             match route_idx {
                 Some(Some(i)) => {
                     let k = prop.series.index(rec.ts);
@@ -751,7 +781,14 @@ impl Live {
                     o.count += 1;
                 }
                 Some(None) if kind.is_mutation() => {
-                    *prop.undeclared.entry(rec.route).or_default() += 1;
+                    // By name, as a summary carries it (undeclared routes are few).
+                    let name = &self.state.names[rec.route as usize];
+                    match prop.undeclared.get_mut(name) {
+                        Some(n) => *n += 1,
+                        None => {
+                            prop.undeclared.insert(name.clone(), 1);
+                        }
+                    }
                 }
                 _ => {}
             }
@@ -900,7 +937,7 @@ impl Live {
         cxs.retain(|c| c.1 != MARK_IDX);
         // A holder mismatch is final only once the watermark passed the commit: until then a
         // grant to its holder may still arrive.
-        let wm = self.watermark(p).0;
+        let wm = self.partition_watermark(p).0;
         let mut pending = Vec::new();
         cxs.retain(|c| {
             let waiting =
@@ -1002,7 +1039,7 @@ impl Live {
             match prop.cxs.get_mut(&key) {
                 Some(old) => *old = cx,
                 None => {
-                    prop.series.add_counterexample(cx.stale.ts);
+                    prop.tally.series.add_counterexample(cx.stale.ts);
                     if cx.kind == CounterexampleKind::EpochReuse {
                         // One per (scope, incarnation, epoch, commits or grants), represented by
                         // the group's latest event, which later evidence can change: the new
@@ -1036,7 +1073,7 @@ impl Live {
     /// Moves the property's horizon with its watermark and folds what fell behind it. Folding
     /// visits every scope, so it runs only when the horizon moved by a window or more.
     fn advance(&mut self, p: usize) {
-        let wm = self.watermark(p).0;
+        let wm = self.partition_watermark(p).0;
         self.settle_pending(p, wm);
         let prop_c = &self.contract.properties[p];
         let retention = self
@@ -1047,7 +1084,7 @@ impl Live {
         let width = prop_c.window.0;
         let horizon = wm.saturating_sub(retention);
         let prop = &mut self.state.props[p];
-        prop.series.advance_watermark(EventTime(wm));
+        prop.tally.series.advance_watermark(EventTime(wm));
         if horizon == i64::MIN || horizon.saturating_sub(prop.horizon) < width {
             return;
         }
@@ -1093,11 +1130,14 @@ impl Live {
         self.state.closed = true;
         for p in 0..self.state.props.len() {
             self.settle_pending(p, i64::MAX);
-            self.state.props[p].series.advance_watermark(EventTime::MAX);
+            self.state.props[p]
+                .tally
+                .series
+                .advance_watermark(EventTime::MAX);
         }
     }
 
-    fn view(&self, e: &Ev) -> EventView {
+    fn event_view(&self, e: &Ev) -> EventView {
         let s = |id: u32| self.name(id).map(str::to_string);
         EventView {
             kind: e.kind().as_str(),
@@ -1119,9 +1159,9 @@ impl Live {
     }
 
     fn render(&self, p: usize, cx: &Cx) -> Counterexample {
-        let stale = self.view(&cx.stale);
+        let stale = self.event_view(&cx.stale);
         let superseding = match (&cx.witness, cx.mark) {
-            (Some(w), _) => self.view(w),
+            (Some(w), _) => self.event_view(w),
             (None, Some(m)) => EventView {
                 kind: "commit",
                 ts: EventTime(m.first).to_string(),
@@ -1146,9 +1186,22 @@ impl Live {
             explanation: scope::explain(cx.kind, &cx.scope, &stale, &superseding),
             stale,
             superseding,
-            context: cx.context.iter().map(|e| self.view(e)).collect(),
+            context: cx.context.iter().map(|e| self.event_view(e)).collect(),
             at: cx.stale.ts,
         }
+    }
+}
+
+/// A partition's watermark of a property whose `allowed_lateness` is `lateness` (SPEC §4
+/// "Watermark"): its greatest valid event time (over all properties) minus the lateness,
+/// `EventTime::MIN` before any event, `EventTime::MAX` once the input ended.
+fn partition_watermark(max_ts: Option<i64>, closed: bool, lateness: i64) -> EventTime {
+    if closed {
+        return EventTime::MAX;
+    }
+    match max_ts {
+        Some(t) => EventTime(t.saturating_sub(lateness)),
+        None => EventTime::MIN,
     }
 }
 

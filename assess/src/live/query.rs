@@ -1,15 +1,18 @@
 //! Queries over the live state: assurance at a time, the timeline, counterexamples, coverage
-//! and one scope's history (SPEC §6 HTTP API). Everything that depends on the whole history
-//! (route silence, telemetry gaps) is derived here from compact state.
+//! and one scope's history (SPEC §6 HTTP API), answered by a [`View`] over one or more
+//! partitions. Everything that depends on the whole history (route silence, telemetry gaps) is
+//! derived here, after the merge, from compact state.
 
-use super::{Cx, Live, Obs, Run};
+use super::view::{CxKey, CxRef, EmitterRef, View};
+use super::{Live, Obs};
 use crate::finding::{Counterexample, Reason, Verdict};
 use crate::report::{EmitterReport, Sample};
 use crate::scope;
 use crate::time::{Duration, EventTime};
-use crate::window::{WindowRun, WindowSeries};
+use crate::window::{Span, WindowRun};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 /// The verdict of one property at a time over a trailing window (SPEC §4 "Assessment at a
 /// time").
@@ -118,25 +121,26 @@ pub struct HighWater {
 /// Counterexamples listed in an assurance answer.
 const ASSURANCE_CX_LIST: usize = 100;
 
-impl Live {
-    /// Reason counts and the verdict of a property over its whole history (like `check`, but
-    /// with the live watermark): for the overview and metrics.
+impl<'a> View<'a> {
+    /// Reason counts of a property over its whole history (like `check`, but with the view's
+    /// watermark): for the overview and metrics.
     pub fn unknown_counts(&self, p: usize) -> BTreeMap<Reason, u64> {
-        let prop = &self.state.props[p];
-        let mut counts = prop.counts;
-        counts[Reason::TelemetryGap as usize] += self.gaps(p).len() as u64;
+        let pc = &self.contract().properties[p];
+        let mut counts = self.counts(p);
+        counts[Reason::TelemetryGap as usize] += gaps(&self.emitters(), p).len() as u64;
+        let series = self.series(p);
         let mut silent = 0u64;
-        if let Some((first, last)) = prop.series.range() {
-            let last = self.last_decided_window(p, last);
-            for i in 0..prop.routes.len() {
-                silent += self
-                    .silent_spans(p, i, first, last)
+        if let Some((first, last)) = series.range() {
+            let last = last_decided_window(series.width(), self.watermark(p).0, last);
+            for i in 0..pc.routes.len() {
+                let obs = self.route_obs(p, i);
+                silent += silent_spans(&obs, pc.route_freshness.0, series.width(), first, last)
                     .iter()
                     .map(|(a, b)| (b - a + 1) as u64)
                     .sum::<u64>();
             }
         } else {
-            silent = prop.routes.len() as u64;
+            silent = pc.routes.len() as u64;
         }
         counts[Reason::RouteSilent as usize] += silent;
         Reason::ALL
@@ -146,118 +150,21 @@ impl Live {
             .collect()
     }
 
-    /// Samples of unknown reasons of a property (the first few of each).
-    pub fn samples(&self, p: usize) -> BTreeMap<Reason, Vec<Sample>> {
-        self.state.props[p]
-            .samples
-            .iter()
-            .map(|(r, v)| (*r, v.iter().map(|k| k.sample()).collect()))
-            .collect()
-    }
-
-    /// Counterexamples of a property so far.
-    pub fn counterexample_count(&self, p: usize) -> usize {
-        self.state.props[p].cxs.len()
-    }
-
-    /// The most recent malformed events.
-    pub fn malformed_samples(&self) -> Vec<Sample> {
-        self.state
-            .malformed_samples
-            .iter()
-            .map(|k| k.sample())
-            .collect()
-    }
-
-    /// The message of the last malformed event.
-    pub fn last_malformed(&self) -> Option<&str> {
-        self.state
-            .malformed_samples
-            .back()
-            .map(|k| k.detail.as_str())
-    }
-
-    /// The last window whose silence can be decided: its end at or before the watermark.
-    fn last_decided_window(&self, p: usize, last: i64) -> i64 {
-        let prop = &self.state.props[p];
-        let wm = self.watermark(p).0;
-        let w = prop.series.width();
-        last.min(wm.div_euclid(w) - 1)
-    }
-
-    /// Sorted observation bounds of route `i` (per window min and max: enough for silence).
-    fn observation_bounds(&self, p: usize, i: usize, from: i64, to: i64) -> Vec<i64> {
-        let mut obs = Vec::new();
-        for o in self.state.props[p].routes[i]
-            .range(from..=to)
-            .map(|(_, o)| o)
-        {
-            obs.push(o.min);
-            if o.max != o.min {
-                obs.push(o.max);
-            }
-        }
-        obs
-    }
-
-    /// Silent window spans of route `i` within windows `first..=last`.
-    fn silent_spans(&self, p: usize, i: usize, first: i64, last: i64) -> Vec<(i64, i64)> {
-        if first > last {
-            return Vec::new();
-        }
-        let prop = &self.state.props[p];
-        let f = self.contract.properties[p].route_freshness.0;
-        let w = prop.series.width();
-        // Observations that can end a silence inside the range start `freshness` before it.
-        let from = prop
-            .series
-            .index(prop.series.start_of(first).saturating_sub(f));
-        let obs = self.observation_bounds(p, i, from, last);
-        scope::silent_windows(&obs, f, w, first, last)
-    }
-
-    /// Whether route `i` had no observation in `(t - freshness, t]`.
-    fn silent_at(&self, p: usize, i: usize, t: i64) -> bool {
-        let prop = &self.state.props[p];
-        let f = self.contract.properties[p].route_freshness.0;
-        let lo = t.saturating_sub(f);
-        let observed = |o: &Obs| (o.min > lo && o.min <= t) || (o.max > lo && o.max <= t);
-        !prop.routes[i]
-            .range(prop.series.index(lo)..=prop.series.index(t))
-            .any(|(_, o)| observed(o))
-    }
-
-    /// Telemetry gaps of emitters that fed property `p`: (from ts, to ts, missing seqs).
-    fn gaps(&self, p: usize) -> Vec<(i64, i64, u64)> {
-        let mut out = Vec::new();
-        for e in self.state.emitters.values() {
-            if !e.props.contains(&(p as u16)) {
-                continue;
-            }
-            let runs: Vec<(&u64, &Run)> = e.runs.iter().collect();
-            for pair in runs.windows(2) {
-                let (_, a) = pair[0];
-                let (&b_start, b) = pair[1];
-                out.push((a.end_ts, b.start_ts, b_start - a.end - 1));
-            }
-        }
-        out
-    }
-
     /// The assessment of property `p` at `at` over the trailing `window` (ns), at wall time
     /// `wall` (ns).
     pub fn assurance(&self, p: usize, at: i64, window: i64, wall: i64) -> Assurance {
-        let prop = &self.state.props[p];
-        let pc = &self.contract.properties[p];
+        let pc = &self.contract().properties[p];
         let wm = self.watermark(p);
         let lo = at.saturating_sub(window);
-        let in_window: Vec<&Cx> = prop
-            .cxs
-            .range((lo.saturating_add(1), String::new())..)
-            .take_while(|((t, _), _)| *t <= at)
-            .map(|(_, c)| c)
-            .collect();
-        let has_events = prop.series.range().is_some();
+        let in_window = self.cxs(
+            p,
+            Bound::Included((lo.saturating_add(1), String::new())),
+            |t| t > at,
+            |_, _| true,
+            usize::MAX,
+        );
+        let series = self.series(p);
+        let has_events = series.range().is_some();
         let stale_evidence =
             wm == EventTime::MIN || wall.saturating_sub(wm.0) > pc.route_freshness.0;
         let hi = at.min(wm.0);
@@ -265,7 +172,8 @@ impl Live {
         let mut unknown: BTreeMap<Reason, u64> = BTreeMap::new();
         let mut silent_routes = Vec::new();
         if !settled_empty {
-            let s = &prop.series;
+            let s = &series;
+            let (w, f) = (s.width(), pc.route_freshness.0);
             let (k0, k1) = (s.index(lo.saturating_add(1)), s.index(hi));
             let mut add = |r: Reason, n: u64| {
                 if n > 0 {
@@ -281,17 +189,18 @@ impl Live {
                     add(sp.reason, 1);
                 }
             }
-            for (a, b, _) in self.gaps(p) {
+            for (a, b, _) in gaps(&self.emitters(), p) {
                 if s.index(a.min(b)) <= k1 && s.index(a.max(b)) >= k0 {
                     add(Reason::TelemetryGap, 1);
                 }
             }
-            let (first, last) = prop.series.range().expect("has events");
-            let decided = self.last_decided_window(p, last).min(k1);
+            let (first, last) = s.range().expect("has events");
+            let decided = last_decided_window(w, wm.0, last).min(k1);
             for (i, r) in pc.routes.iter().enumerate() {
-                let spans = self.silent_spans(p, i, k0.max(first), decided);
+                let obs = self.route_obs(p, i);
+                let spans = silent_spans(&obs, f, w, k0.max(first), decided);
                 let n: i64 = spans.iter().map(|(a, b)| b - a + 1).sum();
-                let now = self.silent_at(p, i, hi);
+                let now = silent_at(&obs, f, w, hi);
                 if n > 0 || now {
                     add(Reason::RouteSilent, n.max(1) as u64);
                 }
@@ -323,7 +232,7 @@ impl Live {
             counterexamples: in_window
                 .iter()
                 .take(ASSURANCE_CX_LIST)
-                .map(|c| c.id.clone())
+                .map(|(_, c)| c.id().to_string())
                 .collect(),
             counterexample_count: in_window.len() as u64,
             unknown,
@@ -335,23 +244,31 @@ impl Live {
     /// The window series of property `p` with derived reasons (route silence up to the
     /// watermark, telemetry gaps), as runs, restricted to windows intersecting `[from, to)`.
     pub fn timeline(&self, p: usize, from: i64, to: i64, max_windows: u64) -> Vec<WindowRun> {
-        let prop = &self.state.props[p];
-        let mut series: WindowSeries = prop.series.clone();
+        let pc = &self.contract().properties[p];
+        let series = self.series(p);
+        let wm = self.watermark(p);
+        // Derived spans beside the series, which is borrowed, not copied.
+        let mut extra: Vec<Span> = Vec::new();
         if let Some((first, last)) = series.range() {
-            let decided = self.last_decided_window(p, last);
-            for i in 0..prop.routes.len() {
-                for (a, b) in self.silent_spans(p, i, first, decided) {
-                    series.add_span(a, b, Reason::RouteSilent);
+            let w = series.width();
+            let decided = last_decided_window(w, wm.0, last);
+            for i in 0..pc.routes.len() {
+                let obs = self.route_obs(p, i);
+                for (a, b) in silent_spans(&obs, pc.route_freshness.0, w, first, decided) {
+                    extra.push(Span {
+                        from: a,
+                        to: b,
+                        reason: Reason::RouteSilent,
+                    });
                 }
             }
-            for (a, b, _) in self.gaps(p) {
-                series.add_time_span(a, b, Reason::TelemetryGap);
+            for (a, b, _) in gaps(&self.emitters(), p) {
+                extra.push(series.time_span(a, b, Reason::TelemetryGap));
             }
         }
-        let wm = self.watermark(p);
         // Bounded: beyond `max_windows` windows in the series' range, equal neighbours come as
         // runs (cut only where summaries or spans change), never one entry per window.
-        let mut runs = series.timeline(wm, max_windows);
+        let mut runs = series.timeline_with(&extra, wm, max_windows);
         runs.retain(|r| {
             let end = r
                 .start_ns
@@ -391,61 +308,57 @@ impl Live {
         cursor: Option<(i64, &str)>,
         limit: usize,
     ) -> CxPage {
-        let mut all: Vec<(usize, &(i64, String), &Cx)> = Vec::new();
-        for (i, prop) in self.state.props.iter().enumerate() {
+        let start = match cursor {
+            Some((t, id)) => Bound::Excluded((t, id.to_string())),
+            None => Bound::Included((from.unwrap_or(i64::MIN), String::new())),
+        };
+        let mut all: Vec<(usize, &CxKey, CxRef<'_>)> = Vec::new();
+        for i in 0..self.contract().properties.len() {
             if p.is_some_and(|p| p != i) {
                 continue;
             }
-            let start = match cursor {
-                Some((t, id)) => std::ops::Bound::Excluded((t, id.to_string())),
-                None => std::ops::Bound::Included((from.unwrap_or(i64::MIN), String::new())),
-            };
-            for (k, c) in prop.cxs.range((start, std::ops::Bound::Unbounded)) {
-                if to.is_some_and(|to| k.0 >= to) {
-                    break;
-                }
-                if from.is_some_and(|f| k.0 < f) || scope.is_some_and(|s| s != c.scope) {
-                    continue;
-                }
-                all.push((i, k, c));
-                if all.len() > limit * (i + 1) {
-                    break;
-                }
-            }
+            // The first `limit + 1` of each property decide the page and whether one follows.
+            let page = self.cxs(
+                i,
+                start.clone(),
+                |t| to.is_some_and(|to| t >= to),
+                |k, c| from.is_none_or(|f| k.0 >= f) && scope.is_none_or(|s| s == c.scope()),
+                limit.saturating_add(1),
+            );
+            all.extend(
+                page.into_iter()
+                    .take(limit.saturating_add(1))
+                    .map(|(k, c)| (i, k, c)),
+            );
         }
         all.sort_by(|a, b| (a.1, a.0).cmp(&(b.1, b.0)));
-        let next_cursor = (all.len() > limit).then(|| {
+        let next_cursor = (all.len() > limit && limit > 0).then(|| {
             let k = all[limit - 1].1;
             format!("{}.{}", k.0, k.1)
         });
         all.truncate(limit);
         CxPage {
-            counterexamples: all.iter().map(|(i, _, c)| self.render(*i, c)).collect(),
+            counterexamples: all.iter().map(|(_, _, c)| c.render()).collect(),
             next_cursor,
         }
     }
 
     /// One counterexample by id.
     pub fn counterexample(&self, id: &str) -> Option<Counterexample> {
-        self.state.props.iter().enumerate().find_map(|(i, prop)| {
-            prop.cxs
-                .values()
-                .find(|c| c.id == id)
-                .map(|c| self.render(i, c))
-        })
+        self.find_cx(id)
     }
 
     /// Routes, undeclared routes and emitters of property `p`.
     pub fn coverage(&self, p: usize) -> Coverage {
-        let prop = &self.state.props[p];
-        let pc = &self.contract.properties[p];
+        let pc = &self.contract().properties[p];
         let wm = self.watermark(p).0;
+        let (w, f) = (pc.window.0, pc.route_freshness.0);
         let routes = pc
             .routes
             .iter()
             .enumerate()
             .map(|(i, r)| {
-                let obs = &prop.routes[i];
+                let obs = self.route_obs(p, i);
                 let last = obs.values().map(|o| o.max).max();
                 RouteState {
                     name: r.name.clone(),
@@ -453,16 +366,15 @@ impl Live {
                     observations: obs.values().map(|o| o.count).sum(),
                     last_seen: last.map(|t| EventTime(t).to_string()),
                     last_seen_ns: last,
-                    silent: wm == i64::MIN || self.silent_at(p, i, wm),
+                    silent: wm == i64::MIN || silent_at(&obs, f, w, wm),
                 }
             })
             .collect();
         let mut emitters: Vec<EmitterCoverage> = self
-            .state
-            .emitters
+            .emitters()
             .iter()
-            .filter(|(_, e)| e.props.contains(&(p as u16)))
-            .map(|(&id, e)| {
+            .filter(|e| e.props.contains(&(p as u16)))
+            .map(|e| {
                 let first = e.runs.keys().next().copied().unwrap_or(0);
                 let last = e.runs.values().map(|r| r.end).max().unwrap_or(0);
                 let present: u64 = e
@@ -471,7 +383,7 @@ impl Live {
                     .map(|(s, r)| (r.end - s).saturating_add(1))
                     .fold(0u64, u64::saturating_add);
                 EmitterReport {
-                    emitter: self.state.names[id as usize].clone(),
+                    emitter: e.name.to_string(),
                     events: e.events,
                     first_seq: first,
                     last_seq: last,
@@ -484,16 +396,148 @@ impl Live {
         Coverage {
             property: pc.name.clone(),
             routes,
-            undeclared_routes: prop
-                .undeclared
-                .iter()
-                .map(|(&id, &n)| (self.state.names[id as usize].clone(), n))
-                .collect(),
+            undeclared_routes: self.undeclared(p),
             emitters,
         }
     }
+}
 
-    /// The resident history of one scope of property `p`.
+/// The last window whose silence can be decided: its end at or before the watermark.
+fn last_decided_window(width: i64, wm: i64, last: i64) -> i64 {
+    last.min(wm.div_euclid(width) - 1)
+}
+
+/// Silent window spans of a route within windows `first..=last`, from its observation bounds
+/// per window (min and max per window decide silence exactly).
+fn silent_spans(
+    obs: &BTreeMap<i64, Obs>,
+    freshness: i64,
+    width: i64,
+    first: i64,
+    last: i64,
+) -> Vec<(i64, i64)> {
+    if first > last {
+        return Vec::new();
+    }
+    // Observations that can end a silence inside the range start `freshness` before it.
+    let from = first
+        .saturating_mul(width)
+        .saturating_sub(freshness)
+        .div_euclid(width);
+    let mut bounds = Vec::new();
+    for o in obs.range(from..=last).map(|(_, o)| o) {
+        bounds.push(o.min);
+        if o.max != o.min {
+            bounds.push(o.max);
+        }
+    }
+    scope::silent_windows(&bounds, freshness, width, first, last)
+}
+
+/// Whether a route had no observation in `(t - freshness, t]`.
+fn silent_at(obs: &BTreeMap<i64, Obs>, freshness: i64, width: i64, t: i64) -> bool {
+    let lo = t.saturating_sub(freshness);
+    let observed = |o: &Obs| (o.min > lo && o.min <= t) || (o.max > lo && o.max <= t);
+    !obs.range(lo.div_euclid(width)..=t.div_euclid(width))
+        .any(|(_, o)| observed(o))
+}
+
+/// Telemetry gaps of the emitters that fed property `p`: (from ts, to ts, missing seqs).
+fn gaps(emitters: &[EmitterRef<'_>], p: usize) -> Vec<(i64, i64, u64)> {
+    let mut out = Vec::new();
+    for e in emitters {
+        if !e.props.contains(&(p as u16)) {
+            continue;
+        }
+        let mut runs = e.runs.iter();
+        let Some((_, mut a)) = runs.next() else {
+            continue;
+        };
+        for (&b_start, b) in runs {
+            out.push((a.end_ts, b.start_ts, b_start - a.end - 1));
+            a = b;
+        }
+    }
+    out
+}
+
+/// Every query of one partition goes through its [`View`]: one code path with the merge.
+impl Live {
+    /// Reason counts of a property over its whole history (like `check`, but with the live
+    /// watermark): for the overview and metrics.
+    pub fn unknown_counts(&self, p: usize) -> BTreeMap<Reason, u64> {
+        self.view().unknown_counts(p)
+    }
+
+    /// Samples of unknown reasons of a property (the first few of each).
+    pub fn samples(&self, p: usize) -> BTreeMap<Reason, Vec<Sample>> {
+        self.view().samples(p)
+    }
+
+    /// Counterexamples of a property so far.
+    pub fn counterexample_count(&self, p: usize) -> usize {
+        self.view().counterexample_count(p)
+    }
+
+    /// The most recent malformed events.
+    pub fn malformed_samples(&self) -> Vec<Sample> {
+        self.view().malformed_samples()
+    }
+
+    /// The message of the last malformed event.
+    pub fn last_malformed(&self) -> Option<&str> {
+        self.view().last_malformed()
+    }
+
+    /// The assessment of property `p` at `at` over the trailing `window` (ns), at wall time
+    /// `wall` (ns).
+    pub fn assurance(&self, p: usize, at: i64, window: i64, wall: i64) -> Assurance {
+        self.view().assurance(p, at, window, wall)
+    }
+
+    /// The window series of property `p` with derived reasons (route silence up to the
+    /// watermark, telemetry gaps), as runs, restricted to windows intersecting `[from, to)`.
+    pub fn timeline(&self, p: usize, from: i64, to: i64, max_windows: u64) -> Vec<WindowRun> {
+        self.view().timeline(p, from, to, max_windows)
+    }
+
+    /// Counterexamples of property `p` (every property when `None`), optionally of one scope
+    /// and with stale event time in `[from, to)`, after `cursor`, at most `limit`.
+    pub fn counterexamples(
+        &self,
+        p: Option<usize>,
+        scope: Option<&str>,
+        from: Option<i64>,
+        to: Option<i64>,
+        cursor: Option<(i64, &str)>,
+        limit: usize,
+    ) -> CxPage {
+        self.view()
+            .counterexamples(p, scope, from, to, cursor, limit)
+    }
+
+    /// One counterexample by id.
+    pub fn counterexample(&self, id: &str) -> Option<Counterexample> {
+        self.view().counterexample(id)
+    }
+
+    /// Routes, undeclared routes and emitters of property `p`.
+    pub fn coverage(&self, p: usize) -> Coverage {
+        self.view().coverage(p)
+    }
+
+    /// Events assessed per property.
+    pub fn property_events(&self, p: usize) -> u64 {
+        self.view().property_events(p)
+    }
+
+    /// Stale rejections (rejected commits/fences: the fence worked) per property.
+    pub fn stale_rejections(&self, p: usize) -> u64 {
+        self.view().stale_rejections(p)
+    }
+
+    /// The resident history of one scope of property `p` (per-scope state stays in its
+    /// partition: scopes are partitioned by key).
     pub fn scope(&self, p: usize, scope: &str) -> Option<ScopeView> {
         let prop = &self.state.props[p];
         let st = prop.scopes.get(scope);
@@ -511,7 +555,7 @@ impl Live {
         Some(ScopeView {
             property: self.contract.properties[p].name.clone(),
             scope: scope.to_string(),
-            events: events.iter().map(|e| self.view(e)).collect(),
+            events: events.iter().map(|e| self.event_view(e)).collect(),
             high_water: st.and_then(|s| s.tracker.high_water()).map(|m| HighWater {
                 incarnation: m.incarnation,
                 epoch: m.epoch,
@@ -519,15 +563,5 @@ impl Live {
             }),
             counterexamples: cxs,
         })
-    }
-
-    /// Events assessed per property.
-    pub fn property_events(&self, p: usize) -> u64 {
-        self.state.props[p].events
-    }
-
-    /// Stale rejections (rejected commits/fences: the fence worked) per property.
-    pub fn stale_rejections(&self, p: usize) -> u64 {
-        self.state.props[p].stale_rejections
     }
 }

@@ -5,6 +5,7 @@ mod cli;
 mod dashboards;
 mod deploy;
 mod golden;
+mod kafka;
 mod page;
 mod serve;
 mod simulated;

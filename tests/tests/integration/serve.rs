@@ -2,30 +2,17 @@
 //! directory, driven over HTTP.
 
 use fencewatch_tests::service::{TestService, now_ns, request};
-use fencewatch_tests::{bin, check_json};
+use fencewatch_tests::{ORDERS_CONTRACT, bin, check_json, commit_line};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::process::Command;
 
-const CONTRACT: &str = r#"
-[[property]]
-name = "order-mutation"
-subject = "Order"
-strategy = "lease_epoch"
-window = "1m"
-clock_skew = "50ms"
-allowed_lateness = "10s"
-route_freshness = "5m"
-  [[property.route]]
-  name = "orders-api.transition"
-  [[property.route]]
-  name = "settlement-worker.settle"
-"#;
+const CONTRACT: &str = ORDERS_CONTRACT;
 
 const SEC: i64 = 1_000_000_000;
 
 fn commit(ts: i64, scope: &str, epoch: u64, route: &str) -> String {
-    format!(r#"{{"kind":"commit","ts":{ts},"scope":"{scope}","epoch":{epoch},"route":"{route}"}}"#)
+    commit_line(ts, scope, epoch, route)
 }
 
 /// A history near now: healthy handovers on both routes, plus one resumed old owner on
@@ -46,33 +33,6 @@ fn history(now: i64) -> Vec<String> {
     // The stale one first (arrival order must not matter), then what superseded it.
     lines.push(commit(t0 + 30 * SEC, "order-7", 1, "orders-api.transition"));
     lines
-}
-
-fn cx_ids(svc: &TestService) -> Vec<String> {
-    let mut ids = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let path = match &cursor {
-            Some(c) => format!("/v1/counterexamples?limit=2&cursor={c}"),
-            None => "/v1/counterexamples?limit=2".into(),
-        };
-        let page = svc.get(&path).json();
-        for c in page["counterexamples"].as_array().unwrap() {
-            ids.push(c["id"].as_str().unwrap().to_string());
-        }
-        match page["next_cursor"].as_str() {
-            Some(c) => cursor = Some(c.to_string()),
-            None => return ids,
-        }
-    }
-}
-
-fn metric(svc: &TestService, prefix: &str) -> Option<f64> {
-    let text = svc.get("/metrics").text();
-    text.lines()
-        .find(|l| l.starts_with(prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
 }
 
 #[test]
@@ -104,21 +64,16 @@ fn ingest_then_verdict_counterexample_in_api_and_metrics() {
     let all = svc.get("/v1/assurance").json();
     assert_eq!(all["verdict"], "refuted");
     assert_eq!(
-        metric(
-            &svc,
-            "fencewatch_counterexamples_total{property=\"order-mutation\",kind=\"stale_commit\",route=\"orders-api.transition\"}"
+        svc.metric("fencewatch_counterexamples_total{property=\"order-mutation\",kind=\"stale_commit\",route=\"orders-api.transition\"}"
         ),
         Some(1.0)
     );
     assert_eq!(
-        metric(
-            &svc,
-            "fencewatch_assurance{property=\"order-mutation\",verdict=\"refuted\"}"
-        ),
+        svc.metric("fencewatch_assurance{property=\"order-mutation\",verdict=\"refuted\"}"),
         Some(1.0)
     );
     assert_eq!(
-        metric(&svc, "fencewatch_events_ingested_total{source=\"http\"}"),
+        svc.metric("fencewatch_events_ingested_total{source=\"http\"}"),
         Some(41.0)
     );
     let scope = svc.get("/v1/scopes/order-7").json();
@@ -188,10 +143,7 @@ fn a_healthy_pipeline_holds_and_a_stalled_one_turns_unknown() {
         .json();
     assert_eq!(a["verdict"], "unknown", "{a}");
     assert_eq!(
-        metric(
-            &old,
-            "fencewatch_assurance{property=\"order-mutation\",verdict=\"unknown\"}"
-        ),
+        old.metric("fencewatch_assurance{property=\"order-mutation\",verdict=\"unknown\"}"),
         Some(1.0)
     );
 }
@@ -226,10 +178,7 @@ fn malformed_input_gets_problem_json_and_valid_lines_are_kept() {
     let a = svc.get("/v1/assurance?window=1h").json();
     assert_eq!(a["verdict"], "unknown");
     assert_eq!(
-        metric(
-            &svc,
-            "fencewatch_events_rejected_total{source=\"http\",reason=\"malformed\"}"
-        ),
+        svc.metric("fencewatch_events_rejected_total{source=\"http\",reason=\"malformed\"}"),
         Some(3.0)
     );
     // A JSON array body, one bad element.
@@ -295,19 +244,19 @@ fn kill_9_after_acknowledged_batches_loses_and_duplicates_nothing() {
     for chunk in lines.chunks(5) {
         assert_eq!(svc.post_ndjson(&chunk.join("\n")).status, 200);
     }
-    let before = cx_ids(&svc);
+    let before = svc.cx_ids();
     let before_cx = svc.get("/v1/counterexamples").json();
     let cov_before = svc.get("/v1/coverage").json();
     assert_eq!(before.len(), 1);
     let svc = TestService::restart(svc.kill9());
-    assert_eq!(cx_ids(&svc), before);
+    assert_eq!(svc.cx_ids(), before);
     assert_eq!(svc.get("/v1/counterexamples").json(), before_cx);
     assert_eq!(svc.get("/v1/coverage").json(), cov_before);
     // Delivering the same events again (a producer retrying) duplicates no counterexample
     // when they carry (emitter, seq); without it they are new deliveries of equal content.
     let again = svc.post_ndjson(&lines.join("\n"));
     assert_eq!(again.status, 200);
-    let ids = cx_ids(&svc);
+    let ids = svc.cx_ids();
     let unique: BTreeSet<&String> = ids.iter().collect();
     assert_eq!(unique.len(), ids.len(), "{ids:?}");
     // SIGTERM: graceful, exit 0, a last checkpoint; the next start replays nothing.

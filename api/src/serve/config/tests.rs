@@ -127,7 +127,8 @@ fn every_error_is_reported_together() {
         format!("{config}:6: `checkpoint_interval`: must be greater than zero"),
         format!("{config}:7: `auth_token`: set either auth_token or auth_token_file"),
         format!("{config}:10: `kafka_group`: must not be empty"),
-        "kafka ingest is not available in this build yet (set: kafka_topic)".to_string(),
+        "kafka ingest needs both kafka_brokers and kafka_topic (missing: kafka_brokers)"
+            .to_string(),
         format!("{config}:11: `log_level`: `verbose` is not a level"),
     ];
     for w in &want {
@@ -167,23 +168,35 @@ fn unreadable_and_invalid_files() {
 }
 
 #[test]
-fn kafka_flags_are_refused() {
-    let dir = setup(None);
+fn kafka_settings_layer_and_pass_through() {
+    let dir = setup(Some(
+        "contract = \"contract.toml\"\nkafka_brokers = \"file:9092\"\nkafka_topic = \"a, b\"\n\n[kafka]\n\
+         \"security.protocol\" = \"sasl_plaintext\"\n\"fetch.min.bytes\" = 1\n",
+    ));
+    let config = path(&dir, "serve.toml");
+    let c = ServeConfig::load(args(&["--config", &config, "--kafka-brokers", "k:9092"])).unwrap();
+    let k = c.kafka.unwrap();
+    assert_eq!(k.brokers, "k:9092");
+    assert_eq!(k.topics, ["a", "b"]);
+    assert_eq!(k.group, "fencewatch");
+    assert_eq!(k.dead_letter_topic, None);
+    assert_eq!(
+        k.settings,
+        [
+            ("fetch.min.bytes".to_string(), "1".to_string()),
+            (
+                "security.protocol".to_string(),
+                "sasl_plaintext".to_string()
+            )
+        ]
+    );
     let contract = path(&dir, "contract.toml");
-    let flags = [
-        "--contract",
-        &contract,
-        "--kafka-brokers",
-        "k:9092",
-        "--kafka-topic",
-        "t",
-    ];
-    let err = ServeConfig::load(args(&flags)).unwrap_err();
+    let c = ServeConfig::load(args(&["--contract", &contract])).unwrap();
+    assert_eq!(c.kafka, None);
+    let err =
+        ServeConfig::load(args(&["--contract", &contract, "--kafka-topic", "t"])).unwrap_err();
     assert_eq!(
         err.errors,
-        [
-            "kafka ingest is not available in this build yet (set: kafka_brokers, \
-              kafka_topic); remove these settings and send events over HTTP"
-        ]
+        ["kafka ingest needs both kafka_brokers and kafka_topic (missing: kafka_brokers)"]
     );
 }

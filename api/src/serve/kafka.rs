@@ -1,0 +1,755 @@
+//! Kafka ingest (SPEC §5): a consumer group member that keeps one live assessor per assigned
+//! partition, checkpointed with its offset under `<data_dir>/kafka/<topic>/<partition>`.
+//!
+//! - **Offsets after checkpoints.** `enable.auto.commit` is off. Every `checkpoint_interval`
+//!   (and when partitions are revoked, and on shutdown) each partition that moved is saved
+//!   durably (write, fsync, rename) and only then is its next offset committed to the group.
+//!   A crash replays from the last checkpoint: counterexample ids are deterministic and offsets
+//!   below a partition's checkpoint are skipped, so nothing is lost or found twice.
+//! - **Assignment.** On assignment a partition's checkpoint is restored and the partition is
+//!   assigned at the checkpoint's offset (not the group's committed one, which can be ahead
+//!   of a local checkpoint after a handover between instances). A partition with no local
+//!   checkpoint is rebuilt from the earliest retained offset: exact, at the cost of a replay.
+//!   On revocation the partition is checkpointed, committed and dropped.
+//! - **Poison messages** never stop consumption: a message that is not one valid event is
+//!   counted, kept as `malformed_event` evidence, and written with its reason to the
+//!   dead-letter topic (headers `fencewatch-reason`, `fencewatch-source`) or, without one, as
+//!   a JSON line to `<data_dir>/kafka/dead-letter.ndjson`. Dead-lettering is at least once: a
+//!   replay after a crash writes the messages since the last checkpoint again.
+//! - **Watermarks** are per partition (each assessor's own); queries take the minimum over
+//!   active partitions. A partition is idle, and left out of the minimum, once the offset it
+//!   applied reached the partition's end as the broker last reported it (librdkafka's
+//!   statistics, every second) with nothing newer since: nothing of it is in flight. Until
+//!   then a silent partition holds the watermark back.
+//! - **Received time** of a message is its Kafka timestamp, so a replay decides
+//!   `future timestamp` exactly as the first pass did.
+
+use crate::serve::engine::now_ns;
+use crate::serve::metrics::Metrics;
+use fencewatch_assess::Contract;
+use fencewatch_assess::live::{Live, LiveOptions, Pushed};
+use fencewatch_ingest::checkpoint::CheckpointStore;
+use fencewatch_ingest::{json, partition};
+use rdkafka::client::ClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, RebalanceProtocol};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{BorrowedMessage, Header, Message, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::statistics::Statistics;
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::types::RDKafkaRespErr;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
+
+/// Messages applied under one hold of the write lock at most (queries wait at most that long).
+const BATCH: usize = 2048;
+
+/// The Kafka settings of `serve`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaConfig {
+    /// Bootstrap servers, `host:port[,host:port…]`.
+    pub brokers: String,
+    /// Topics of events.
+    pub topics: Vec<String>,
+    /// Consumer group.
+    pub group: String,
+    /// Topic that malformed messages are copied to; `None`: a file in the data directory.
+    pub dead_letter_topic: Option<String>,
+    /// librdkafka settings passed through (`security.protocol`, `sasl.*`, …), applied last.
+    pub settings: Vec<(String, String)>,
+}
+
+/// What the consumer needs besides the Kafka settings.
+#[derive(Debug, Clone)]
+pub struct KafkaOptions {
+    /// The Kafka settings.
+    pub config: KafkaConfig,
+    /// Folder of the partitions' checkpoints and the dead-letter file.
+    pub dir: PathBuf,
+    /// Options of each partition's assessor.
+    pub live: LiveOptions,
+    /// Longer messages are malformed.
+    pub max_line_bytes: usize,
+    /// Time between checkpoints.
+    pub checkpoint_interval: Duration,
+}
+
+/// One assigned partition.
+#[derive(Debug)]
+pub struct Part {
+    /// Its assessor.
+    pub live: Live,
+    /// The next offset to apply (messages below it are in the state already).
+    next: i64,
+    /// The offset the last checkpoint covers.
+    checkpointed: i64,
+    /// Read to its end with nothing newer since: nothing of it is in flight.
+    pub idle: bool,
+    source: u32,
+}
+
+/// Figures for metrics and readiness.
+#[derive(Debug, Default)]
+pub struct KafkaStatus {
+    /// A broker answered recently (cleared when librdkafka reports all brokers down).
+    pub connected: AtomicBool,
+    /// Messages written to the dead-letter topic or file.
+    pub dead_lettered: AtomicU64,
+    /// The end (high watermark) of each assigned partition as the broker last reported it.
+    pub ends: Mutex<BTreeMap<(String, i32), i64>>,
+    /// Wall time (ns) of the last checkpoint, 0 before the first.
+    pub checkpoint_at: AtomicI64,
+}
+
+/// The Kafka source shared by the consumer thread and the API.
+#[derive(Debug)]
+pub struct Kafka {
+    parts: RwLock<BTreeMap<(String, i32), Part>>,
+    /// Checkpoint stores of the assigned partitions (the consumer thread's alone).
+    stores: Mutex<BTreeMap<(String, i32), CheckpointStore>>,
+    /// Figures for metrics and readiness.
+    pub status: KafkaStatus,
+    stop: AtomicBool,
+    contract: Contract,
+    opts: KafkaOptions,
+    metrics: Metrics,
+    /// A fatal error (a checkpoint that cannot be read or written): the service stops.
+    failure: Mutex<Option<String>>,
+}
+
+/// The consumer's callbacks.
+struct Context {
+    kafka: Arc<Kafka>,
+}
+
+impl ClientContext for Context {
+    fn stats(&self, stats: Statistics) {
+        let mut ends = BTreeMap::new();
+        for (name, topic) in &stats.topics {
+            for (&p, part) in &topic.partitions {
+                if p >= 0 && part.desired && part.hi_offset >= 0 {
+                    ends.insert((name.clone(), p), part.hi_offset);
+                }
+            }
+        }
+        // A partition whose applied position reached the end the broker last reported has
+        // nothing in flight: idle, left out of the watermark until its next message.
+        {
+            let mut parts = self.kafka.parts.write().unwrap_or_else(|p| p.into_inner());
+            for (key, &end) in &ends {
+                if let Some(part) = parts.get_mut(key)
+                    && part.next >= end
+                {
+                    part.idle = true;
+                }
+            }
+        }
+        *self
+            .kafka
+            .status
+            .ends
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = ends;
+        let up = stats
+            .brokers
+            .values()
+            .any(|b| b.nodeid >= 0 && b.state == "UP");
+        self.kafka.status.connected.store(up, Ordering::Release);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        if let KafkaError::Global(rdkafka::types::RDKafkaErrorCode::PartitionEOF) = error {
+            // Reaching a partition's end is news, not an error (idleness comes from statistics).
+            return;
+        }
+        if matches!(
+            error.rdkafka_error_code(),
+            Some(rdkafka::types::RDKafkaErrorCode::AllBrokersDown)
+        ) {
+            self.kafka.status.connected.store(false, Ordering::Release);
+        }
+        tracing::warn!(error = %error, reason, "kafka");
+    }
+}
+
+impl ConsumerContext for Context {
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Context>,
+        err: RDKafkaRespErr,
+        tpl: &mut TopicPartitionList,
+    ) {
+        let cooperative = matches!(
+            consumer.rebalance_protocol(),
+            RebalanceProtocol::Cooperative
+        );
+        let listed: Vec<(String, i32)> = tpl
+            .elements()
+            .iter()
+            .map(|e| (e.topic().to_string(), e.partition()))
+            .collect();
+        let k = &self.kafka;
+        k.metrics.kafka_rebalances.inc();
+        match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                for (topic, p) in &listed {
+                    match k.open_part(topic, *p) {
+                        Ok(next) => {
+                            let offset = if next > 0 {
+                                Offset::Offset(next)
+                            } else {
+                                Offset::Beginning
+                            };
+                            let _ = tpl.set_partition_offset(topic, *p, offset);
+                            tracing::info!(
+                                topic,
+                                partition = p,
+                                offset = next,
+                                "partition assigned"
+                            );
+                        }
+                        Err(e) => k.fail(e),
+                    }
+                }
+                let r = if cooperative {
+                    consumer.incremental_assign(tpl)
+                } else {
+                    consumer.assign(tpl)
+                };
+                if let Err(e) = r {
+                    tracing::error!(error = %e, "kafka: assigning partitions failed");
+                }
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                if let Err(e) = k.checkpoint(consumer, Some(&listed), CommitMode::Sync) {
+                    k.fail(e);
+                }
+                k.release(&listed);
+                let r = if cooperative {
+                    consumer.incremental_unassign(tpl)
+                } else {
+                    consumer.unassign()
+                };
+                if let Err(e) = r {
+                    tracing::error!(error = %e, "kafka: releasing partitions failed");
+                }
+            }
+            other => {
+                tracing::error!(error = ?other, "kafka: rebalance failed");
+                k.release(&listed);
+                let _ = consumer.unassign();
+            }
+        }
+    }
+}
+
+/// Where malformed messages go.
+enum DeadLetter {
+    Topic {
+        producer: BaseProducer,
+        topic: String,
+    },
+    File {
+        path: PathBuf,
+        out: Option<std::io::BufWriter<std::fs::File>>,
+    },
+}
+
+/// The running consumer thread.
+#[derive(Debug)]
+pub struct KafkaConsumer(std::thread::JoinHandle<Result<(), String>>);
+
+impl KafkaConsumer {
+    /// Waits for the consumer to checkpoint, commit and leave the group.
+    pub fn join(self) -> Result<(), String> {
+        self.0
+            .join()
+            .unwrap_or_else(|_| Err("the kafka consumer thread panicked".into()))
+    }
+}
+
+impl Kafka {
+    /// Creates the consumer, subscribes and starts the consumer thread. Fails when the
+    /// settings are refused by librdkafka.
+    pub fn start(
+        contract: Contract,
+        opts: KafkaOptions,
+        metrics: Metrics,
+    ) -> Result<(Arc<Kafka>, KafkaConsumer), String> {
+        std::fs::create_dir_all(&opts.dir)
+            .map_err(|e| format!("cannot create {}: {e}", opts.dir.display()))?;
+        let kafka = Arc::new(Kafka {
+            parts: RwLock::new(BTreeMap::new()),
+            stores: Mutex::new(BTreeMap::new()),
+            status: KafkaStatus::default(),
+            stop: AtomicBool::new(false),
+            contract,
+            opts,
+            metrics,
+            failure: Mutex::new(None),
+        });
+        let c = &kafka.opts.config;
+        let mut cc = ClientConfig::new();
+        cc.set("bootstrap.servers", &c.brokers)
+            .set("group.id", &c.group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest")
+            .set("enable.partition.eof", "true")
+            .set("statistics.interval.ms", "1000")
+            .set("client.id", "fencewatch");
+        for (k, v) in &c.settings {
+            cc.set(k, v);
+        }
+        let consumer: BaseConsumer<Context> = cc
+            .create_with_context(Context {
+                kafka: kafka.clone(),
+            })
+            .map_err(|e| format!("kafka consumer: {e}"))?;
+        let topics: Vec<&str> = c.topics.iter().map(String::as_str).collect();
+        consumer
+            .subscribe(&topics)
+            .map_err(|e| format!("kafka subscribe to {}: {e}", c.topics.join(",")))?;
+        let dead = match &c.dead_letter_topic {
+            Some(topic) => {
+                let mut pc = ClientConfig::new();
+                pc.set("bootstrap.servers", &c.brokers)
+                    .set("client.id", "fencewatch-dead-letter");
+                for (k, v) in c.settings.iter().filter(|(k, _)| is_shared_setting(k)) {
+                    pc.set(k, v);
+                }
+                let producer: BaseProducer = pc
+                    .create()
+                    .map_err(|e| format!("kafka dead-letter producer: {e}"))?;
+                DeadLetter::Topic {
+                    producer,
+                    topic: topic.clone(),
+                }
+            }
+            None => DeadLetter::File {
+                path: kafka.opts.dir.join("dead-letter.ndjson"),
+                out: None,
+            },
+        };
+        let k = kafka.clone();
+        let handle = std::thread::Builder::new()
+            .name("fencewatch-kafka".into())
+            .spawn(move || {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    k.consume(&consumer, dead)
+                }))
+                .unwrap_or_else(|_| Err("the kafka consumer thread panicked".to_string()));
+                if let Err(e) = &r {
+                    tracing::error!(error = %e, "the kafka consumer stopped");
+                }
+                r
+            })
+            .map_err(|e| format!("cannot start the kafka consumer thread: {e}"))?;
+        Ok((kafka, KafkaConsumer(handle)))
+    }
+
+    /// Reads the assigned partitions.
+    pub fn parts(&self) -> RwLockReadGuard<'_, BTreeMap<(String, i32), Part>> {
+        self.parts.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Asks the consumer thread to checkpoint, commit, leave the group and end.
+    pub fn close(&self) {
+        self.stop.store(true, Ordering::Release);
+    }
+
+    /// Whether the consumer stopped on a fatal error, and why.
+    pub fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Whether the consumer thread has stopped or was asked to.
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    fn fail(&self, why: String) {
+        tracing::error!(error = %why, "kafka: fatal");
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(why);
+        self.stop.store(true, Ordering::Release);
+    }
+
+    fn part_dir(&self, topic: &str, p: i32) -> PathBuf {
+        self.opts.dir.join(sanitize(topic)).join(p.to_string())
+    }
+
+    /// Restores partition `(topic, p)` from its checkpoint (or starts it empty) and returns
+    /// the offset to consume from.
+    fn open_part(&self, topic: &str, p: i32) -> Result<i64, String> {
+        let dir = self.part_dir(topic, p);
+        let mut store = CheckpointStore::open(&dir).map_err(|e| e.to_string())?;
+        let (live, next) = match store.latest().map_err(|e| e.to_string())? {
+            Some(loaded) => {
+                let state = partition::decode_state(&loaded.state)
+                    .map_err(|e| format!("checkpoint in {}: {e}", dir.display()))?;
+                let live = Live::restore(self.contract.clone(), state).map_err(|e| {
+                    format!(
+                        "{}: {e}; move the folder away to rebuild the partition from Kafka",
+                        dir.display()
+                    )
+                })?;
+                (live, loaded.offset as i64)
+            }
+            None => (Live::new(self.contract.clone(), self.opts.live), 0),
+        };
+        let mut live = live;
+        let source = live.add_source(&format!("{topic}/{p}"));
+        let key = (topic.to_string(), p);
+        self.stores
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.clone(), store);
+        self.parts
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                key,
+                Part {
+                    live,
+                    next,
+                    checkpointed: next,
+                    idle: false,
+                    source,
+                },
+            );
+        Ok(next)
+    }
+
+    fn release(&self, listed: &[(String, i32)]) {
+        let mut parts = self.parts.write().unwrap_or_else(|p| p.into_inner());
+        let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
+        for key in listed {
+            parts.remove(key);
+            stores.remove(key);
+            self.status
+                .ends
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(key);
+        }
+    }
+
+    /// Saves every partition (of `only`, if given) that moved since its last checkpoint, then
+    /// commits their offsets.
+    fn checkpoint(
+        &self,
+        consumer: &BaseConsumer<Context>,
+        only: Option<&[(String, i32)]>,
+        mode: CommitMode,
+    ) -> Result<(), String> {
+        let mut todo = Vec::new();
+        {
+            let parts = self.parts();
+            for (key, part) in parts.iter() {
+                if only.is_some_and(|o| !o.contains(key)) || part.next <= part.checkpointed {
+                    continue;
+                }
+                todo.push((key.clone(), part.next, partition::snapshot(&part.live)));
+            }
+        }
+        if todo.is_empty() {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let mut tpl = TopicPartitionList::new();
+        let mut bytes = 0;
+        {
+            let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
+            for ((topic, p), next, state) in &todo {
+                let store = stores
+                    .get_mut(&(topic.clone(), *p))
+                    .expect("an assigned partition has a store");
+                store
+                    .save(*next as u64, state)
+                    .map_err(|e| format!("checkpoint of {topic}/{p}: {e}"))?;
+                bytes += state.len();
+                tpl.add_partition_offset(topic, *p, Offset::Offset(*next))
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        {
+            let mut parts = self.parts.write().unwrap_or_else(|p| p.into_inner());
+            for (key, next, _) in &todo {
+                if let Some(part) = parts.get_mut(key) {
+                    part.checkpointed = part.checkpointed.max(*next);
+                }
+            }
+        }
+        self.status.checkpoint_at.store(now_ns(), Ordering::Release);
+        // The checkpoints are durable: now the group may move past them. A failed commit is
+        // not fatal (the next checkpoint commits again; a restart replays from the checkpoint).
+        if let Err(e) = consumer.commit(&tpl, mode) {
+            tracing::warn!(error = %e, "kafka: committing offsets failed");
+        }
+        tracing::debug!(
+            partitions = todo.len(),
+            bytes,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "kafka checkpoint"
+        );
+        Ok(())
+    }
+
+    /// The consumer loop: poll, apply in batches under the write lock, checkpoint.
+    fn consume(
+        &self,
+        consumer: &BaseConsumer<Context>,
+        mut dead: DeadLetter,
+    ) -> Result<(), String> {
+        let mut last_checkpoint = Instant::now();
+        let interval = self.opts.checkpoint_interval;
+        while !self.stop.load(Ordering::Acquire) {
+            let first = consumer.poll(Duration::from_millis(100));
+            if first.is_some() {
+                let mut parts = self.parts.write().unwrap_or_else(|p| p.into_inner());
+                let mut next = first;
+                let (mut n, mut ok, mut bad) = (0, 0, 0);
+                while let Some(r) = next {
+                    match r {
+                        Ok(msg) => match self.apply(&mut parts, &msg, &mut dead) {
+                            Some(true) => ok += 1,
+                            Some(false) => bad += 1,
+                            None => {}
+                        },
+                        Err(KafkaError::PartitionEOF(p)) => {
+                            // Caught up: nothing of it in flight. (The error names the
+                            // partition only; with several topics a partition of the same
+                            // number that still has data turns active again with its next
+                            // message.)
+                            for ((_, q), part) in parts.iter_mut() {
+                                if *q == p {
+                                    part.idle = true;
+                                }
+                            }
+                        }
+                        Err(e) => tracing::warn!(error = %e, "kafka: consume"),
+                    }
+                    n += 1;
+                    if n >= BATCH {
+                        break;
+                    }
+                    next = consumer.poll(Duration::ZERO);
+                }
+                drop(parts);
+                self.status.connected.store(true, Ordering::Release);
+                self.metrics.kafka_messages.inc_by(ok + bad);
+                self.metrics.ingested("kafka", ok);
+                if bad > 0 {
+                    self.metrics.rejected("kafka", "malformed", bad);
+                }
+                self.after_batch();
+            }
+            if let DeadLetter::Topic { producer, .. } = &dead {
+                producer.poll(Duration::ZERO);
+            }
+            if last_checkpoint.elapsed() >= interval {
+                if let DeadLetter::File { out: Some(out), .. } = &mut dead {
+                    out.flush().map_err(|e| format!("dead-letter file: {e}"))?;
+                }
+                self.checkpoint(consumer, None, CommitMode::Async)?;
+                last_checkpoint = Instant::now();
+            }
+        }
+        if let Some(f) = self.failure() {
+            return Err(f);
+        }
+        match &mut dead {
+            DeadLetter::Topic { producer, .. } => {
+                let _ = producer.flush(Duration::from_secs(10));
+            }
+            DeadLetter::File { out: Some(out), .. } => {
+                out.flush().map_err(|e| format!("dead-letter file: {e}"))?;
+            }
+            DeadLetter::File { .. } => {}
+        }
+        self.checkpoint(consumer, None, CommitMode::Sync)?;
+        consumer.unsubscribe();
+        tracing::info!("kafka consumer stopped after a last checkpoint");
+        Ok(())
+    }
+
+    /// Counterexample metrics and logs after a batch.
+    fn after_batch(&self) {
+        let mut parts = self.parts.write().unwrap_or_else(|p| p.into_inner());
+        for part in parts.values_mut() {
+            for cx in part.live.take_new_counterexamples() {
+                let name = &self.contract.properties[cx.property].name;
+                self.metrics.counterexample(name, cx.kind, &cx.route);
+                tracing::warn!(property = %name, kind = cx.kind.as_str(), id = %cx.id, route = %cx.route, "counterexample");
+            }
+        }
+    }
+
+    /// Applies one message: `Some(true)` assessed, `Some(false)` malformed (dead-lettered),
+    /// `None` skipped (not assigned here, or already in the state).
+    fn apply(
+        &self,
+        parts: &mut BTreeMap<(String, i32), Part>,
+        msg: &BorrowedMessage<'_>,
+        dead: &mut DeadLetter,
+    ) -> Option<bool> {
+        let part = parts
+            .iter_mut()
+            .find(|((t, p), _)| *p == msg.partition() && t == msg.topic())
+            .map(|(_, part)| part)?;
+        let offset = msg.offset();
+        if offset < part.next {
+            // Already in the state (a fetch from before the assignment's offset took).
+            return None;
+        }
+        part.next = offset + 1;
+        part.idle = false;
+        let position = offset as u64;
+        let received = msg
+            .timestamp()
+            .to_millis()
+            .map_or(i64::MAX, |ms| ms.saturating_mul(1_000_000));
+        let reason = match msg.payload() {
+            None => {
+                let why = "empty message (no payload)".to_string();
+                part.live
+                    .push_malformed(part.source, position, None, why.clone());
+                Some(why)
+            }
+            Some(bytes) => match json::decode_line(bytes, self.opts.max_line_bytes) {
+                Ok(d) => match part.live.push(&d.event(), part.source, position, received) {
+                    Pushed::Malformed => {
+                        Some(part.live.last_malformed().unwrap_or_default().to_string())
+                    }
+                    _ => None,
+                },
+                Err(e) => {
+                    let why = e.to_string();
+                    part.live
+                        .push_malformed(part.source, position, e.ts, why.clone());
+                    Some(why)
+                }
+            },
+        };
+        match reason {
+            None => Some(true),
+            Some(why) => {
+                self.dead_letter(dead, msg, &why);
+                Some(false)
+            }
+        }
+    }
+
+    /// Sets the Kafka gauges (called before each scrape).
+    pub fn refresh_metrics(&self, metrics: &Metrics) {
+        metrics
+            .kafka_assigned_partitions
+            .set(self.parts().len() as i64);
+        metrics
+            .kafka_connected
+            .set(i64::from(self.status.connected.load(Ordering::Acquire)));
+        metrics.kafka_consumer_lag.clear();
+        let next: Vec<((String, i32), i64)> = self
+            .parts()
+            .iter()
+            .map(|(k, part)| (k.clone(), part.next))
+            .collect();
+        let ends = self.status.ends.lock().unwrap_or_else(|p| p.into_inner());
+        for ((topic, partition), next) in next {
+            let Some(&end) = ends.get(&(topic.clone(), partition)) else {
+                continue;
+            };
+            let labels = crate::serve::metrics::PartitionLabels { topic, partition };
+            let lag = (end - next).max(0);
+            metrics.kafka_consumer_lag.get_or_create(&labels).set(lag);
+        }
+    }
+
+    fn dead_letter(&self, dead: &mut DeadLetter, msg: &BorrowedMessage<'_>, why: &str) {
+        let source = format!("{}/{}:{}", msg.topic(), msg.partition(), msg.offset());
+        let written = match dead {
+            DeadLetter::Topic { producer, topic } => {
+                let headers = OwnedHeaders::new()
+                    .insert(Header {
+                        key: "fencewatch-reason",
+                        value: Some(why),
+                    })
+                    .insert(Header {
+                        key: "fencewatch-source",
+                        value: Some(&source),
+                    });
+                let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(topic).headers(headers);
+                if let Some(k) = msg.key() {
+                    record = record.key(k);
+                }
+                if let Some(p) = msg.payload() {
+                    record = record.payload(p);
+                }
+                producer.send(record).map_err(|(e, _)| e.to_string())
+            }
+            DeadLetter::File { path, out } => (|| {
+                if out.is_none() {
+                    let f = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(&*path)?;
+                    *out = Some(std::io::BufWriter::new(f));
+                }
+                let line = serde_json::json!({
+                    "source": source,
+                    "reason": why,
+                    "key": msg.key().map(String::from_utf8_lossy),
+                    "payload": msg.payload().map(String::from_utf8_lossy),
+                });
+                let w = out.as_mut().expect("opened");
+                serde_json::to_writer(&mut *w, &line)?;
+                w.write_all(b"\n")
+            })()
+            .map_err(|e| e.to_string()),
+        };
+        match written {
+            Ok(()) => {
+                self.status.dead_lettered.fetch_add(1, Ordering::Relaxed);
+                self.metrics.kafka_dead_lettered.inc();
+            }
+            Err(e) => {
+                tracing::error!(source = %source, error = %e, "kafka: dead-lettering failed")
+            }
+        }
+    }
+}
+
+/// librdkafka settings that concern the connection (security, SASL, SSL) and so also apply
+/// to the dead-letter producer.
+fn is_shared_setting(key: &str) -> bool {
+    key.starts_with("security.")
+        || key.starts_with("sasl.")
+        || key.starts_with("ssl.")
+        || key.starts_with("client.dns")
+        || key == "broker.address.family"
+}
+
+/// A topic name as a folder name (topic names are `[a-zA-Z0-9._-]`, this only guards).
+fn sanitize(topic: &str) -> String {
+    topic
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}

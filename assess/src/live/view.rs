@@ -1,0 +1,618 @@
+//! The query view: any set of partitions, local [`Live`]s and remote [`Summary`]s, answering
+//! as one (SPEC §5: "one process with one partition and many processes with many Kafka
+//! partitions share one code path").
+//!
+//! Every query of [`Live`] goes through a [`View`] of that one partition, so the merge code is
+//! the only code. With one partition the view borrows its state ([`Cow::Borrowed`]): nothing
+//! is copied or rendered beyond what the answer holds. With several, it merges into owned data
+//! per query, and only what the query reads:
+//! - window series with [`WindowSeries::merge`]; reason counts, events and undeclared routes
+//!   added;
+//! - route observations per window: min of mins, max of maxes, counts added (silence stays
+//!   exact);
+//! - counterexamples united by (stale event time, id): ids are deterministic, so one present in
+//!   two partitions during a handover counts once;
+//! - emitters by name, their runs of contiguous seqs united (adjacent or overlapping runs join,
+//!   keeping the times of the events at the joined ends), gaps derived after the merge;
+//! - samples: the first [`SAMPLES_PER_REASON`] by (time, source, detail); malformed samples
+//!   concatenated in the order partitions were added, the last [`MALFORMED_SAMPLES`] kept.
+//!
+//! The watermark (SPEC §4) is the minimum over active partitions; idle ones (caught up, nothing
+//! in flight) are left out; when none is active, the maximum over all; `EventTime::MIN`
+//! without partitions.
+
+use super::summary::{Summary, Tally};
+use super::{
+    Cx, Kept, Live, MALFORMED_SAMPLES, Obs, Run, SAMPLES_PER_REASON, fingerprint,
+    partition_watermark,
+};
+use crate::contract::Contract;
+use crate::finding::{Counterexample, Reason};
+use crate::report::Sample;
+use crate::time::EventTime;
+use crate::window::WindowSeries;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+/// Partitions answering queries as one: [`View::new`], then [`View::add_live`] and
+/// [`View::add_summary`] for each partition, then the queries ([`View::assurance`],
+/// [`View::timeline`], [`View::counterexamples`], [`View::coverage`], ...). Cheap to build:
+/// it borrows the partitions and merges per query.
+#[derive(Debug, Clone)]
+pub struct View<'a> {
+    contract: &'a Contract,
+    fingerprint: u64,
+    parts: Vec<Part<'a>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Part<'a> {
+    src: Src<'a>,
+    active: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Src<'a> {
+    Live(&'a Live),
+    Summary(&'a Summary),
+}
+
+/// A partition that was not assessed under the view's contract.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the partition was assessed under another contract (fingerprint {found:016x}, this one is {expected:016x})"
+)]
+pub struct ContractMismatch {
+    /// The partition's contract fingerprint.
+    pub found: u64,
+    /// The view's.
+    pub expected: u64,
+}
+
+/// One emitter, merged over the partitions.
+#[derive(Debug, Clone)]
+pub(super) struct EmitterRef<'a> {
+    pub(super) name: &'a str,
+    /// Runs of contiguous seqs by first seq.
+    pub(super) runs: Cow<'a, BTreeMap<u64, Run>>,
+    /// Indices of the properties it fed.
+    pub(super) props: Cow<'a, [u16]>,
+    pub(super) events: u64,
+}
+
+/// A counterexample of one partition: kept by a [`Live`] (rendered on demand) or rendered in a
+/// [`Summary`].
+#[derive(Debug, Clone, Copy)]
+pub(super) enum CxRef<'a> {
+    Kept(&'a Live, usize, &'a Cx),
+    Rendered(&'a Counterexample),
+}
+
+impl<'a> CxRef<'a> {
+    pub(super) fn id(&self) -> &'a str {
+        match self {
+            CxRef::Kept(_, _, c) => &c.id,
+            CxRef::Rendered(c) => &c.id,
+        }
+    }
+
+    pub(super) fn scope(&self) -> &'a str {
+        match self {
+            CxRef::Kept(_, _, c) => &c.scope,
+            CxRef::Rendered(c) => &c.scope,
+        }
+    }
+
+    pub(super) fn render(&self) -> Counterexample {
+        match self {
+            CxRef::Kept(l, p, c) => l.render(*p, c),
+            CxRef::Rendered(c) => (*c).clone(),
+        }
+    }
+}
+
+/// A counterexample's key: (stale event time, id).
+pub(super) type CxKey = (i64, String);
+
+impl<'a> Src<'a> {
+    fn fingerprint(self) -> u64 {
+        match self {
+            Src::Live(l) => l.state.fingerprint,
+            Src::Summary(s) => s.fingerprint,
+        }
+    }
+
+    fn tally(self, p: usize) -> &'a Tally {
+        match self {
+            Src::Live(l) => &l.state.props[p].tally,
+            Src::Summary(s) => &s.props[p].tally,
+        }
+    }
+
+    fn watermark(self, lateness: i64) -> EventTime {
+        match self {
+            Src::Live(l) => partition_watermark(l.state.max_ts, l.state.closed, lateness),
+            Src::Summary(s) => partition_watermark(s.max_ts, s.closed, lateness),
+        }
+    }
+
+    fn totals(self) -> [u64; 4] {
+        match self {
+            Src::Live(l) => {
+                let s = &l.state;
+                [s.valid, s.malformed, s.unattributed, s.duplicates]
+            }
+            Src::Summary(s) => [s.valid, s.malformed, s.unattributed, s.duplicates],
+        }
+    }
+
+    fn malformed_samples(self) -> &'a std::collections::VecDeque<Kept> {
+        match self {
+            Src::Live(l) => &l.state.malformed_samples,
+            Src::Summary(s) => &s.malformed_samples,
+        }
+    }
+
+    fn emitters(self, out: &mut Vec<EmitterRef<'a>>) {
+        match self {
+            Src::Live(l) => out.extend(l.state.emitters.iter().map(|(&id, e)| EmitterRef {
+                name: &l.state.names[id as usize],
+                runs: Cow::Borrowed(&e.runs),
+                props: Cow::Borrowed(&e.props),
+                events: e.events,
+            })),
+            Src::Summary(s) => out.extend(s.emitters.iter().map(|(name, e)| EmitterRef {
+                name,
+                runs: Cow::Borrowed(&e.runs),
+                props: Cow::Borrowed(&e.props),
+                events: e.events,
+            })),
+        }
+    }
+
+    fn cx_count(self, p: usize) -> usize {
+        match self {
+            Src::Live(l) => l.state.props[p].cxs.len(),
+            Src::Summary(s) => s.props[p].cxs.len(),
+        }
+    }
+
+    /// Counterexamples of property `p` from `start` on, by key.
+    fn cxs(
+        self,
+        p: usize,
+        start: Bound<CxKey>,
+    ) -> Box<dyn Iterator<Item = (&'a CxKey, CxRef<'a>)> + 'a> {
+        let range = (start, Bound::Unbounded);
+        match self {
+            Src::Live(l) => Box::new(
+                l.state.props[p]
+                    .cxs
+                    .range(range)
+                    .map(move |(k, c)| (k, CxRef::Kept(l, p, c))),
+            ),
+            Src::Summary(s) => Box::new(
+                s.props[p]
+                    .cxs
+                    .range(range)
+                    .map(|(k, c)| (k, CxRef::Rendered(c))),
+            ),
+        }
+    }
+}
+
+impl<'a> View<'a> {
+    /// An empty view under `contract`: no partition yet (watermark `EventTime::MIN`, every
+    /// property without events).
+    pub fn new(contract: &'a Contract) -> View<'a> {
+        View {
+            contract,
+            fingerprint: fingerprint(contract),
+            parts: Vec::new(),
+        }
+    }
+
+    /// The view of one active partition.
+    pub(super) fn of_live(live: &'a Live) -> View<'a> {
+        View {
+            contract: &live.contract,
+            fingerprint: live.state.fingerprint,
+            parts: vec![Part {
+                src: Src::Live(live),
+                active: true,
+            }],
+        }
+    }
+
+    /// Adds a local partition. `active`: it may still move the watermark (not idle).
+    pub fn add_live(&mut self, live: &'a Live, active: bool) -> Result<(), ContractMismatch> {
+        self.add(Src::Live(live), active)
+    }
+
+    /// Adds a partition's [`Summary`] (remote, or exported). `active`: it may still move the
+    /// watermark (not idle). A summary of another contract, or whose shape does not fit this
+    /// one, is refused.
+    pub fn add_summary(&mut self, s: &'a Summary, active: bool) -> Result<(), ContractMismatch> {
+        let props = &self.contract.properties;
+        let fits = s.props.len() == props.len()
+            && s.props.iter().zip(props).all(|(sp, pc)| {
+                sp.tally.routes.len() == pc.routes.len() && sp.tally.series.width() == pc.window.0
+            });
+        if !fits {
+            return Err(ContractMismatch {
+                found: s.fingerprint,
+                expected: self.fingerprint,
+            });
+        }
+        self.add(Src::Summary(s), active)
+    }
+
+    fn add(&mut self, src: Src<'a>, active: bool) -> Result<(), ContractMismatch> {
+        if src.fingerprint() != self.fingerprint {
+            return Err(ContractMismatch {
+                found: src.fingerprint(),
+                expected: self.fingerprint,
+            });
+        }
+        self.parts.push(Part { src, active });
+        Ok(())
+    }
+
+    /// The contract.
+    pub fn contract(&self) -> &'a Contract {
+        self.contract
+    }
+
+    /// How many partitions the view holds.
+    pub fn partitions(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// The watermark of property `p` (SPEC §4): the minimum over active partitions of their
+    /// greatest valid event time minus the property's `allowed_lateness` (`EventTime::MIN`
+    /// before any event, `EventTime::MAX` once closed); idle partitions are left out; when none
+    /// is active, the maximum over all; `EventTime::MIN` without partitions.
+    pub fn watermark(&self, p: usize) -> EventTime {
+        let lateness = self.contract.properties[p].allowed_lateness.0;
+        let wm = |x: &Part<'a>| x.src.watermark(lateness);
+        let active = self.parts.iter().filter(|x| x.active).map(wm).min();
+        active
+            .or_else(|| self.parts.iter().map(wm).max())
+            .unwrap_or(EventTime::MIN)
+    }
+
+    /// Valid, malformed, unattributed and duplicate events, over all partitions.
+    pub fn totals(&self) -> (u64, u64, u64, u64) {
+        let mut t = [0u64; 4];
+        for x in &self.parts {
+            for (a, b) in t.iter_mut().zip(x.src.totals()) {
+                *a += b;
+            }
+        }
+        (t[0], t[1], t[2], t[3])
+    }
+
+    /// Samples of unknown reasons of a property: per reason the first
+    /// [`SAMPLES_PER_REASON`] of the partitions' samples by (time, source, detail).
+    pub fn samples(&self, p: usize) -> BTreeMap<Reason, Vec<Sample>> {
+        let mut all: BTreeMap<Reason, Vec<&'a Kept>> = BTreeMap::new();
+        for t in self.tallies(p) {
+            for (r, v) in &t.samples {
+                all.entry(*r).or_default().extend(v);
+            }
+        }
+        all.into_iter()
+            .map(|(r, mut v)| {
+                v.sort_by(|a, b| (&a.ts, &a.source, &a.detail).cmp(&(&b.ts, &b.source, &b.detail)));
+                v.dedup();
+                v.truncate(SAMPLES_PER_REASON);
+                (r, v.into_iter().map(Kept::sample).collect())
+            })
+            .collect()
+    }
+
+    /// The most recent malformed events: the partitions' samples in the order the partitions
+    /// were added, the last [`MALFORMED_SAMPLES`] of them.
+    pub fn malformed_samples(&self) -> Vec<Sample> {
+        let all: Vec<&Kept> = self
+            .parts
+            .iter()
+            .flat_map(|x| x.src.malformed_samples())
+            .collect();
+        all[all.len().saturating_sub(MALFORMED_SAMPLES)..]
+            .iter()
+            .map(|k| k.sample())
+            .collect()
+    }
+
+    /// The message of the last malformed event (of the last partition added that has one).
+    pub fn last_malformed(&self) -> Option<&'a str> {
+        self.parts
+            .iter()
+            .rev()
+            .find_map(|x| x.src.malformed_samples().back())
+            .map(|k| k.detail.as_str())
+    }
+
+    /// Events assessed of property `p`.
+    pub fn property_events(&self, p: usize) -> u64 {
+        self.tallies(p).map(|t| t.events).sum()
+    }
+
+    /// Stale rejections (rejected commits/fences: the fence worked) of property `p`.
+    pub fn stale_rejections(&self, p: usize) -> u64 {
+        self.tallies(p).map(|t| t.stale_rejections).sum()
+    }
+
+    /// Counterexamples of property `p` (one per id).
+    pub fn counterexample_count(&self, p: usize) -> usize {
+        match self.parts.as_slice() {
+            [one] => one.src.cx_count(p),
+            _ => self
+                .cxs(p, Bound::Unbounded, |_| false, |_, _| true, usize::MAX)
+                .len(),
+        }
+    }
+
+    /// Every partition's tally of property `p`.
+    fn tallies(&self, p: usize) -> impl Iterator<Item = &'a Tally> + '_ {
+        self.parts.iter().map(move |x| x.src.tally(p))
+    }
+
+    /// Borrows the part's `T` when there is one part, else merges the parts' into an owned one.
+    fn merged<T: Clone>(
+        &self,
+        pick: impl Fn(Src<'a>) -> &'a T,
+        merge: impl Fn(&mut T, &T),
+        empty: impl FnOnce() -> T,
+    ) -> Cow<'a, T> {
+        match self.parts.as_slice() {
+            [] => Cow::Owned(empty()),
+            [one] => Cow::Borrowed(pick(one.src)),
+            [first, rest @ ..] => {
+                let mut t = pick(first.src).clone();
+                for x in rest {
+                    merge(&mut t, pick(x.src));
+                }
+                Cow::Owned(t)
+            }
+        }
+    }
+
+    /// The window series of property `p`, merged.
+    pub(super) fn series(&self, p: usize) -> Cow<'a, WindowSeries> {
+        self.merged(
+            |s| &s.tally(p).series,
+            WindowSeries::merge,
+            || WindowSeries::new(self.contract.properties[p].window.0),
+        )
+    }
+
+    /// Observation bounds per window of declared route `i` of property `p`, merged.
+    pub(super) fn route_obs(&self, p: usize, i: usize) -> Cow<'a, BTreeMap<i64, Obs>> {
+        self.merged(
+            |s| &s.tally(p).routes[i],
+            |a, b| {
+                for (k, o) in b {
+                    a.entry(*k)
+                        .and_modify(|m| {
+                            m.min = m.min.min(o.min);
+                            m.max = m.max.max(o.max);
+                            m.count += o.count;
+                        })
+                        .or_insert(*o);
+                }
+            },
+            BTreeMap::new,
+        )
+    }
+
+    /// Reason counts of property `p` (those placed by events), added.
+    pub(super) fn counts(&self, p: usize) -> [u64; Reason::COUNT] {
+        let mut counts = [0u64; Reason::COUNT];
+        for t in self.tallies(p) {
+            for (a, b) in counts.iter_mut().zip(t.counts) {
+                *a += b;
+            }
+        }
+        counts
+    }
+
+    /// Undeclared routes of property `p` with their counts, added.
+    pub(super) fn undeclared(&self, p: usize) -> BTreeMap<String, u64> {
+        let mut out: BTreeMap<String, u64> = BTreeMap::new();
+        for t in self.tallies(p) {
+            for (name, n) in &t.undeclared {
+                match out.get_mut(name) {
+                    Some(m) => *m += n,
+                    None => {
+                        out.insert(name.clone(), *n);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Emitters merged by name (sorted by name when there are several partitions).
+    pub(super) fn emitters(&self) -> Vec<EmitterRef<'a>> {
+        let mut all = Vec::new();
+        for x in &self.parts {
+            x.src.emitters(&mut all);
+        }
+        if self.parts.len() < 2 {
+            return all;
+        }
+        all.sort_by(|a, b| a.name.cmp(b.name));
+        all.chunk_by(|a, b| a.name == b.name)
+            .map(|group| match group {
+                [one] => one.clone(),
+                _ => {
+                    let mut props: Vec<u16> =
+                        group.iter().flat_map(|e| e.props.iter()).copied().collect();
+                    props.sort_unstable();
+                    props.dedup();
+                    EmitterRef {
+                        name: group[0].name,
+                        runs: Cow::Owned(merge_runs(group.iter().map(|e| e.runs.as_ref()))),
+                        props: Cow::Owned(props),
+                        events: group.iter().map(|e| e.events).sum(),
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// Counterexamples of property `p` from `start` on, by key, one per key: until `stop` holds
+    /// for a stale event time; only those `keep` accepts; at most `cap` from each partition
+    /// (the first `cap` merged ones are always among them).
+    pub(super) fn cxs(
+        &self,
+        p: usize,
+        start: Bound<CxKey>,
+        stop: impl Fn(i64) -> bool,
+        keep: impl Fn(&CxKey, &CxRef<'a>) -> bool,
+        cap: usize,
+    ) -> Vec<(&'a CxKey, CxRef<'a>)> {
+        let mut out = Vec::new();
+        for x in &self.parts {
+            let mut n = 0;
+            for (k, c) in x.src.cxs(p, start.clone()) {
+                if n >= cap || stop(k.0) {
+                    break;
+                }
+                if keep(k, &c) {
+                    out.push((k, c));
+                    n += 1;
+                }
+            }
+        }
+        if self.parts.len() > 1 {
+            out.sort_by(|a, b| a.0.cmp(b.0));
+            out.dedup_by(|a, b| a.0 == b.0);
+        }
+        out
+    }
+
+    /// One counterexample by id, in any partition.
+    pub(super) fn find_cx(&self, id: &str) -> Option<Counterexample> {
+        (0..self.contract.properties.len()).find_map(|p| {
+            self.parts.iter().find_map(|x| {
+                x.src
+                    .cxs(p, Bound::Unbounded)
+                    .find(|(_, c)| c.id() == id)
+                    .map(|(_, c)| c.render())
+            })
+        })
+    }
+}
+
+/// The union of runs of contiguous seqs: overlapping or adjacent runs join, the joined run
+/// keeping the times of the events at its two ends.
+fn merge_runs<'r>(maps: impl Iterator<Item = &'r BTreeMap<u64, Run>>) -> BTreeMap<u64, Run> {
+    let mut all: Vec<(u64, Run)> = maps.flat_map(|m| m.iter().map(|(&s, &r)| (s, r))).collect();
+    all.sort_by_key(|&(s, r)| (s, std::cmp::Reverse(r.end)));
+    let mut out = BTreeMap::new();
+    let mut cur: Option<(u64, Run)> = None;
+    for (s, r) in all {
+        match &mut cur {
+            Some((_, c)) if s <= c.end.saturating_add(1) => {
+                if r.end > c.end {
+                    c.end = r.end;
+                    c.end_ts = r.end_ts;
+                }
+            }
+            _ => {
+                if let Some((cs, c)) = cur.replace((s, r)) {
+                    out.insert(cs, c);
+                }
+            }
+        }
+    }
+    if let Some((cs, c)) = cur {
+        out.insert(cs, c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Epoch, Event, Kind, Seq};
+    use crate::live::LiveOptions;
+
+    fn live() -> Live {
+        let c = Contract::parse(
+            "v.toml",
+            "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"100ns\"\nclock_skew=\"5ns\"\nallowed_lateness=\"10ns\"\nroute_freshness=\"200ns\"\n[[property.route]]\nname=\"r1\"\n",
+        )
+        .unwrap();
+        let mut l = Live::new(c, LiveOptions::default());
+        let src = l.add_source("wal");
+        for (i, (ts, epoch)) in [(100, 2), (200, 1)].into_iter().enumerate() {
+            let mut e = Event::new(Kind::Commit, EventTime(ts));
+            e.scope = Some("s");
+            e.epoch = Some(Epoch(epoch));
+            e.route = Some("r1");
+            e.emitter = Some("e");
+            e.seq = Some(Seq(i as u64));
+            l.push(&e, src, i as u64, 1_000);
+        }
+        l
+    }
+
+    #[test]
+    fn one_partition_is_borrowed_several_are_merged() {
+        let l = live();
+        let v = l.view();
+        assert!(matches!(v.series(0), Cow::Borrowed(_)));
+        assert!(matches!(v.route_obs(0, 0), Cow::Borrowed(_)));
+        assert!(
+            v.emitters()
+                .iter()
+                .all(|e| matches!(e.runs, Cow::Borrowed(_)))
+        );
+        // The counterexample is rendered only when a page holds it.
+        assert!(matches!(
+            v.cxs(0, Bound::Unbounded, |_| false, |_, _| true, 10)[..],
+            [(_, CxRef::Kept(..))]
+        ));
+        let mut two = View::new(l.contract());
+        two.add_live(&l, true).unwrap();
+        two.add_live(&l, true).unwrap();
+        assert!(matches!(two.series(0), Cow::Owned(_)));
+        let obs = two.route_obs(0, 0);
+        assert!(matches!(obs, Cow::Owned(_)));
+        let o = obs.values().next().unwrap();
+        assert_eq!((o.min, o.max, o.count), (100, 100, 2));
+        assert_eq!(two.counterexample_count(0), 1);
+    }
+
+    #[test]
+    fn runs_join_when_adjacent_or_overlapping() {
+        let run = |end, start_ts, end_ts| Run {
+            end,
+            start_ts,
+            end_ts,
+        };
+        let a = BTreeMap::from([(1, run(2, 10, 20)), (8, run(9, 80, 90))]);
+        let b = BTreeMap::from([
+            (3, run(4, 30, 40)),
+            (6, run(6, 60, 60)),
+            (9, run(12, 90, 120)),
+        ]);
+        let m = merge_runs([&a, &b].into_iter());
+        assert_eq!(
+            m.into_iter().collect::<Vec<_>>(),
+            [
+                (1, run(4, 10, 40)),
+                (6, run(6, 60, 60)),
+                (8, run(12, 80, 120))
+            ]
+        );
+        let top = BTreeMap::from([(u64::MAX - 1, run(u64::MAX, 1, 2))]);
+        let m = merge_runs([&top, &top].into_iter());
+        assert_eq!(m.len(), 1);
+    }
+}

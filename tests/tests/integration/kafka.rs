@@ -1,0 +1,262 @@
+//! `fencewatch serve` consuming Kafka, against librdkafka's mock cluster
+//! (`rdkafka::mocking::MockCluster`, in this process, on real TCP ports): the fast tests.
+//! Real-broker tests (tansu, a Python producer) are in `broker.rs`.
+
+use fencewatch_tests::kafka::{committed, produce};
+use fencewatch_tests::service::{TestService, now_ns};
+use fencewatch_tests::{ORDERS_CONTRACT, commit_line};
+use rdkafka::mocking::MockCluster;
+use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+const CONTRACT: &str = ORDERS_CONTRACT;
+
+const SEC: i64 = 1_000_000_000;
+const TOPIC: &str = "events";
+
+fn commit(ts: i64, scope: &str, epoch: u64, route: &str) -> (String, String) {
+    (scope.to_string(), commit_line(ts, scope, epoch, route))
+}
+
+fn kafka_args<'a>(brokers: &'a str, group: &'a str) -> Vec<&'a str> {
+    vec![
+        "--kafka-brokers",
+        brokers,
+        "--kafka-topic",
+        TOPIC,
+        "--kafka-group",
+        group,
+    ]
+}
+
+/// A config file in `dir` passing librdkafka settings through: a member killed with SIGKILL
+/// leaves the group after 6 s instead of the default 45 s.
+fn fast_session(dir: &std::path::Path) -> String {
+    let path = dir.join("serve.toml");
+    std::fs::write(
+        &path,
+        "[kafka]\n\"session.timeout.ms\" = 6000\n\"heartbeat.interval.ms\" = 500\n",
+    )
+    .unwrap();
+    path.display().to_string()
+}
+
+fn observations(svc: &TestService) -> u64 {
+    let c = svc.get("/v1/coverage").json();
+    c["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["observations"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn a_stale_commit_is_found_poison_is_dead_lettered_and_offsets_follow_checkpoints() {
+    let mock = MockCluster::new(1).unwrap();
+    mock.create_topic(TOPIC, 3, 1).unwrap();
+    let brokers = mock.bootstrap_servers();
+    let now = now_ns();
+    let t0 = now - 60 * SEC;
+    let mut msgs = Vec::new();
+    for i in 0..20i64 {
+        let scope = format!("order-{i}");
+        let route = ["orders-api.transition", "settlement-worker.settle"][(i % 2) as usize];
+        msgs.push(commit(t0 + i * SEC, &scope, 1, route));
+        msgs.push(commit(t0 + i * SEC + 2 * SEC, &scope, 2, route));
+    }
+    // A resumed old owner of order-7, after its successor committed.
+    msgs.push(commit(t0 + 30 * SEC, "order-7", 1, "orders-api.transition"));
+    // Poison: not JSON, and an event whose time is not a time.
+    msgs.push(("poison".into(), "this is not json".into()));
+    msgs.push((
+        "poison".into(),
+        r#"{"kind":"commit","ts":"yesterday","scope":"order-1","epoch":1}"#.into(),
+    ));
+    produce(&brokers, TOPIC, &msgs);
+    // Injected broker errors: fetches and offset commits fail a few times first.
+    mock.request_errors(
+        RDKafkaApiKey::Fetch,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION; 3],
+    );
+    mock.request_errors(
+        RDKafkaApiKey::OffsetCommit,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT; 2],
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), CONTRACT, &kafka_args(&brokers, "fw"));
+    svc.wait_for("every message consumed", 60, |s| {
+        s.metric("fencewatch_kafka_messages_total") == Some(43.0)
+    });
+    let a = svc.get("/v1/assurance").json();
+    assert_eq!(a["verdict"], "refuted", "{a}");
+    let page = svc.get("/v1/counterexamples").json();
+    let cxs = page["counterexamples"].as_array().unwrap();
+    assert_eq!(cxs.len(), 1, "{page}");
+    assert_eq!(cxs[0]["scope"], "order-7");
+    assert_eq!(cxs[0]["kind"], "stale_commit");
+    // Provenance is topic/partition:offset.
+    let source = cxs[0]["stale"]["source"].as_str().unwrap();
+    assert!(source.starts_with("events/"), "{source}");
+    // The scope view comes from the partition that owns it.
+    let scope = svc.get("/v1/scopes/order-7").json();
+    assert_eq!(scope["events"].as_array().unwrap().len(), 3, "{scope}");
+
+    // Poison is counted, kept as evidence and dead-lettered with its reason; nothing stopped.
+    svc.wait_for("dead-lettered", 30, |s| {
+        s.metric("fencewatch_kafka_dead_lettered_messages_total") == Some(2.0)
+    });
+    assert_eq!(
+        svc.metric("fencewatch_events_rejected_total{source=\"kafka\",reason=\"malformed\"}"),
+        Some(2.0)
+    );
+    assert_eq!(
+        svc.metric("fencewatch_events_ingested_total{source=\"kafka\"}"),
+        Some(41.0)
+    );
+    assert_eq!(
+        svc.metric("fencewatch_kafka_assigned_partitions"),
+        Some(3.0)
+    );
+    assert_eq!(svc.metric("fencewatch_kafka_connected"), Some(1.0));
+    let u = svc.get("/v1/assurance").json();
+    let reasons = &u["properties"][0]["unknown"];
+    assert!(reasons.get("malformed_event").is_some(), "{u}");
+    // Offsets are committed once the checkpoint covering them is durable: all 43 messages.
+    svc.wait_for("offsets committed", 30, |_| {
+        committed(&brokers, "fw", TOPIC, 3).iter().sum::<i64>() == 43
+    });
+    svc.wait_for("lag zero", 30, |s| {
+        let text = s.get("/metrics").text();
+        let lags: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("fencewatch_kafka_consumer_lag{"))
+            .collect();
+        lags.len() == 3 && lags.iter().all(|l| l.ends_with(" 0"))
+    });
+    let (status, log) = svc.terminate();
+    assert!(status.success(), "{log}");
+    let dead = std::fs::read_to_string(dir.path().join("data/kafka/dead-letter.ndjson")).unwrap();
+    let lines: Vec<Value> = dead
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{dead}");
+    assert_eq!(lines[0]["payload"], "this is not json");
+    assert!(
+        lines[1]["reason"].as_str().unwrap().contains("ts"),
+        "{dead}"
+    );
+    assert!(lines[0]["source"].as_str().unwrap().starts_with("events/"));
+}
+
+/// Batches of events with resumed old owners spread over time.
+fn batches(now: i64, n: usize, per: usize) -> Vec<Vec<(String, String)>> {
+    (0..n)
+        .map(|b| {
+            (0..per)
+                .map(|i| {
+                    let k = (b * per + i) as i64;
+                    let scope = format!("s{}", k % 41);
+                    let epoch = if k % 89 == 0 { 1 } else { (k / 41 + 2) as u64 };
+                    let route =
+                        ["orders-api.transition", "settlement-worker.settle"][(k % 2) as usize];
+                    commit(now - 300 * SEC + k * 100_000_000, &scope, epoch, route)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn kill_9_mid_stream_and_restart_loses_and_duplicates_nothing() {
+    let mock = MockCluster::new(1).unwrap();
+    mock.create_topic(TOPIC, 4, 1).unwrap();
+    let brokers = mock.bootstrap_servers();
+    let all = batches(now_ns(), 24, 50);
+    let total = (all.len() * all[0].len()) as u64;
+    let dir = tempfile::tempdir().unwrap();
+    let killed = dir.path().join("killed");
+    std::fs::create_dir_all(&killed).unwrap();
+    let config = fast_session(dir.path());
+    let mut args = kafka_args(&brokers, "killed");
+    args.extend(["--config", &config]);
+    let mut svc = TestService::start(&killed, CONTRACT, &args);
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut kills = 0;
+    for batch in &all {
+        produce(&brokers, TOPIC, batch);
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        if rng.is_multiple_of(3) {
+            std::thread::sleep(std::time::Duration::from_millis(rng % 400));
+            svc = TestService::restart(svc.kill9());
+            kills += 1;
+        }
+    }
+    assert!(kills >= 3, "only {kills} kills");
+    svc.wait_for("every event assessed", 90, |s| observations(s) == total);
+    let got = svc.cx_ids();
+    let unique: BTreeSet<&String> = got.iter().collect();
+    assert_eq!(unique.len(), got.len(), "a counterexample twice: {got:?}");
+
+    // The same topic read once, uninterrupted, by another group.
+    let clean = dir.path().join("clean");
+    std::fs::create_dir_all(&clean).unwrap();
+    let once = TestService::start(&clean, CONTRACT, &kafka_args(&brokers, "clean"));
+    once.wait_for("every event assessed", 90, |s| observations(s) == total);
+    let want = once.cx_ids();
+    assert!(want.len() >= 5, "{want:?}");
+    assert_eq!(got, want, "after {kills} kills");
+}
+
+#[test]
+fn a_broker_down_turns_readiness_false_and_the_verdict_unknown_then_recovers() {
+    let mock = MockCluster::new(1).unwrap();
+    // Three partitions, two scopes: at least one partition never gets a message, and must not
+    // hold the watermark back (it is idle: read to its end).
+    mock.create_topic(TOPIC, 3, 1).unwrap();
+    let brokers = mock.bootstrap_servers();
+    // Fresh evidence is required: stale after 3 s without events.
+    let contract = CONTRACT
+        .replace("allowed_lateness = \"10s\"", "allowed_lateness = \"500ms\"")
+        .replace("route_freshness = \"5m\"", "route_freshness = \"3s\"")
+        .replace("window = \"1m\"", "window = \"1s\"");
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), &contract, &kafka_args(&brokers, "fw"));
+    // A producer thread keeps both routes busy with events at the current time.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (b, s) = (brokers.clone(), stop.clone());
+    let producer = std::thread::spawn(move || {
+        let mut epoch = 1;
+        while !s.load(std::sync::atomic::Ordering::Relaxed) {
+            let now = now_ns();
+            let msgs: Vec<_> = (0..2)
+                .map(|i| {
+                    let route = ["orders-api.transition", "settlement-worker.settle"][i % 2];
+                    commit(now, &format!("o{i}"), epoch, route)
+                })
+                .collect();
+            epoch += 1;
+            // While the broker is down, sends queue up in librdkafka and are retried.
+            let _ = std::panic::catch_unwind(|| produce(&b, TOPIC, &msgs));
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    });
+    let verdict = |s: &TestService| s.get("/v1/assurance").json()["verdict"].clone();
+    svc.wait_for("holds", 30, |s| verdict(s) == "holds");
+    mock.broker_down(1).unwrap();
+    svc.wait_for("not ready", 30, |s| s.get("/readyz").status == 503);
+    svc.wait_for("unknown", 30, |s| verdict(s) == "unknown");
+    let a = svc.get("/v1/assurance").json();
+    assert_eq!(a["properties"][0]["stale_evidence"], true, "{a}");
+    assert_eq!(svc.metric("fencewatch_kafka_connected"), Some(0.0));
+    mock.broker_up(1).unwrap();
+    svc.wait_for("ready again", 60, |s| s.get("/readyz").status == 200);
+    svc.wait_for("holds again", 60, |s| verdict(s) == "holds");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    producer.join().unwrap();
+}
