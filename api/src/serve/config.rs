@@ -114,6 +114,9 @@ pub struct ServeArgs {
     /// Topic that malformed messages are copied to [default: a file in the data directory].
     #[arg(long, env = "FENCEWATCH_KAFKA_DEAD_LETTER_TOPIC", value_name = "TOPIC")]
     pub kafka_dead_letter_topic: Option<String>,
+    /// Scale-out: topic where instances of the group publish and read partition summaries.
+    #[arg(long, env = "FENCEWATCH_KAFKA_SUMMARIES_TOPIC", value_name = "TOPIC")]
+    pub kafka_summaries_topic: Option<String>,
 }
 
 /// The validated configuration, passed down by value (no global).
@@ -181,6 +184,7 @@ struct Layer {
     kafka_topic: Option<String>,
     kafka_group: Option<String>,
     kafka_dead_letter_topic: Option<String>,
+    kafka_summaries_topic: Option<String>,
     /// librdkafka settings passed through (`[kafka]` table).
     kafka: Option<BTreeMap<String, toml::Value>>,
 }
@@ -448,6 +452,10 @@ impl ServeConfig {
                 "kafka_dead_letter_topic",
                 pick(a.kafka_dead_letter_topic, f.kafka_dead_letter_topic, None),
             ),
+            (
+                "kafka_summaries_topic",
+                pick(a.kafka_summaries_topic, f.kafka_summaries_topic, None),
+            ),
         ] {
             match v {
                 Some((s, o)) if s.trim().is_empty() => l.error(key, o, "must not be empty"),
@@ -485,6 +493,7 @@ impl ServeConfig {
                     .remove("kafka_group")
                     .unwrap_or_else(|| "fencewatch".into()),
                 dead_letter_topic: kafka_values.remove("kafka_dead_letter_topic"),
+                summaries_topic: kafka_values.remove("kafka_summaries_topic"),
                 settings,
             }),
             (None, None) if kafka_values.is_empty() && settings.is_empty() => None,

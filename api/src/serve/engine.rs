@@ -202,6 +202,7 @@ impl Engine {
     pub fn query<R>(&self, f: impl FnOnce(&View<'_>) -> R) -> R {
         let wal = self.read();
         let parts = self.kafka.get().map(|k| k.parts());
+        let remote = self.kafka.get().map(|k| k.remote());
         let mut view = View::new(&self.contract);
         let same = "every partition runs under the engine's contract";
         match &parts {
@@ -213,6 +214,17 @@ impl Engine {
                 }
                 for part in parts.values() {
                     view.add_live(&part.live, !part.idle).expect(same);
+                }
+                // Other instances' partitions (scale-out): the ones this instance does not own.
+                for (key, published) in remote.iter().flat_map(|r| r.iter()) {
+                    let owned = key.rsplit_once('/').is_some_and(|(t, p)| {
+                        p.parse::<i32>()
+                            .is_ok_and(|p| parts.contains_key(&(t.to_string(), p)))
+                    });
+                    if !owned {
+                        // Summaries of another contract were dropped when read.
+                        let _ = view.add_summary(&published.summary, !published.idle);
+                    }
                 }
             }
         }
@@ -245,6 +257,22 @@ impl Engine {
                         f.high_water = v.high_water;
                     }
                 }
+            }
+        }
+        drop((wal, parts));
+        if found.is_none() {
+            // Owned by another instance (scale-out): its events stay there, but its
+            // counterexamples are in the published summaries.
+            let cxs =
+                self.query(|v| v.counterexamples(Some(p), Some(scope), None, None, None, 1000));
+            if !cxs.counterexamples.is_empty() {
+                found = Some(ScopeView {
+                    property: self.contract.properties[p].name.clone(),
+                    scope: scope.to_string(),
+                    events: Vec::new(),
+                    high_water: None,
+                    counterexamples: cxs.counterexamples,
+                });
             }
         }
         found

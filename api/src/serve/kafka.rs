@@ -27,7 +27,7 @@
 use crate::serve::engine::now_ns;
 use crate::serve::metrics::Metrics;
 use fencewatch_assess::Contract;
-use fencewatch_assess::live::{Live, LiveOptions, Pushed};
+use fencewatch_assess::live::{Live, LiveOptions, Pushed, Summary};
 use fencewatch_ingest::checkpoint::CheckpointStore;
 use fencewatch_ingest::{json, partition};
 use rdkafka::client::ClientContext;
@@ -60,9 +60,37 @@ pub struct KafkaConfig {
     pub group: String,
     /// Topic that malformed messages are copied to; `None`: a file in the data directory.
     pub dead_letter_topic: Option<String>,
+    /// Scale-out: the topic where each instance publishes its partitions' summaries and
+    /// reads the others'. `None`: a single instance answers for its own partitions.
+    pub summaries_topic: Option<String>,
     /// librdkafka settings passed through (`security.protocol`, `sasl.*`, …), applied last.
     pub settings: Vec<(String, String)>,
 }
+
+/// One partition's mergeable summary as published to the summaries topic (postcard), keyed
+/// by `topic/partition`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Published {
+    /// Format version of this envelope.
+    pub version: u32,
+    /// The publishing instance.
+    pub owner: String,
+    /// `topic/partition`.
+    pub partition: String,
+    /// The partition offset the summary covers (messages below it are in).
+    pub next: i64,
+    /// Whether the partition was idle (read to its end).
+    pub idle: bool,
+    /// Wall time of publication, ns.
+    pub at: i64,
+    /// The summary.
+    pub summary: Summary,
+}
+
+/// The envelope version [`Published`] is written with.
+const PUBLISHED_VERSION: u32 = 1;
+/// How often changed partitions' summaries are published.
+const PUBLISH_EVERY: Duration = Duration::from_millis(500);
 
 /// What the consumer needs besides the Kafka settings.
 #[derive(Debug, Clone)]
@@ -91,6 +119,8 @@ pub struct Part {
     /// Read to its end with nothing newer since: nothing of it is in flight.
     pub idle: bool,
     source: u32,
+    /// What the last published summary covered: (next, idle).
+    published: Option<(i64, bool)>,
 }
 
 /// Figures for metrics and readiness.
@@ -120,6 +150,10 @@ pub struct Kafka {
     metrics: Metrics,
     /// A fatal error (a checkpoint that cannot be read or written): the service stops.
     failure: Mutex<Option<String>>,
+    /// Other instances' partitions, from the summaries topic, by `topic/partition`.
+    remote: RwLock<BTreeMap<String, Published>>,
+    /// This instance's name in published summaries.
+    owner: String,
 }
 
 /// The consumer's callbacks.
@@ -251,7 +285,6 @@ impl ConsumerContext for Context {
 /// Where malformed messages go.
 enum DeadLetter {
     Topic {
-        producer: BaseProducer,
         topic: String,
     },
     File {
@@ -292,6 +325,12 @@ impl Kafka {
             opts,
             metrics,
             failure: Mutex::new(None),
+            remote: RwLock::new(BTreeMap::new()),
+            owner: format!(
+                "{}-{}",
+                std::env::var("HOSTNAME").unwrap_or_else(|_| "fencewatch".into()),
+                std::process::id()
+            ),
         });
         let c = &kafka.opts.config;
         let mut cc = ClientConfig::new();
@@ -315,33 +354,43 @@ impl Kafka {
         consumer
             .subscribe(&topics)
             .map_err(|e| format!("kafka subscribe to {}: {e}", c.topics.join(",")))?;
-        let dead = match &c.dead_letter_topic {
-            Some(topic) => {
-                let mut pc = ClientConfig::new();
-                pc.set("bootstrap.servers", &c.brokers)
-                    .set("client.id", "fencewatch-dead-letter");
-                for (k, v) in c.settings.iter().filter(|(k, _)| is_shared_setting(k)) {
-                    pc.set(k, v);
-                }
-                let producer: BaseProducer = pc
-                    .create()
-                    .map_err(|e| format!("kafka dead-letter producer: {e}"))?;
-                DeadLetter::Topic {
-                    producer,
-                    topic: topic.clone(),
-                }
+        let producer = if c.dead_letter_topic.is_some() || c.summaries_topic.is_some() {
+            let mut pc = ClientConfig::new();
+            pc.set("bootstrap.servers", &c.brokers)
+                .set("client.id", "fencewatch")
+                .set("compression.type", "gzip")
+                .set("message.max.bytes", "10000000");
+            for (k, v) in c.settings.iter().filter(|(k, _)| is_shared_setting(k)) {
+                pc.set(k, v);
             }
+            let producer: BaseProducer = pc.create().map_err(|e| format!("kafka producer: {e}"))?;
+            Some(producer)
+        } else {
+            None
+        };
+        let dead = match &c.dead_letter_topic {
+            Some(topic) => DeadLetter::Topic {
+                topic: topic.clone(),
+            },
             None => DeadLetter::File {
                 path: kafka.opts.dir.join("dead-letter.ndjson"),
                 out: None,
             },
         };
+        if let Some(topic) = &c.summaries_topic {
+            let reader = summaries_reader(&kafka, topic)?;
+            let k = kafka.clone();
+            std::thread::Builder::new()
+                .name("fencewatch-summaries".into())
+                .spawn(move || k.read_summaries(&reader))
+                .map_err(|e| format!("cannot start the summaries thread: {e}"))?;
+        }
         let k = kafka.clone();
         let handle = std::thread::Builder::new()
             .name("fencewatch-kafka".into())
             .spawn(move || {
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    k.consume(&consumer, dead)
+                    k.consume(&consumer, producer.as_ref(), dead)
                 }))
                 .unwrap_or_else(|_| Err("the kafka consumer thread panicked".to_string()));
                 if let Err(e) = &r {
@@ -426,6 +475,7 @@ impl Kafka {
                     checkpointed: next,
                     idle: false,
                     source,
+                    published: None,
                 },
             );
         Ok(next)
@@ -510,8 +560,10 @@ impl Kafka {
     fn consume(
         &self,
         consumer: &BaseConsumer<Context>,
+        producer: Option<&BaseProducer>,
         mut dead: DeadLetter,
     ) -> Result<(), String> {
+        let mut last_publish = Instant::now();
         let mut last_checkpoint = Instant::now();
         let interval = self.opts.checkpoint_interval;
         while !self.stop.load(Ordering::Acquire) {
@@ -522,7 +574,7 @@ impl Kafka {
                 let (mut n, mut ok, mut bad) = (0, 0, 0);
                 while let Some(r) = next {
                     match r {
-                        Ok(msg) => match self.apply(&mut parts, &msg, &mut dead) {
+                        Ok(msg) => match self.apply(&mut parts, &msg, producer, &mut dead) {
                             Some(true) => ok += 1,
                             Some(false) => bad += 1,
                             None => {}
@@ -555,7 +607,11 @@ impl Kafka {
                 }
                 self.after_batch();
             }
-            if let DeadLetter::Topic { producer, .. } = &dead {
+            if let Some(producer) = producer {
+                if last_publish.elapsed() >= PUBLISH_EVERY {
+                    self.publish(producer);
+                    last_publish = Instant::now();
+                }
                 producer.poll(Duration::ZERO);
             }
             if last_checkpoint.elapsed() >= interval {
@@ -569,14 +625,12 @@ impl Kafka {
         if let Some(f) = self.failure() {
             return Err(f);
         }
-        match &mut dead {
-            DeadLetter::Topic { producer, .. } => {
-                let _ = producer.flush(Duration::from_secs(10));
-            }
-            DeadLetter::File { out: Some(out), .. } => {
-                out.flush().map_err(|e| format!("dead-letter file: {e}"))?;
-            }
-            DeadLetter::File { .. } => {}
+        if let Some(producer) = producer {
+            self.publish(producer);
+            let _ = producer.flush(Duration::from_secs(10));
+        }
+        if let DeadLetter::File { out: Some(out), .. } = &mut dead {
+            out.flush().map_err(|e| format!("dead-letter file: {e}"))?;
         }
         self.checkpoint(consumer, None, CommitMode::Sync)?;
         consumer.unsubscribe();
@@ -602,6 +656,7 @@ impl Kafka {
         &self,
         parts: &mut BTreeMap<(String, i32), Part>,
         msg: &BorrowedMessage<'_>,
+        producer: Option<&BaseProducer>,
         dead: &mut DeadLetter,
     ) -> Option<bool> {
         let part = parts
@@ -628,12 +683,24 @@ impl Kafka {
                 Some(why)
             }
             Some(bytes) => match json::decode_line(bytes, self.opts.max_line_bytes) {
-                Ok(d) => match part.live.push(&d.event(), part.source, position, received) {
-                    Pushed::Malformed => {
-                        Some(part.live.last_malformed().unwrap_or_default().to_string())
+                Ok(d) => {
+                    let ev = d.event();
+                    match part.live.push(&ev, part.source, position, received) {
+                        Pushed::Malformed => {
+                            Some(part.live.last_malformed().unwrap_or_default().to_string())
+                        }
+                        Pushed::Assessed => {
+                            // Partitioning by scope is what keeps a scope's events together.
+                            let key = msg.key().unwrap_or_default();
+                            if ev.scope.is_some_and(|s| s.as_bytes() != key) {
+                                let key = String::from_utf8_lossy(key);
+                                part.live.note_misrouted(&ev, part.source, position, &key);
+                            }
+                            None
+                        }
+                        _ => None,
                     }
-                    _ => None,
-                },
+                }
                 Err(e) => {
                     let why = e.to_string();
                     part.live
@@ -645,10 +712,124 @@ impl Kafka {
         match reason {
             None => Some(true),
             Some(why) => {
-                self.dead_letter(dead, msg, &why);
+                self.dead_letter(dead, producer, msg, &why);
                 Some(false)
             }
         }
+    }
+
+    /// Publishes the summary of every partition that changed since its last publication.
+    fn publish(&self, producer: &BaseProducer) {
+        let Some(topic) = &self.opts.config.summaries_topic else {
+            return;
+        };
+        let now = now_ns();
+        let mut out = Vec::new();
+        {
+            let parts = self.parts();
+            for ((t, p), part) in parts.iter() {
+                if part.published == Some((part.next, part.idle)) {
+                    continue;
+                }
+                let env = Published {
+                    version: PUBLISHED_VERSION,
+                    owner: self.owner.clone(),
+                    partition: format!("{t}/{p}"),
+                    next: part.next,
+                    idle: part.idle,
+                    at: now,
+                    summary: part.live.summary(),
+                };
+                out.push(((t.clone(), *p), (part.next, part.idle), env));
+            }
+        }
+        for (key, mark, env) in out {
+            let bytes = postcard::to_stdvec(&env).expect("a summary serializes");
+            let record: BaseRecord<'_, str, [u8]> = BaseRecord::to(topic)
+                .key(env.partition.as_str())
+                .payload(bytes.as_slice());
+            match producer.send(record) {
+                Ok(()) => {
+                    if let Some(part) = self
+                        .parts
+                        .write()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get_mut(&key)
+                    {
+                        part.published = Some(mark);
+                    }
+                }
+                Err((e, _)) => {
+                    tracing::warn!(partition = %env.partition, bytes = bytes.len(), error = %e, "kafka: publishing a summary failed")
+                }
+            }
+        }
+    }
+
+    /// Reads every instance's published summaries, keeping the newest per partition.
+    fn read_summaries(&self, reader: &BaseConsumer) {
+        let topic = self
+            .opts
+            .config
+            .summaries_topic
+            .as_deref()
+            .expect("a summaries topic");
+        let mut assigned = false;
+        let fingerprint = fencewatch_assess::live::fingerprint(&self.contract);
+        while !self.stop.load(Ordering::Acquire) {
+            if !assigned {
+                // Every partition of the topic, from the beginning (a compacted topic keeps
+                // the newest summary of each partition).
+                match reader.fetch_metadata(Some(topic), Duration::from_secs(2)) {
+                    Ok(md) => {
+                        let mut tpl = TopicPartitionList::new();
+                        for t in md.topics().iter().filter(|t| t.name() == topic) {
+                            for p in t.partitions() {
+                                let _ = tpl.add_partition_offset(topic, p.id(), Offset::Beginning);
+                            }
+                        }
+                        if tpl.count() > 0 {
+                            assigned = reader.assign(&tpl).is_ok();
+                        }
+                    }
+                    Err(e) => tracing::debug!(error = %e, "kafka: summaries topic metadata"),
+                }
+                if !assigned {
+                    std::thread::sleep(Duration::from_millis(500));
+                    continue;
+                }
+            }
+            let Some(Ok(msg)) = reader.poll(Duration::from_millis(200)) else {
+                continue;
+            };
+            let Some(bytes) = msg.payload() else { continue };
+            let env: Published = match postcard::from_bytes(bytes) {
+                Ok(env) => env,
+                Err(e) => {
+                    tracing::warn!(error = %e, offset = msg.offset(), "kafka: unreadable summary");
+                    continue;
+                }
+            };
+            if env.version != PUBLISHED_VERSION || env.summary.fingerprint() != fingerprint {
+                tracing::warn!(owner = %env.owner, partition = %env.partition, "kafka: a summary of another version or contract: ignored");
+                continue;
+            }
+            if env.owner == self.owner {
+                continue;
+            }
+            let mut remote = self.remote.write().unwrap_or_else(|p| p.into_inner());
+            let newer = remote
+                .get(&env.partition)
+                .is_none_or(|old| (env.next, env.at) >= (old.next, old.at));
+            if newer {
+                remote.insert(env.partition.clone(), env);
+            }
+        }
+    }
+
+    /// Other instances' partitions (from the summaries topic) that this one does not own.
+    pub fn remote(&self) -> RwLockReadGuard<'_, BTreeMap<String, Published>> {
+        self.remote.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Sets the Kafka gauges (called before each scrape).
@@ -676,10 +857,17 @@ impl Kafka {
         }
     }
 
-    fn dead_letter(&self, dead: &mut DeadLetter, msg: &BorrowedMessage<'_>, why: &str) {
+    fn dead_letter(
+        &self,
+        dead: &mut DeadLetter,
+        producer: Option<&BaseProducer>,
+        msg: &BorrowedMessage<'_>,
+        why: &str,
+    ) {
         let source = format!("{}/{}:{}", msg.topic(), msg.partition(), msg.offset());
         let written = match dead {
-            DeadLetter::Topic { producer, topic } => {
+            DeadLetter::Topic { topic } => {
+                let producer = producer.expect("a dead-letter topic has a producer");
                 let headers = OwnedHeaders::new()
                     .insert(Header {
                         key: "fencewatch-reason",
@@ -728,6 +916,21 @@ impl Kafka {
             }
         }
     }
+}
+
+/// The consumer of the summaries topic: no group membership, offsets never committed.
+fn summaries_reader(kafka: &Kafka, topic: &str) -> Result<BaseConsumer, String> {
+    let c = &kafka.opts.config;
+    let mut cc = ClientConfig::new();
+    cc.set("bootstrap.servers", &c.brokers)
+        .set("group.id", format!("{}-summaries-{}", c.group, kafka.owner))
+        .set("enable.auto.commit", "false")
+        .set("client.id", "fencewatch-summaries");
+    for (k, v) in c.settings.iter().filter(|(k, _)| is_shared_setting(k)) {
+        cc.set(k, v);
+    }
+    cc.create()
+        .map_err(|e| format!("kafka summaries consumer for `{topic}`: {e}"))
 }
 
 /// librdkafka settings that concern the connection (security, SASL, SSL) and so also apply

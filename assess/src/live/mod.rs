@@ -599,6 +599,33 @@ impl Live {
         }
     }
 
+    /// Records that the assessed event `ev` at `position` of `source` arrived under the Kafka
+    /// key `key`, which is not its scope (`misrouted_partition`, SPEC §4): with partitioning by
+    /// scope, its scope's other events may be on another partition, out of this one's sight.
+    pub fn note_misrouted(&mut self, ev: &Event<'_>, source: u32, position: u64, key: &str) {
+        let p = match ev.property {
+            Some(name) => self.contract.property_index(name),
+            None if self.contract.properties.len() == 1 => Some(0),
+            None => None,
+        };
+        let Some(p) = p else { return };
+        let where_ = format!("{}:{position}", self.state.sources[source as usize]);
+        let t = &mut self.state.props[p].tally;
+        t.counts[Reason::MisroutedPartition as usize] += 1;
+        t.series.add_reason(ev.ts.0, Reason::MisroutedPartition);
+        let samples = t.samples.entry(Reason::MisroutedPartition).or_default();
+        if samples.len() < SAMPLES_PER_REASON {
+            samples.push(Kept {
+                source: where_,
+                ts: Some(ev.ts.to_string()),
+                detail: format!(
+                    "message key `{key}` is not the event's scope `{}`",
+                    ev.scope.unwrap_or_default()
+                ),
+            });
+        }
+    }
+
     /// Adds a decoded event received at wall time `received_at` (ns), read at `position` of
     /// `source`.
     pub fn push(&mut self, ev: &Event<'_>, source: u32, position: u64, received_at: i64) -> Pushed {

@@ -260,3 +260,92 @@ fn a_broker_down_turns_readiness_false_and_the_verdict_unknown_then_recovers() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     producer.join().unwrap();
 }
+
+#[test]
+fn two_instances_in_one_group_each_answer_like_a_single_instance() {
+    let mock = MockCluster::new(1).unwrap();
+    mock.create_topic(TOPIC, 4, 1).unwrap();
+    mock.create_topic("summaries", 1, 1).unwrap();
+    let brokers = mock.bootstrap_servers();
+    let all: Vec<(String, String)> = batches(now_ns(), 10, 60).into_iter().flatten().collect();
+    let total = all.len() as u64;
+    produce(&brokers, TOPIC, &all);
+    let dir = tempfile::tempdir().unwrap();
+    let config = fast_session(dir.path());
+    // The single instance.
+    let one = dir.path().join("one");
+    std::fs::create_dir_all(&one).unwrap();
+    let single = TestService::start(&one, CONTRACT, &kafka_args(&brokers, "single"));
+    single.wait_for("every event assessed", 60, |s| observations(s) == total);
+    let want = single.cx_ids();
+    let want_assurance = single.get("/v1/assurance").json()["verdict"].clone();
+    assert!(want.len() >= 3, "{want:?}");
+    // Two instances in one group, publishing their partitions' summaries.
+    let mut args = kafka_args(&brokers, "pair");
+    args.extend([
+        "--kafka-summaries-topic",
+        "summaries",
+        "--config",
+        config.as_str(),
+    ]);
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let first = TestService::start(&a, CONTRACT, &args);
+    let second = TestService::start(&b, CONTRACT, &args);
+    for svc in [&first, &second] {
+        svc.wait_for("partitions shared", 60, |s| {
+            s.metric("fencewatch_kafka_assigned_partitions") == Some(2.0)
+        });
+    }
+    for svc in [&first, &second] {
+        svc.wait_for("the whole topic answered", 60, |s| {
+            observations(s) == total && s.cx_ids() == want
+        });
+        assert_eq!(svc.get("/v1/assurance").json()["verdict"], want_assurance);
+    }
+    // A counterexample's scope lives on one instance; the other shows its counterexamples.
+    let cx = first
+        .get(&format!("/v1/counterexamples/{}", want[0]))
+        .json();
+    let scope = cx["scope"].as_str().unwrap();
+    for svc in [&first, &second] {
+        let v = svc.get(&format!("/v1/scopes/{scope}")).json();
+        assert!(
+            v["counterexamples"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["id"] == want[0].as_str()),
+            "{v}"
+        );
+    }
+}
+
+#[test]
+fn a_message_keyed_by_something_else_than_its_scope_is_misrouted() {
+    let mock = MockCluster::new(1).unwrap();
+    mock.create_topic(TOPIC, 2, 1).unwrap();
+    let brokers = mock.bootstrap_servers();
+    let now = now_ns();
+    let mut msgs = vec![
+        commit(now - 20 * SEC, "order-1", 1, "orders-api.transition"),
+        commit(now - 19 * SEC, "order-2", 1, "settlement-worker.settle"),
+    ];
+    let (_, wrong) = commit(now - 18 * SEC, "order-1", 2, "orders-api.transition");
+    msgs.push(("order-2".into(), wrong));
+    produce(&brokers, TOPIC, &msgs);
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), CONTRACT, &kafka_args(&brokers, "fw"));
+    svc.wait_for("every event assessed", 30, |s| observations(s) == 3);
+    let a = svc.get("/v1/assurance").json();
+    assert_eq!(
+        a["properties"][0]["unknown"]["misrouted_partition"], 1,
+        "{a}"
+    );
+    svc.wait_for("misrouted in metrics", 30, |s| {
+        s.metric(
+            "fencewatch_unknown_evidence{property=\"order-mutation\",reason=\"misrouted_partition\"}",
+        ) == Some(1.0)
+    });
+}

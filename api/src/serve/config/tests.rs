@@ -180,6 +180,7 @@ fn kafka_settings_layer_and_pass_through() {
     assert_eq!(k.topics, ["a", "b"]);
     assert_eq!(k.group, "fencewatch");
     assert_eq!(k.dead_letter_topic, None);
+    assert_eq!(k.summaries_topic, None);
     assert_eq!(
         k.settings,
         [
