@@ -66,3 +66,98 @@ pub fn committed(brokers: &str, group: &str, topic: &str, partitions: i32) -> Ve
         Err(_) => vec![-1; partitions as usize],
     }
 }
+
+/// A `tansu` broker (a Kafka-compatible broker, in memory) on a free 127.0.0.1 port, killed
+/// when dropped. `cargo install tansu --locked --features dynostore` puts it on the path
+/// (`.ci/run` does).
+#[derive(Debug)]
+pub struct Tansu {
+    child: std::process::Child,
+    /// `127.0.0.1:PORT`.
+    pub brokers: String,
+}
+
+impl Tansu {
+    /// Starts the broker and waits until it accepts connections.
+    pub fn start() -> Tansu {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let url = format!("tcp://127.0.0.1:{port}");
+        let bin = std::env::var("TANSU").unwrap_or_else(|_| "tansu".into());
+        let child = std::process::Command::new(&bin)
+            .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
+            .args(["--storage-engine", "memory://tansu/"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start `{bin}` ({e}): install it with `cargo install tansu --locked --features dynostore`")
+            });
+        let brokers = format!("127.0.0.1:{port}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(&brokers).is_err() {
+            assert!(std::time::Instant::now() < deadline, "tansu did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Tansu { child, brokers }
+    }
+
+    /// Stops the broker process (SIGSTOP): it answers nothing until [`Tansu::resume`].
+    pub fn pause(&self) {
+        signal(self.child.id(), "-STOP");
+    }
+
+    /// Resumes a paused broker (SIGCONT).
+    pub fn resume(&self) {
+        signal(self.child.id(), "-CONT");
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill {sig} {pid}");
+}
+
+impl Drop for Tansu {
+    fn drop(&mut self) {
+        signal(self.child.id(), "-CONT");
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Produces NDJSON `lines` to `topic` with the Python confluent-kafka client
+/// (`tests/python/kafka_produce.py`), keyed by scope; creates the topic with `partitions`
+/// first when non-zero. Returns the number of messages delivered.
+pub fn python_produce(brokers: &str, topic: &str, partitions: u32, lines: &[String]) -> u64 {
+    use std::io::Write;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/kafka_produce.py");
+    let mut child = std::process::Command::new("python3")
+        .arg(&script)
+        .args([brokers, topic, &partitions.to_string()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut stdin = child.stdin.take().expect("stdin");
+    for l in lines {
+        writeln!(stdin, "{l}").expect("write to the producer");
+    }
+    drop(stdin);
+    let out = child.wait_with_output().expect("the producer");
+    assert!(
+        out.status.success(),
+        "kafka_produce.py failed (is confluent-kafka installed? `pip install confluent-kafka`): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("a count")
+}

@@ -10,16 +10,16 @@ use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
-const CONTRACT: &str = ORDERS_CONTRACT;
+pub(crate) const CONTRACT: &str = ORDERS_CONTRACT;
 
-const SEC: i64 = 1_000_000_000;
-const TOPIC: &str = "events";
+pub(crate) const SEC: i64 = 1_000_000_000;
+pub(crate) const TOPIC: &str = "events";
 
-fn commit(ts: i64, scope: &str, epoch: u64, route: &str) -> (String, String) {
+pub(crate) fn commit(ts: i64, scope: &str, epoch: u64, route: &str) -> (String, String) {
     (scope.to_string(), commit_line(ts, scope, epoch, route))
 }
 
-fn kafka_args<'a>(brokers: &'a str, group: &'a str) -> Vec<&'a str> {
+pub(crate) fn kafka_args<'a>(brokers: &'a str, group: &'a str) -> Vec<&'a str> {
     vec![
         "--kafka-brokers",
         brokers,
@@ -32,7 +32,7 @@ fn kafka_args<'a>(brokers: &'a str, group: &'a str) -> Vec<&'a str> {
 
 /// A config file in `dir` passing librdkafka settings through: a member killed with SIGKILL
 /// leaves the group after 6 s instead of the default 45 s.
-fn fast_session(dir: &std::path::Path) -> String {
+pub(crate) fn fast_session(dir: &std::path::Path) -> String {
     let path = dir.join("serve.toml");
     std::fs::write(
         &path,
@@ -42,7 +42,7 @@ fn fast_session(dir: &std::path::Path) -> String {
     path.display().to_string()
 }
 
-fn observations(svc: &TestService) -> u64 {
+pub(crate) fn observations(svc: &TestService) -> u64 {
     let c = svc.get("/v1/coverage").json();
     c["routes"]
         .as_array()
@@ -153,7 +153,7 @@ fn a_stale_commit_is_found_poison_is_dead_lettered_and_offsets_follow_checkpoint
 }
 
 /// Batches of events with resumed old owners spread over time.
-fn batches(now: i64, n: usize, per: usize) -> Vec<Vec<(String, String)>> {
+pub(crate) fn batches(now: i64, n: usize, per: usize) -> Vec<Vec<(String, String)>> {
     (0..n)
         .map(|b| {
             (0..per)

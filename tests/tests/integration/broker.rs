@@ -1,0 +1,198 @@
+//! `fencewatch serve` against a real Kafka-compatible broker (`tansu`, started per test on a
+//! free 127.0.0.1 port), fed by a real client (the Python confluent-kafka package, through
+//! `tests/python/kafka_produce.py`): a stale commit found, SIGKILL mid-stream, two instances in
+//! one group, and the broker stopped and back.
+
+use super::kafka::{CONTRACT, SEC, TOPIC, batches, fast_session, kafka_args, observations};
+use fencewatch_tests::commit_line;
+use fencewatch_tests::kafka::{Tansu, python_produce};
+use fencewatch_tests::service::{TestService, now_ns};
+use std::collections::BTreeSet;
+
+fn lines(batch: &[(String, String)]) -> Vec<String> {
+    batch.iter().map(|(_, v)| v.clone()).collect()
+}
+
+#[test]
+fn a_stale_commit_produced_by_a_real_client_is_found() {
+    let broker = Tansu::start();
+    let now = now_ns();
+    let t0 = now - 60 * SEC;
+    let mut events = Vec::new();
+    for i in 0..30i64 {
+        let route = ["orders-api.transition", "settlement-worker.settle"][(i % 2) as usize];
+        let scope = format!("order-{i}");
+        events.push(commit_line(t0 + i * SEC, &scope, 1, route));
+        events.push(commit_line(t0 + i * SEC + 2 * SEC, &scope, 2, route));
+    }
+    events.push(commit_line(
+        t0 + 40 * SEC,
+        "order-11",
+        1,
+        "settlement-worker.settle",
+    ));
+    events.push("{\"kind\":\"commit\",".into());
+    assert_eq!(python_produce(&broker.brokers, TOPIC, 3, &events), 62);
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), CONTRACT, &kafka_args(&broker.brokers, "fw"));
+    svc.wait_for("every message consumed", 60, |s| {
+        s.metric("fencewatch_kafka_messages_total") == Some(62.0)
+    });
+    let a = svc.get("/v1/assurance").json();
+    assert_eq!(a["verdict"], "refuted", "{a}");
+    let page = svc.get("/v1/counterexamples").json();
+    let cxs = page["counterexamples"].as_array().unwrap();
+    assert_eq!(cxs.len(), 1, "{page}");
+    assert_eq!(cxs[0]["scope"], "order-11");
+    assert_eq!(
+        svc.metric("fencewatch_kafka_dead_lettered_messages_total"),
+        Some(1.0)
+    );
+    // Producers keyed every event by its scope: nothing misrouted.
+    assert!(
+        a["properties"][0]["unknown"]
+            .get("misrouted_partition")
+            .is_none(),
+        "{a}"
+    );
+    let (status, log) = svc.terminate();
+    assert!(status.success(), "{log}");
+}
+
+#[test]
+fn sigkill_mid_stream_and_restart_lose_and_duplicate_nothing() {
+    let broker = Tansu::start();
+    let all = batches(now_ns(), 16, 60);
+    let total = (all.len() * all[0].len()) as u64;
+    let dir = tempfile::tempdir().unwrap();
+    let config = fast_session(dir.path());
+    let killed = dir.path().join("killed");
+    std::fs::create_dir_all(&killed).unwrap();
+    python_produce(&broker.brokers, TOPIC, 4, &lines(&all[0]));
+    let mut args = kafka_args(&broker.brokers, "killed");
+    args.extend(["--config", config.as_str()]);
+    let mut svc = TestService::start(&killed, CONTRACT, &args);
+    let mut rng = 0x1234_5678_9abc_def1u64;
+    let mut kills = 0;
+    for batch in &all[1..] {
+        python_produce(&broker.brokers, TOPIC, 0, &lines(batch));
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        if rng.is_multiple_of(3) {
+            std::thread::sleep(std::time::Duration::from_millis(rng % 500));
+            svc = TestService::restart(svc.kill9());
+            kills += 1;
+        }
+    }
+    assert!(kills >= 2, "only {kills} kills");
+    svc.wait_for("every event assessed", 120, |s| observations(s) == total);
+    let got = svc.cx_ids();
+    let unique: BTreeSet<&String> = got.iter().collect();
+    assert_eq!(unique.len(), got.len(), "a counterexample twice: {got:?}");
+    let clean = dir.path().join("clean");
+    std::fs::create_dir_all(&clean).unwrap();
+    let once = TestService::start(&clean, CONTRACT, &kafka_args(&broker.brokers, "clean"));
+    once.wait_for("every event assessed", 120, |s| observations(s) == total);
+    let want = once.cx_ids();
+    assert!(want.len() >= 3, "{want:?}");
+    assert_eq!(got, want, "after {kills} kills");
+}
+
+#[test]
+fn two_instances_in_one_group_agree_with_a_single_instance() {
+    let broker = Tansu::start();
+    let all: Vec<String> = batches(now_ns(), 8, 60)
+        .iter()
+        .flat_map(|b| lines(b))
+        .collect();
+    let total = all.len() as u64;
+    python_produce(&broker.brokers, TOPIC, 4, &all);
+    python_produce(&broker.brokers, "summaries", 1, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = fast_session(dir.path());
+    let one = dir.path().join("one");
+    std::fs::create_dir_all(&one).unwrap();
+    let single = TestService::start(&one, CONTRACT, &kafka_args(&broker.brokers, "single"));
+    single.wait_for("every event assessed", 60, |s| observations(s) == total);
+    let want = single.cx_ids();
+    assert!(want.len() >= 3, "{want:?}");
+    let mut args = kafka_args(&broker.brokers, "pair");
+    args.extend([
+        "--kafka-summaries-topic",
+        "summaries",
+        "--config",
+        config.as_str(),
+    ]);
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let first = TestService::start(&a, CONTRACT, &args);
+    let second = TestService::start(&b, CONTRACT, &args);
+    for svc in [&first, &second] {
+        svc.wait_for("partitions shared", 90, |s| {
+            s.metric("fencewatch_kafka_assigned_partitions") == Some(2.0)
+        });
+    }
+    for svc in [&first, &second] {
+        svc.wait_for("the whole topic answered", 90, |s| {
+            observations(s) == total && s.cx_ids() == want
+        });
+    }
+}
+
+#[test]
+fn a_stopped_broker_turns_readiness_false_and_the_verdict_unknown_then_recovers() {
+    let broker = Tansu::start();
+    python_produce(&broker.brokers, TOPIC, 2, &[]);
+    let contract = CONTRACT
+        .replace("allowed_lateness = \"10s\"", "allowed_lateness = \"500ms\"")
+        .replace("route_freshness = \"5m\"", "route_freshness = \"3s\"")
+        .replace("window = \"1m\"", "window = \"1s\"");
+    let dir = tempfile::tempdir().unwrap();
+    // A stopped broker answers nothing: requests time out after 2 s.
+    let config = dir.path().join("serve.toml");
+    std::fs::write(
+        &config,
+        "[kafka]\n\"socket.timeout.ms\" = 2000\n\"socket.connection.setup.timeout.ms\" = 2000\n\"session.timeout.ms\" = 6000\n",
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    let mut args = kafka_args(&broker.brokers, "fw");
+    args.extend(["--config", config.as_str()]);
+    let svc = TestService::start(dir.path(), &contract, &args);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (brokers, s) = (broker.brokers.clone(), stop.clone());
+    // A real client keeps both routes busy with events at the current time.
+    let producer = std::thread::spawn(move || {
+        let mut epoch = 1;
+        while !s.load(std::sync::atomic::Ordering::Relaxed) {
+            let now = now_ns();
+            let events = vec![
+                commit_line(now, "o0", epoch, "orders-api.transition"),
+                commit_line(now, "o1", epoch, "settlement-worker.settle"),
+            ];
+            epoch += 1;
+            // While the broker is stopped the client buffers and retries.
+            let _ = std::panic::catch_unwind(|| python_produce(&brokers, TOPIC, 0, &events));
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+    });
+    let verdict = |s: &TestService| s.get("/v1/assurance").json()["verdict"].clone();
+    svc.wait_for("holds", 60, |s| verdict(s) == "holds");
+    broker.pause();
+    svc.wait_for("unknown", 60, |s| verdict(s) == "unknown");
+    let a = svc.get("/v1/assurance").json();
+    assert_eq!(a["properties"][0]["stale_evidence"], true, "{a}");
+    svc.wait_for("not ready", 60, |s| s.get("/readyz").status == 503);
+    broker.resume();
+    svc.wait_for("ready again", 90, |s| s.get("/readyz").status == 200);
+    // The routes were silent while the broker was stopped: that stays `unknown` in any window
+    // covering the stop; the evidence since then holds.
+    svc.wait_for("holds again", 90, |s| {
+        s.get("/v1/assurance?window=3s").json()["verdict"] == "holds"
+    });
+    assert_eq!(verdict(&svc), "unknown");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    producer.join().unwrap();
+}
