@@ -137,10 +137,17 @@ impl TestService {
     /// Starts `fencewatch serve` with `contract` (TOML text) in a fresh data directory under
     /// `dir`, plus `extra` arguments, and waits until it is ready.
     pub fn start(dir: &Path, contract: &str, extra: &[&str]) -> TestService {
+        let svc = TestService::start_listening(dir, contract, extra);
+        svc.wait_ready();
+        svc
+    }
+
+    /// Like [`TestService::start`], but returns once the service listens, ready or not.
+    pub fn start_listening(dir: &Path, contract: &str, extra: &[&str]) -> TestService {
         let contract_path = dir.join("contract.toml");
         std::fs::write(&contract_path, contract).expect("write contract");
         let data_dir = dir.join("data");
-        TestService::spawn(
+        TestService::listen(
             contract_path,
             data_dir,
             extra.iter().map(|s| s.to_string()).collect(),
@@ -148,6 +155,12 @@ impl TestService {
     }
 
     fn spawn(contract: PathBuf, data_dir: PathBuf, extra: Vec<String>) -> TestService {
+        let svc = TestService::listen(contract, data_dir, extra);
+        svc.wait_ready();
+        svc
+    }
+
+    fn listen(contract: PathBuf, data_dir: PathBuf, extra: Vec<String>) -> TestService {
         let stderr_path = data_dir.with_extension(format!(
             "stderr.{}",
             std::time::SystemTime::now()
@@ -184,16 +197,14 @@ impl TestService {
                     std::fs::read_to_string(&stderr_path).unwrap_or_default()
                 )
             });
-        let svc = TestService {
+        TestService {
             child,
             addr,
             data_dir,
             contract,
             extra,
             stderr_path,
-        };
-        svc.wait_ready();
-        svc
+        }
     }
 
     fn wait_ready(&self) {

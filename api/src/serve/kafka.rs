@@ -599,7 +599,10 @@ impl Kafka {
                     next = consumer.poll(Duration::ZERO);
                 }
                 drop(parts);
-                self.status.connected.store(true, Ordering::Release);
+                if ok + bad > 0 {
+                    // Messages came: a broker answers (errors alone prove nothing).
+                    self.status.connected.store(true, Ordering::Release);
+                }
                 self.metrics.kafka_messages.inc_by(ok + bad);
                 self.metrics.ingested("kafka", ok);
                 if bad > 0 {

@@ -322,6 +322,13 @@ impl Metrics {
             "HTTP request duration to the response head",
             m.http_request_duration_seconds.clone(),
         );
+        m
+    }
+
+    /// Registers the Kafka families too (only a service that consumes Kafka exposes them, so
+    /// that an HTTP-only one does not look like a disconnected consumer).
+    pub fn register_kafka(&self, registry: &mut Registry) {
+        let (m, r) = (self, registry);
         r.register(
             KAFKA_CONSUMER_LAG,
             "Kafka messages between the consumer's position and the partition's end",
@@ -352,7 +359,6 @@ impl Metrics {
             "1 while a Kafka broker answers",
             m.kafka_connected.clone(),
         );
-        m
     }
 
     /// Counts `n` events accepted from `source`.

@@ -124,6 +124,9 @@ fn run_with(args: ServeArgs, feeders: Vec<Feeder>) -> i32 {
 async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), String> {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
+    if config.kafka.is_some() {
+        metrics.register_kafka(&mut registry);
+    }
     let ready = Ready::new();
     let opts = EngineOptions {
         data_dir: config.data_dir.clone(),

@@ -2,13 +2,17 @@
 //! `promtool test rules` unit tests, every alert is tested both firing and not firing, every
 //! query of the Grafana dashboard is valid PromQL, and every `fencewatch_*` metric the alerts,
 //! their tests and the dashboard name (with the labels they match on) is one the real binary
-//! exposes at /metrics.
+//! exposes at /metrics: `fencewatch demo` for the service fed over HTTP, and `fencewatch serve`
+//! consuming a topic of librdkafka's mock cluster for the `fencewatch_kafka_*` families (an
+//! HTTP-only service need not have those).
 //!
 //! `promtool` is required (Debian/Ubuntu: `apt-get install prometheus`; `.ci/run` installs
 //! it); `$PROMTOOL` names another binary.
 
-use fencewatch_tests::service::{now_ns, request};
-use fencewatch_tests::{bin, repo};
+use fencewatch_tests::kafka::produce;
+use fencewatch_tests::service::{TestService, now_ns, request};
+use fencewatch_tests::{ORDERS_CONTRACT, bin, commit_line, repo};
+use rdkafka::mocking::MockCluster;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
@@ -536,6 +540,42 @@ impl Drop for Demo {
     }
 }
 
+/// The exposition of a `fencewatch serve` consuming Kafka (librdkafka's mock cluster, in this
+/// process) once every Kafka family has a sample: a valid and a malformed message consumed
+/// (the malformed one dead-lettered), the lag of each partition known.
+fn kafka_exposition(dir: &Path) -> String {
+    const TOPIC: &str = "events";
+    let mock = MockCluster::new(1).expect("a mock Kafka cluster");
+    mock.create_topic(TOPIC, 2, 1).unwrap();
+    let brokers = mock.bootstrap_servers();
+    let now = now_ns();
+    let valid = commit_line(now, "dashboards-kafka", 1, "orders-api.transition");
+    produce(
+        &brokers,
+        TOPIC,
+        &[
+            ("dashboards-kafka".into(), valid),
+            ("poison".into(), "not an event".into()),
+        ],
+    );
+    let svc = TestService::start(
+        dir,
+        ORDERS_CONTRACT,
+        &["--kafka-brokers", &brokers, "--kafka-topic", TOPIC],
+    );
+    svc.wait_for("both messages consumed, lag known", 60, |s| {
+        let text = s.get("/metrics").text();
+        let lags = text
+            .lines()
+            .filter(|l| l.starts_with("fencewatch_kafka_consumer_lag{"))
+            .count();
+        s.metric("fencewatch_kafka_dead_lettered_messages_total") == Some(1.0)
+            && s.metric("fencewatch_kafka_messages_total") == Some(2.0)
+            && lags == 2
+    });
+    svc.get("/metrics").text()
+}
+
 #[test]
 fn every_metric_in_alerts_and_dashboard_is_exposed_by_the_service() {
     // What the alerts, their tests and the dashboard name.
@@ -578,13 +618,32 @@ fn every_metric_in_alerts_and_dashboard_is_exposed_by_the_service() {
     .expect("POST /v1/events");
     assert_eq!(r.status, 422, "{}", r.text());
 
+    // The families only a service with Kafka ingest has (meanwhile the demo runs).
+    let kafka_dir = dir.path().join("kafka");
+    std::fs::create_dir_all(&kafka_dir).unwrap();
+    let kafka = kafka_exposition(&kafka_dir);
+    let kafka_families = exposed(&kafka);
+    assert!(
+        kafka_families
+            .keys()
+            .any(|n| n.starts_with("fencewatch_kafka_")),
+        "no fencewatch_kafka_* family with Kafka ingest:\n{kafka}"
+    );
+
     // The demo's resumed old owners make counterexamples within a few seconds.
+    let deadline = Instant::now() + Duration::from_secs(60);
     let (exposition, families) = loop {
         let text = demo.get("/metrics").text();
-        let families = exposed(&text);
+        let mut families = exposed(&text);
+        for (name, labels) in &kafka_families {
+            families
+                .entry(name.clone())
+                .or_default()
+                .extend(labels.iter().cloned());
+        }
         let missing = wanted.iter().any(|n| !families.contains_key(*n));
         if !missing || Instant::now() > deadline {
-            break (text, families);
+            break (format!("{text}\n# with Kafka ingest:\n{kafka}"), families);
         }
         std::thread::sleep(Duration::from_millis(250));
     };

@@ -3,7 +3,8 @@
 //! Kubernetes schemas (`kubernetes-validate --strict`), the ConfigMap's configuration and
 //! contract by starting the real `fencewatch serve` with the pod's arguments, environment and
 //! mounts laid out in a temporary folder, and the files against each other (ports, probe
-//! paths, mounts, commands, the Rust version of the image).
+//! paths, mounts, commands, the Rust version of the image). Compose's Kafka wiring and the
+//! Kafka example of the configuration: [`kafka`].
 //!
 //! The crate has no YAML parser: PyYAML, through `python3`, turns every YAML file of deploy/
 //! into JSON once per test. Both Python packages come with
@@ -19,6 +20,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+mod kafka;
 
 const INSTALL: &str = "install it with `python3 -m pip install 'kubernetes-validate==1.37.0'` \
      (it brings PyYAML; Debian's own python3 needs --break-system-packages), as .ci/run does";
@@ -511,7 +514,13 @@ fn target_of(mounts: &Mounts, service: &str, source: &str) -> String {
 fn compose_services_mount_files_that_exist_and_match_the_pod() {
     let d = deploy();
     let services = &doc("compose.yaml")["services"];
-    for s in ["fencewatch", "kafka", "prometheus", "grafana"] {
+    for s in [
+        "fencewatch",
+        "kafka",
+        "kafka-topics",
+        "prometheus",
+        "grafana",
+    ] {
         assert!(services.get(s).is_some(), "compose.yaml has no service {s}");
     }
     let mounts = compose_mounts();

@@ -214,6 +214,27 @@ fn kill_9_mid_stream_and_restart_loses_and_duplicates_nothing() {
 }
 
 #[test]
+fn no_broker_at_the_address_is_not_ready() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start_listening(dir.path(), CONTRACT, &kafka_args(&closed, "fw"));
+    // Give librdkafka time to try (and fail) several times and to report statistics.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    for _ in 0..3 {
+        let r = svc.get("/readyz");
+        assert_eq!(r.status, 503, "{}", r.text());
+        assert!(r.text().contains("Kafka"), "{}", r.text());
+        assert_eq!(svc.metric("fencewatch_kafka_connected"), Some(0.0));
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    // Queries answer, honestly: nothing is known.
+    assert_eq!(svc.get("/v1/assurance").json()["verdict"], "unknown");
+}
+
+#[test]
 fn a_broker_down_turns_readiness_false_and_the_verdict_unknown_then_recovers() {
     let mock = MockCluster::new(1).unwrap();
     // Three partitions, two scopes: at least one partition never gets a message, and must not
