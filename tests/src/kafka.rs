@@ -84,6 +84,10 @@ impl Tansu {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
+        Tansu::start_on(port)
+    }
+
+    fn start_on(port: u16) -> Tansu {
         let url = format!("tcp://127.0.0.1:{port}");
         let bin = std::env::var("TANSU").unwrap_or_else(|_| "tansu".into());
         let child = std::process::Command::new(&bin)

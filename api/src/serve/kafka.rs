@@ -154,6 +154,8 @@ pub struct Kafka {
     remote: RwLock<BTreeMap<String, Published>>,
     /// This instance's name in published summaries.
     owner: String,
+    /// Partitions whose end went back below the applied offset, to read again.
+    rewound: Mutex<Vec<(String, i32)>>,
 }
 
 /// The consumer's callbacks.
@@ -176,9 +178,20 @@ impl ClientContext for Context {
         {
             let mut parts = self.kafka.parts.write().unwrap_or_else(|p| p.into_inner());
             for (key, &end) in &ends {
-                if let Some(part) = parts.get_mut(key)
-                    && part.next >= end
-                {
+                let Some(part) = parts.get_mut(key) else {
+                    continue;
+                };
+                if part.next > end {
+                    // The partition's end is below what was applied: the topic was recreated
+                    // or the broker lost its log. Its offsets start over; read it again from
+                    // its beginning (the consumer thread seeks).
+                    tracing::error!(topic = %key.0, partition = key.1, applied = part.next, end, "kafka: the partition's end went back (topic recreated or broker data lost); reading it again from its beginning");
+                    self.kafka
+                        .rewound
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(key.clone());
+                } else if part.next >= end {
                     part.idle = true;
                 }
             }
@@ -326,6 +339,7 @@ impl Kafka {
             metrics,
             failure: Mutex::new(None),
             remote: RwLock::new(BTreeMap::new()),
+            rewound: Mutex::new(Vec::new()),
             owner: format!(
                 "{}-{}",
                 std::env::var("HOSTNAME").unwrap_or_else(|_| "fencewatch".into()),
@@ -610,6 +624,7 @@ impl Kafka {
                 }
                 self.after_batch();
             }
+            self.rewind(consumer);
             if let Some(producer) = producer {
                 if last_publish.elapsed() >= PUBLISH_EVERY {
                     self.publish(producer);
@@ -639,6 +654,28 @@ impl Kafka {
         consumer.unsubscribe();
         tracing::info!("kafka consumer stopped after a last checkpoint");
         Ok(())
+    }
+
+    /// Reads again from their beginning the partitions whose end went back: the state keeps
+    /// what it learnt (high-water marks, counterexamples), the new log is assessed on top.
+    fn rewind(&self, consumer: &BaseConsumer<Context>) {
+        let keys = std::mem::take(&mut *self.rewound.lock().unwrap_or_else(|p| p.into_inner()));
+        for (topic, p) in keys {
+            let mut parts = self.parts.write().unwrap_or_else(|p| p.into_inner());
+            let Some(part) = parts.get_mut(&(topic.clone(), p)) else {
+                continue;
+            };
+            match consumer.seek(&topic, p, Offset::Beginning, Duration::from_secs(5)) {
+                Ok(()) => {
+                    part.next = 0;
+                    part.checkpointed = 0;
+                    part.idle = false;
+                }
+                Err(e) => {
+                    tracing::warn!(topic, partition = p, error = %e, "kafka: seeking back failed; retrying")
+                }
+            }
+        }
     }
 
     /// Counterexample metrics and logs after a batch.

@@ -370,3 +370,60 @@ fn a_message_keyed_by_something_else_than_its_scope_is_misrouted() {
         ) == Some(1.0)
     });
 }
+
+#[test]
+fn a_partition_whose_end_went_back_is_read_again_from_its_beginning() {
+    // A first cluster: 40 events, checkpointed at offset 40.
+    let first = MockCluster::new(1).unwrap();
+    first.create_topic(TOPIC, 1, 1).unwrap();
+    let now = now_ns();
+    let old: Vec<_> = (0..40i64)
+        .map(|i| {
+            let scope = format!("a{}", i % 5);
+            commit(
+                now - 120 * SEC + i * SEC,
+                &scope,
+                i as u64 + 1,
+                "orders-api.transition",
+            )
+        })
+        .collect();
+    produce(&first.bootstrap_servers(), TOPIC, &old);
+    let dir = tempfile::tempdir().unwrap();
+    let brokers = first.bootstrap_servers();
+    let svc = TestService::start(dir.path(), CONTRACT, &kafka_args(&brokers, "fw"));
+    svc.wait_for("the first log assessed", 60, |s| observations(s) == 40);
+    let (status, log) = svc.terminate();
+    assert!(status.success(), "{log}");
+    // The topic starts over (recreated, or a broker that lost its log): 11 events at offsets
+    // 0..11, below the checkpoint. One is a stale commit against the first log's epochs.
+    let second = MockCluster::new(1).unwrap();
+    second.create_topic(TOPIC, 1, 1).unwrap();
+    let mut new: Vec<_> = (0..10i64)
+        .map(|i| {
+            let scope = format!("b{i}");
+            commit(
+                now - 60 * SEC + i * SEC,
+                &scope,
+                1,
+                "settlement-worker.settle",
+            )
+        })
+        .collect();
+    new.push(commit(now - 50 * SEC, "a1", 2, "orders-api.transition"));
+    let brokers = second.bootstrap_servers();
+    produce(&brokers, TOPIC, &new);
+    let contract = dir.path().join("contract.toml");
+    let data = dir.path().join("data");
+    let args = kafka_args(&brokers, "fw")
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let svc = TestService::restart((contract, data, args));
+    svc.wait_for("the new log assessed too", 60, |s| observations(s) == 51);
+    let page = svc.get("/v1/counterexamples").json();
+    let cxs = page["counterexamples"].as_array().unwrap();
+    assert_eq!(cxs.len(), 1, "{page}");
+    assert_eq!(cxs[0]["scope"], "a1");
+    assert!(svc.stderr().contains("end went back"), "{}", svc.stderr());
+}
