@@ -581,36 +581,30 @@ impl Kafka {
         let mut last_checkpoint = Instant::now();
         let interval = self.opts.checkpoint_interval;
         while !self.stop.load(Ordering::Acquire) {
-            let first = consumer.poll(Duration::from_millis(100));
-            if first.is_some() {
+            // Poll a batch first, with no lock held: polling runs the rebalance and statistics
+            // callbacks, which take the partitions' lock themselves.
+            let mut batch = Vec::new();
+            let mut next = consumer.poll(Duration::from_millis(100));
+            while let Some(r) = next {
+                batch.push(r);
+                if batch.len() >= BATCH {
+                    break;
+                }
+                next = consumer.poll(Duration::ZERO);
+            }
+            if !batch.is_empty() {
                 let mut parts = self.parts.write().unwrap_or_else(|p| p.into_inner());
-                let mut next = first;
-                let (mut n, mut ok, mut bad) = (0, 0, 0);
-                while let Some(r) = next {
+                let (mut ok, mut bad) = (0, 0);
+                for r in batch {
                     match r {
                         Ok(msg) => match self.apply(&mut parts, &msg, producer, &mut dead) {
                             Some(true) => ok += 1,
                             Some(false) => bad += 1,
                             None => {}
                         },
-                        Err(KafkaError::PartitionEOF(p)) => {
-                            // Caught up: nothing of it in flight. (The error names the
-                            // partition only; with several topics a partition of the same
-                            // number that still has data turns active again with its next
-                            // message.)
-                            for ((_, q), part) in parts.iter_mut() {
-                                if *q == p {
-                                    part.idle = true;
-                                }
-                            }
-                        }
+                        Err(KafkaError::PartitionEOF(_)) => {}
                         Err(e) => tracing::warn!(error = %e, "kafka: consume"),
                     }
-                    n += 1;
-                    if n >= BATCH {
-                        break;
-                    }
-                    next = consumer.poll(Duration::ZERO);
                 }
                 drop(parts);
                 if ok + bad > 0 {
