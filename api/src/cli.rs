@@ -35,7 +35,8 @@ enum Command {
     /// Work with contract files.
     #[command(subcommand)]
     Contract(ContractCommand),
-    /// Generate a realistic lease/epoch workload as NDJSON, with injectable faults.
+    /// Generate a realistic lease/epoch workload with injectable faults, as NDJSON or produced
+    /// to Kafka (one message per event, keyed by scope).
     Simulate(SimulateArgs),
     /// Run the service: durable HTTP ingest, the assurance API and Prometheus metrics
     /// (configuration: --config FILE, then FENCEWATCH_* variables, then flags; exit 64 when
@@ -121,12 +122,29 @@ struct SimulateArgs {
     /// Event time of the first event (RFC 3339).
     #[arg(long, default_value = "2025-11-29T12:00:00Z")]
     start: String,
-    /// Commits per second of event time.
-    #[arg(long, default_value_t = 1_000)]
-    rate: u64,
+    /// Commits per second of event time [default: 1000]. With --kafka, also the pace of
+    /// production: N events (messages) per second of wall time; without --rate, --kafka
+    /// produces as fast as the broker takes them.
+    #[arg(long, value_name = "N")]
+    rate: Option<u64>,
     /// Write the workload here instead of stdout.
-    #[arg(long, short)]
+    #[arg(long, short, conflicts_with = "kafka")]
     output: Option<PathBuf>,
+    /// Produce the workload to Kafka at these bootstrap servers (`host:port[,…]`) instead of
+    /// writing NDJSON: one message per event, keyed by its scope (events without a scope
+    /// carry no key). Ends with a summary on stderr; exits 3 when events were not delivered.
+    #[arg(long, value_name = "BROKERS", requires = "topic")]
+    kafka: Option<String>,
+    /// The topic to produce to (with --kafka).
+    #[arg(long, value_name = "TOPIC", requires = "kafka")]
+    topic: Option<String>,
+    /// Seconds a message may take to be acknowledged by Kafka (and a broker to answer).
+    #[arg(long, value_name = "SECS", default_value_t = 30, requires = "kafka")]
+    kafka_timeout: u64,
+    /// A librdkafka producer setting (`security.protocol=SASL_SSL`, `linger.ms=20`, …),
+    /// repeatable, applied last.
+    #[arg(long = "kafka-setting", value_name = "KEY=VALUE", requires = "kafka")]
+    kafka_settings: Vec<String>,
     /// Write the matching contract here.
     #[arg(long)]
     contract_out: Option<PathBuf>,
@@ -319,7 +337,7 @@ fn run_simulate(a: SimulateArgs) -> anyhow::Result<()> {
         scopes: a.scopes.max(1),
         seed: a.seed,
         start,
-        rate: a.rate.max(1),
+        rate: a.rate.unwrap_or(1_000).max(1),
         rfc3339: a.rfc3339,
         grants: a.grants,
         faults: Faults {
@@ -333,8 +351,37 @@ fn run_simulate(a: SimulateArgs) -> anyhow::Result<()> {
             rejected: a.rejected,
         },
     };
-    let truth = match &a.output {
-        Some(path) => {
+    let mut summary = None;
+    let truth = match (&a.kafka, &a.output) {
+        (Some(brokers), _) => {
+            let settings = a
+                .kafka_settings
+                .iter()
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, v)) => Ok((k.trim().to_string(), v.trim().to_string())),
+                    None => Err(anyhow::anyhow!(
+                        "--kafka-setting {kv:?}: expected KEY=VALUE"
+                    )),
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let target = crate::simulate_kafka::Target {
+                brokers: brokers.clone(),
+                topic: a.topic.clone().expect("clap requires --topic with --kafka"),
+                rate: a.rate,
+                timeout: std::time::Duration::from_secs(a.kafka_timeout.max(1)),
+                settings,
+            };
+            let (truth, p) = crate::simulate_kafka::produce(&workload, &target)?;
+            summary = Some(format!(
+                "fencewatch simulate: produced {} events to {} in {:.2} s ({:.0} events/s)",
+                p.events,
+                target.topic,
+                p.elapsed.as_secs_f64(),
+                p.rate()
+            ));
+            truth
+        }
+        (None, Some(path)) => {
             let f = std::fs::File::create(path)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
@@ -342,7 +389,7 @@ fn run_simulate(a: SimulateArgs) -> anyhow::Result<()> {
             w.flush()?;
             t
         }
-        None => {
+        (None, None) => {
             let mut w = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
             let t = simulate(&workload, &mut w)?;
             w.flush()?;
@@ -358,6 +405,9 @@ fn run_simulate(a: SimulateArgs) -> anyhow::Result<()> {
         Some(path) => std::fs::write(path, truth_json + "\n")
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
         None => eprintln!("{truth_json}"),
+    }
+    if let Some(line) = summary {
+        eprintln!("{line}");
     }
     Ok(())
 }

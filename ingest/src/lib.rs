@@ -11,7 +11,8 @@
 //!   opening with checkpoint restore and replay.
 //! - [`demo`]: the live workload of `fencewatch demo`, stamped with a wall clock it is given.
 //! - [`simulate`]: a realistic lease/epoch workload generator with injectable faults and a
-//!   ground truth of what it injected.
+//!   ground truth of what it injected; each event goes to a [`simulate::Sink`] with its scope
+//!   (an NDJSON writer here; `fencewatch-api` produces them to Kafka, keyed by scope).
 //! - [`wal`]: the local write-ahead log, one durable, offset-addressed partition that HTTP, OTLP
 //!   and file ingest append to and the service replays after a crash.
 //! - [`checkpoint`]: atomic per-partition checkpoints of the assessor state with its offset.

@@ -148,14 +148,34 @@ struct Line<'a> {
     rejected: bool,
 }
 
-struct Out<'w, W: Write> {
-    w: &'w mut W,
+/// Receives the generated events one at a time: an NDJSON writer, a Kafka producer, …
+pub trait Sink {
+    /// One event: its JSON object (no trailing newline) and its `scope`, if it has one (the
+    /// key producers partition by), without parsing the line again.
+    fn event(&mut self, json: &[u8], scope: Option<&str>) -> io::Result<()>;
+}
+
+/// Writes each event as an NDJSON line.
+#[derive(Debug)]
+pub struct Ndjson<W>(pub W);
+
+impl<W: Write> Sink for Ndjson<W> {
+    fn event(&mut self, json: &[u8], _scope: Option<&str>) -> io::Result<()> {
+        self.0.write_all(json)?;
+        self.0.write_all(b"\n")
+    }
+}
+
+struct Out<'s, S: Sink> {
+    sink: &'s mut S,
     rfc3339: bool,
     seqs: Vec<u64>,
     lines: u64,
+    /// The line being formatted (reused).
+    buf: Vec<u8>,
 }
 
-impl<W: Write> Out<'_, W> {
+impl<S: Sink> Out<'_, S> {
     fn emit(
         &mut self,
         l: &Line<'_>,
@@ -168,30 +188,40 @@ impl<W: Write> Out<'_, W> {
             return Ok(());
         }
         self.lines += 1;
-        write!(self.w, "{{\"kind\":\"{}\",", l.kind)?;
+        let w = &mut self.buf;
+        w.clear();
+        write!(w, "{{\"kind\":\"{}\",", l.kind)?;
         if self.rfc3339 {
-            write!(self.w, "\"ts\":\"{}\"", EventTime(l.ts))?;
+            write!(w, "\"ts\":\"{}\"", EventTime(l.ts))?;
         } else {
-            write!(self.w, "\"ts\":{}", l.ts)?;
+            write!(w, "\"ts\":{}", l.ts)?;
         }
+        let mut scope = None;
         if let Some(s) = l.scope {
-            write!(self.w, ",\"scope\":\"order-{s}\"")?;
+            w.extend_from_slice(b",\"scope\":\"");
+            let at = w.len();
+            write!(w, "order-{s}")?;
+            scope = Some(at..w.len());
+            w.push(b'"');
         }
         if let Some(e) = l.epoch {
-            write!(self.w, ",\"epoch\":{e}")?;
+            write!(w, ",\"epoch\":{e}")?;
         }
-        write!(self.w, ",\"route\":\"{}\"", l.route)?;
+        write!(w, ",\"route\":\"{}\"", l.route)?;
         if let Some(h) = l.holder {
-            write!(self.w, ",\"holder\":\"worker-{h}\"")?;
+            write!(w, ",\"holder\":\"worker-{h}\"")?;
         }
         if l.rejected {
-            write!(self.w, ",\"outcome\":\"rejected\"")?;
+            write!(w, ",\"outcome\":\"rejected\"")?;
         }
-        writeln!(
-            self.w,
+        write!(
+            w,
             ",\"emitter\":\"{}\",\"seq\":{}}}",
             emitters[route_idx], self.seqs[route_idx]
-        )
+        )?;
+        // The scope is `order-<digits>`: ASCII, so this never fails.
+        let scope = scope.and_then(|r| std::str::from_utf8(&w[r]).ok());
+        self.sink.event(w, scope)
     }
 }
 
@@ -204,6 +234,12 @@ fn spread(count: u64, n: u64, offset: u64) -> Vec<u64> {
 
 /// Writes the workload as NDJSON and returns its ground truth.
 pub fn simulate<W: Write>(wl: &Workload, w: &mut W) -> io::Result<Truth> {
+    simulate_into(wl, &mut Ndjson(w))
+}
+
+/// Hands the workload to `sink` one event at a time and returns its ground truth. The first
+/// error of the sink stops the generation and is returned.
+pub fn simulate_into<S: Sink>(wl: &Workload, sink: &mut S) -> io::Result<Truth> {
     let mut rng = Rng(wl.seed);
     let routes = wl.routes();
     let emitters: Vec<String> = routes
@@ -211,10 +247,11 @@ pub fn simulate<W: Write>(wl: &Workload, w: &mut W) -> io::Result<Truth> {
         .map(|(r, _)| format!("{}-1", r.split('.').next().unwrap_or(r)))
         .collect();
     let mut out = Out {
-        w,
+        sink,
         rfc3339: wl.rfc3339,
         seqs: vec![0; routes.len()],
         lines: 0,
+        buf: Vec::with_capacity(256),
     };
     let step = (1_000_000_000 / wl.rate as i64).max(1);
     let mut scopes: Vec<ScopeState> = (0..wl.scopes)
@@ -471,6 +508,39 @@ mod tests {
             crate::json::decode_line(line, 1 << 20).unwrap();
         }
         assert_eq!(t.lines as usize, a.iter().filter(|&&c| c == b'\n').count());
+    }
+
+    #[test]
+    fn sink_gets_each_line_with_its_scope() {
+        struct Collect(Vec<(Vec<u8>, Option<String>)>);
+        impl Sink for Collect {
+            fn event(&mut self, json: &[u8], scope: Option<&str>) -> io::Result<()> {
+                self.0.push((json.to_vec(), scope.map(str::to_string)));
+                Ok(())
+            }
+        }
+        let w = Workload {
+            grants: true,
+            ..wl(Faults {
+                paused_old_owner: 2,
+                ..Faults::default()
+            })
+        };
+        let (mut ndjson, mut each) = (Vec::new(), Collect(Vec::new()));
+        let t = simulate(&w, &mut ndjson).unwrap();
+        simulate_into(&w, &mut each).unwrap();
+        assert_eq!(t.lines as usize, each.0.len());
+        let mut joined = Vec::new();
+        let mut keyless = 0;
+        for (json, scope) in &each.0 {
+            joined.extend_from_slice(json);
+            joined.push(b'\n');
+            let v: serde_json::Value = serde_json::from_slice(json).unwrap();
+            assert_eq!(v["scope"].as_str(), scope.as_deref());
+            keyless += usize::from(scope.is_none());
+        }
+        assert_eq!(joined, ndjson);
+        assert!(keyless > 0, "heartbeats have no scope");
     }
 
     #[test]
