@@ -678,9 +678,10 @@ fn applier(
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
-        if dirty && last.elapsed() >= opts.checkpoint_interval {
+        if last.elapsed() >= opts.checkpoint_interval {
             // A full checkpoint queue means one is being written: try again next interval.
-            if snapshots.try_send(snapshot(next_offset)).is_ok() {
+            // With nothing new, the interval starts over (no wake-up every millisecond).
+            if dirty && snapshots.try_send(snapshot(next_offset)).is_ok() {
                 dirty = false;
             }
             last = Instant::now();

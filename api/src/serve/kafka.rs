@@ -27,7 +27,7 @@
 use crate::serve::engine::now_ns;
 use crate::serve::metrics::Metrics;
 use fencewatch_assess::Contract;
-use fencewatch_assess::live::{Live, LiveOptions, Pushed, Summary};
+use fencewatch_assess::live::{Live, LiveOptions, Pushed, Summary, View};
 use fencewatch_ingest::checkpoint::CheckpointStore;
 use fencewatch_ingest::{json, partition};
 use rdkafka::client::ClientContext;
@@ -91,6 +91,8 @@ pub struct Published {
 const PUBLISHED_VERSION: u32 = 1;
 /// How often changed partitions' summaries are published.
 const PUBLISH_EVERY: Duration = Duration::from_millis(500);
+/// How often the seqs seen by all partitions are fed back to each (see [`Kafka::absorb`]).
+const ABSORB_EVERY: Duration = Duration::from_secs(1);
 
 /// What the consumer needs besides the Kafka settings.
 #[derive(Debug, Clone)]
@@ -578,6 +580,7 @@ impl Kafka {
         mut dead: DeadLetter,
     ) -> Result<(), String> {
         let mut last_publish = Instant::now();
+        let mut last_absorb = Instant::now();
         let mut last_checkpoint = Instant::now();
         let interval = self.opts.checkpoint_interval;
         while !self.stop.load(Ordering::Acquire) {
@@ -619,6 +622,10 @@ impl Kafka {
                 self.after_batch();
             }
             self.rewind(consumer);
+            if last_absorb.elapsed() >= ABSORB_EVERY {
+                self.absorb();
+                last_absorb = Instant::now();
+            }
             if let Some(producer) = producer {
                 if last_publish.elapsed() >= PUBLISH_EVERY {
                     self.publish(producer);
@@ -669,6 +676,35 @@ impl Kafka {
                     tracing::warn!(topic, partition = p, error = %e, "kafka: seeking back failed; retrying")
                 }
             }
+        }
+    }
+
+    /// Feeds the seqs seen by every partition (local and published) back to each local one.
+    /// Producers key by scope, so one emitter's seqs are spread over partitions and each
+    /// partition alone would keep one run per event (memory, and work for every query that
+    /// merges them); joined with what the others saw, its runs stay as few as the real gaps.
+    fn absorb(&self) {
+        let seen = {
+            let parts = self.parts();
+            if parts.len() < 2 && self.remote().is_empty() {
+                return;
+            }
+            let remote = self.remote();
+            let mut view = View::new(&self.contract);
+            for part in parts.values() {
+                let _ = view.add_live(&part.live, true);
+            }
+            for published in remote.values() {
+                let _ = view.add_summary(&published.summary, true);
+            }
+            view.seq_runs()
+        };
+        if seen.is_empty() {
+            return;
+        }
+        let mut parts = self.parts.write().unwrap_or_else(|p| p.into_inner());
+        for part in parts.values_mut() {
+            part.live.absorb_seq_runs(&seen);
         }
     }
 

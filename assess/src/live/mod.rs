@@ -46,7 +46,7 @@ mod view;
 
 pub use query::{Assurance, Coverage, CxPage, EmitterCoverage, RouteState, ScopeView};
 pub use summary::Summary;
-pub use view::{ContractMismatch, View};
+pub use view::{ContractMismatch, SeqRuns, View};
 
 use crate::contract::{Compiled, Contract, Grants};
 use crate::event::{Event, Kind, Outcome};
@@ -597,6 +597,26 @@ impl Live {
                 });
             }
         }
+    }
+
+    /// Joins seqs that other partitions saw (from [`View::seq_runs`]) into this partition's
+    /// runs, for the emitters it knows: their union is what was seen, so gaps and duplicate
+    /// settlement stay as they were, and runs fragmented by the partitioning join up. Returns
+    /// the runs removed.
+    pub fn absorb_seq_runs(&mut self, seen: &SeqRuns) -> usize {
+        let mut removed = 0;
+        for (name, runs) in &seen.0 {
+            let Some(&id) = self.name_ids.get(name.as_str()) else {
+                continue;
+            };
+            let Some(e) = self.state.emitters.get_mut(&id) else {
+                continue;
+            };
+            let before = e.runs.len();
+            e.runs = view::merge_runs([&e.runs, runs].into_iter());
+            removed += before.saturating_sub(e.runs.len());
+        }
+        removed
     }
 
     /// Records that the assessed event `ev` at `position` of `source` arrived under the Kafka

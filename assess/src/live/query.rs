@@ -127,7 +127,7 @@ impl<'a> View<'a> {
     pub fn unknown_counts(&self, p: usize) -> BTreeMap<Reason, u64> {
         let pc = &self.contract().properties[p];
         let mut counts = self.counts(p);
-        counts[Reason::TelemetryGap as usize] += gaps(&self.emitters(), p).len() as u64;
+        counts[Reason::TelemetryGap as usize] += gaps(self.emitters(), p).len() as u64;
         let series = self.series(p);
         let mut silent = 0u64;
         if let Some((first, last)) = series.range() {
@@ -189,7 +189,7 @@ impl<'a> View<'a> {
                     add(sp.reason, 1);
                 }
             }
-            for (a, b, _) in gaps(&self.emitters(), p) {
+            for (a, b, _) in gaps(self.emitters(), p) {
                 if s.index(a.min(b)) <= k1 && s.index(a.max(b)) >= k0 {
                     add(Reason::TelemetryGap, 1);
                 }
@@ -262,7 +262,7 @@ impl<'a> View<'a> {
                     });
                 }
             }
-            for (a, b, _) in gaps(&self.emitters(), p) {
+            for (a, b, _) in gaps(self.emitters(), p) {
                 extra.push(series.time_span(a, b, Reason::TelemetryGap));
             }
         }

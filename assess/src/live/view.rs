@@ -44,6 +44,8 @@ pub struct View<'a> {
     contract: &'a Contract,
     fingerprint: u64,
     parts: Vec<Part<'a>>,
+    /// The emitters merged over the partitions, once per view (several queries use them).
+    emitters: std::cell::OnceCell<Vec<EmitterRef<'a>>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -68,6 +70,25 @@ pub struct ContractMismatch {
     pub found: u64,
     /// The view's.
     pub expected: u64,
+}
+
+/// Every emitter's runs of seqs merged over a view's partitions: what all of them have seen.
+/// Fed back to each partition with [`Live::absorb_seq_runs`], it keeps the partitions' runs
+/// compact when one emitter's events are spread over partitions (producers key by scope, not
+/// by emitter): each partition alone sees every other seq, one run per event.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SeqRuns(pub(super) Vec<(String, BTreeMap<u64, Run>)>);
+
+impl SeqRuns {
+    /// Runs over all emitters.
+    pub fn len(&self) -> usize {
+        self.0.iter().map(|(_, r)| r.len()).sum()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// One emitter, merged over the partitions.
@@ -210,6 +231,7 @@ impl<'a> View<'a> {
             contract,
             fingerprint: fingerprint(contract),
             parts: Vec::new(),
+            emitters: std::cell::OnceCell::new(),
         }
     }
 
@@ -222,6 +244,7 @@ impl<'a> View<'a> {
                 src: Src::Live(live),
                 active: true,
             }],
+            emitters: std::cell::OnceCell::new(),
         }
     }
 
@@ -256,6 +279,7 @@ impl<'a> View<'a> {
             });
         }
         self.parts.push(Part { src, active });
+        self.emitters = std::cell::OnceCell::new();
         Ok(())
     }
 
@@ -436,7 +460,21 @@ impl<'a> View<'a> {
     }
 
     /// Emitters merged by name (sorted by name when there are several partitions).
-    pub(super) fn emitters(&self) -> Vec<EmitterRef<'a>> {
+    /// Every emitter's runs of seqs merged over the partitions (see [`SeqRuns`]).
+    pub fn seq_runs(&self) -> SeqRuns {
+        SeqRuns(
+            self.emitters()
+                .iter()
+                .map(|e| (e.name.to_string(), e.runs.as_ref().clone()))
+                .collect(),
+        )
+    }
+
+    pub(super) fn emitters(&self) -> &[EmitterRef<'a>] {
+        self.emitters.get_or_init(|| self.merged_emitters())
+    }
+
+    fn merged_emitters(&self) -> Vec<EmitterRef<'a>> {
         let mut all = Vec::new();
         for x in &self.parts {
             x.src.emitters(&mut all);
@@ -510,7 +548,9 @@ impl<'a> View<'a> {
 
 /// The union of runs of contiguous seqs: overlapping or adjacent runs join, the joined run
 /// keeping the times of the events at its two ends.
-fn merge_runs<'r>(maps: impl Iterator<Item = &'r BTreeMap<u64, Run>>) -> BTreeMap<u64, Run> {
+pub(super) fn merge_runs<'r>(
+    maps: impl Iterator<Item = &'r BTreeMap<u64, Run>>,
+) -> BTreeMap<u64, Run> {
     let mut all: Vec<(u64, Run)> = maps.flat_map(|m| m.iter().map(|(&s, &r)| (s, r))).collect();
     all.sort_by_key(|&(s, r)| (s, std::cmp::Reverse(r.end)));
     let mut out = BTreeMap::new();
@@ -587,6 +627,68 @@ mod tests {
         let o = obs.values().next().unwrap();
         assert_eq!((o.min, o.max, o.count), (100, 100, 2));
         assert_eq!(two.counterexample_count(0), 1);
+    }
+
+    #[test]
+    fn absorbing_what_all_partitions_saw_joins_fragmented_runs_and_keeps_real_gaps() {
+        let c = live().contract().clone();
+        let (mut a, mut b) = (
+            Live::new(c.clone(), LiveOptions::default()),
+            Live::new(c.clone(), LiveOptions::default()),
+        );
+        let (sa, sb) = (a.add_source("t/0"), b.add_source("t/1"));
+        // One emitter's seqs alternate between the partitions; seqs 50..=59 are lost.
+        let scopes = ["s0", "s1"];
+        for seq in (0..100u64).filter(|s| !(50..60).contains(s)) {
+            let mut e = Event::new(Kind::Commit, EventTime(1_000 + seq as i64));
+            e.scope = Some(scopes[(seq % 2) as usize]);
+            e.epoch = Some(Epoch(1));
+            e.route = Some("r1");
+            e.emitter = Some("e");
+            e.seq = Some(Seq(seq));
+            let (l, src) = if seq % 2 == 0 {
+                (&mut a, sa)
+            } else {
+                (&mut b, sb)
+            };
+            l.push(&e, src, seq, 1_000_000);
+        }
+        let runs = |l: &Live| {
+            l.state
+                .emitters
+                .values()
+                .map(|e| e.runs.len())
+                .sum::<usize>()
+        };
+        assert_eq!((runs(&a), runs(&b)), (45, 45));
+        let merged = |a: &Live, b: &Live| {
+            let mut v = View::new(&c);
+            v.add_live(a, true).unwrap();
+            v.add_live(b, true).unwrap();
+            (v.seq_runs(), v.unknown_counts(0), v.coverage(0).emitters)
+        };
+        let (seen, counts, emitters) = merged(&a, &b);
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        a.absorb_seq_runs(&seen);
+        b.absorb_seq_runs(&seen);
+        assert_eq!((runs(&a), runs(&b)), (2, 2));
+        // The merged answers are unchanged: one telemetry gap of 10 seqs.
+        let (_, counts_after, emitters_after) = merged(&a, &b);
+        assert_eq!(counts_after, counts);
+        assert_eq!(emitters_after, emitters);
+        assert_eq!(emitters_after[0].missing, 10);
+        assert_eq!(counts_after.get(&Reason::TelemetryGap), Some(&1));
+        // A seq another partition saw, delivered here again, is a duplicate delivery.
+        let mut again = Event::new(Kind::Commit, EventTime(1_001));
+        again.scope = Some("s1");
+        again.epoch = Some(Epoch(1));
+        again.route = Some("r1");
+        again.emitter = Some("e");
+        again.seq = Some(Seq(1));
+        assert_eq!(
+            a.push(&again, sa, 200, 1_000_000),
+            crate::live::Pushed::Duplicate
+        );
     }
 
     #[test]
