@@ -462,6 +462,7 @@ fn main() {
         brokers: brokers.clone(),
         topic: topic.clone(),
         rate: None,
+        live: false,
         timeout: Duration::from_secs(60),
         settings: Vec::new(),
     };

@@ -119,7 +119,8 @@ struct SimulateArgs {
     /// Random seed: the same seed gives the same workload.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Event time of the first event (RFC 3339).
+    /// Event time of the first event (RFC 3339), or `now`: with --kafka, each event is then
+    /// produced when the wall clock reaches its time (a live workload).
     #[arg(long, default_value = "2025-11-29T12:00:00Z")]
     start: String,
     /// Commits per second of event time [default: 1000]. With --kafka, also the pace of
@@ -330,8 +331,13 @@ fn contract_check(file: &PathBuf, format: Format) -> i32 {
 }
 
 fn run_simulate(a: SimulateArgs) -> anyhow::Result<()> {
-    let start = fencewatch_assess::EventTime::parse_rfc3339(&a.start)
-        .map_err(|e| anyhow::anyhow!("--start: {e}"))?;
+    let live = a.start == "now";
+    let start = if live {
+        fencewatch_assess::EventTime(crate::serve::engine::now_ns())
+    } else {
+        fencewatch_assess::EventTime::parse_rfc3339(&a.start)
+            .map_err(|e| anyhow::anyhow!("--start: {e}"))?
+    };
     let workload = Workload {
         events: a.events,
         scopes: a.scopes.max(1),
@@ -368,6 +374,7 @@ fn run_simulate(a: SimulateArgs) -> anyhow::Result<()> {
                 brokers: brokers.clone(),
                 topic: a.topic.clone().expect("clap requires --topic with --kafka"),
                 rate: a.rate,
+                live,
                 timeout: std::time::Duration::from_secs(a.kafka_timeout.max(1)),
                 settings,
             };

@@ -36,6 +36,9 @@ pub struct Target {
     pub topic: String,
     /// Events per second of wall time; `None`: as fast as possible.
     pub rate: Option<u64>,
+    /// Send each event when the wall clock reaches its time (for `--start now`): a live
+    /// workload whose event time keeps up with the wall clock.
+    pub live: bool,
     /// How long a message may take to be acknowledged (and the broker to answer at all).
     pub timeout: Duration,
     /// librdkafka settings applied last (`security.protocol`, `sasl.*`, `linger.ms`, …).
@@ -152,6 +155,9 @@ struct KafkaSink<'a> {
     topic: &'a str,
     /// The start and the interval between two events.
     pace: Option<(Instant, f64)>,
+    /// Live: each event is sent when the wall clock reaches its time (its offset from the
+    /// first event's time after the start), so event time keeps up with the wall clock.
+    live: Option<(Instant, Option<i64>)>,
     sent: u64,
     /// Why the sink stopped the generator (the generator only sees an `io::Error`).
     error: Option<Error>,
@@ -174,8 +180,14 @@ impl KafkaSink<'_> {
 }
 
 impl Sink for KafkaSink<'_> {
-    fn event(&mut self, json: &[u8], scope: Option<&str>) -> io::Result<()> {
-        if let Some((start, interval)) = self.pace {
+    fn event(&mut self, json: &[u8], scope: Option<&str>, ts: i64) -> io::Result<()> {
+        if let Some((start, first)) = &mut self.live {
+            let first = *first.get_or_insert(ts);
+            let due = *start + Duration::from_nanos(ts.saturating_sub(first).max(0) as u64);
+            while let Some(wait) = due.checked_duration_since(Instant::now()) {
+                self.producer.poll(wait);
+            }
+        } else if let Some((start, interval)) = self.pace {
             let due = start + Duration::from_secs_f64(self.sent as f64 * interval);
             while let Some(wait) = due.checked_duration_since(Instant::now()) {
                 self.producer.poll(wait);
@@ -257,6 +269,7 @@ pub fn produce(wl: &Workload, target: &Target) -> Result<(Truth, Produced), Erro
             .rate
             .filter(|&r| r > 0)
             .map(|r| (started, 1.0 / r as f64)),
+        live: target.live.then_some((started, None)),
         sent: 0,
         error: None,
     };

@@ -28,6 +28,14 @@ fn simulate(args: &[&str]) -> (Output, Duration) {
 
 /// Every message of the topic: (partition, key, payload).
 fn consume_all(brokers: &str) -> Vec<(i32, Option<String>, serde_json::Value)> {
+    consume_timed(brokers)
+        .into_iter()
+        .map(|(p, k, j, _)| (p, k, j))
+        .collect()
+}
+
+/// Every message of the topic: (partition, key, payload, Kafka timestamp in ms).
+fn consume_timed(brokers: &str) -> Vec<(i32, Option<String>, serde_json::Value, i64)> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .set("group.id", "simulate-test")
@@ -54,7 +62,8 @@ fn consume_all(brokers: &str) -> Vec<(i32, Option<String>, serde_json::Value)> {
             Some(Ok(m)) => {
                 let key = m.key().map(|k| String::from_utf8(k.to_vec()).unwrap());
                 let json = serde_json::from_slice(m.payload().expect("a payload")).unwrap();
-                out.push((m.partition(), key, json));
+                let ms = m.timestamp().to_millis().expect("a timestamp");
+                out.push((m.partition(), key, json, ms));
             }
             Some(Err(KafkaError::PartitionEOF(p))) => {
                 ended.insert(p);
@@ -134,6 +143,28 @@ fn every_event_once_keyed_by_scope_and_paced() {
     }
     assert!(keyless > 0, "heartbeats have no scope and no key");
     assert!(partition_of.len() > 1, "many scopes");
+}
+
+#[test]
+fn start_now_produces_each_event_when_the_wall_clock_reaches_its_time() {
+    let mock = MockCluster::new(1).unwrap();
+    mock.create_topic(TOPIC, PARTITIONS, 1).unwrap();
+    let brokers = mock.bootstrap_servers();
+    // 40 commits at 40 per second of event time: about a second of live workload.
+    let (out, took) = simulate(&[
+        "--events", "40", "--scopes", "10", "--rate", "40", "--start", "now", "--kafka", &brokers,
+        "--topic", TOPIC,
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(took >= Duration::from_millis(900), "not live: {took:?}");
+    let messages = consume_timed(&brokers);
+    assert!(messages.len() >= 40);
+    for (_, _, json, sent_ms) in &messages {
+        // Sent when the wall clock reached the event's time: they agree within 250 ms.
+        let ts_ms = json["ts"].as_i64().unwrap() / 1_000_000;
+        assert!((sent_ms - ts_ms).abs() < 250, "{json} sent at {sent_ms}");
+    }
 }
 
 #[test]

@@ -150,9 +150,9 @@ struct Line<'a> {
 
 /// Receives the generated events one at a time: an NDJSON writer, a Kafka producer, …
 pub trait Sink {
-    /// One event: its JSON object (no trailing newline) and its `scope`, if it has one (the
-    /// key producers partition by), without parsing the line again.
-    fn event(&mut self, json: &[u8], scope: Option<&str>) -> io::Result<()>;
+    /// One event: its JSON object (no trailing newline), its `scope`, if it has one (the
+    /// key producers partition by), and its time (ns), without parsing the line again.
+    fn event(&mut self, json: &[u8], scope: Option<&str>, ts: i64) -> io::Result<()>;
 }
 
 /// Writes each event as an NDJSON line.
@@ -160,7 +160,7 @@ pub trait Sink {
 pub struct Ndjson<W>(pub W);
 
 impl<W: Write> Sink for Ndjson<W> {
-    fn event(&mut self, json: &[u8], _scope: Option<&str>) -> io::Result<()> {
+    fn event(&mut self, json: &[u8], _scope: Option<&str>, _ts: i64) -> io::Result<()> {
         self.0.write_all(json)?;
         self.0.write_all(b"\n")
     }
@@ -221,7 +221,7 @@ impl<S: Sink> Out<'_, S> {
         )?;
         // The scope is `order-<digits>`: ASCII, so this never fails.
         let scope = scope.and_then(|r| std::str::from_utf8(&w[r]).ok());
-        self.sink.event(w, scope)
+        self.sink.event(w, scope, l.ts)
     }
 }
 
@@ -514,7 +514,7 @@ mod tests {
     fn sink_gets_each_line_with_its_scope() {
         struct Collect(Vec<(Vec<u8>, Option<String>)>);
         impl Sink for Collect {
-            fn event(&mut self, json: &[u8], scope: Option<&str>) -> io::Result<()> {
+            fn event(&mut self, json: &[u8], scope: Option<&str>, _ts: i64) -> io::Result<()> {
                 self.0.push((json.to_vec(), scope.map(str::to_string)));
                 Ok(())
             }

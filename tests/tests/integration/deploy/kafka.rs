@@ -364,3 +364,81 @@ fn fencewatch_toml_kafka_example_is_accepted_by_the_service() {
         "the example did not configure Kafka ingest:\n{log}"
     );
 }
+
+#[test]
+fn compose_simulator_produces_a_live_workload_under_the_deployed_contract() {
+    let services = &doc("compose.yaml")["services"];
+    let sim = &services["simulator"];
+    assert_eq!(sim["image"], services["fencewatch"]["image"]);
+    let args = texts(&sim["command"]);
+    let env = environment(&services["fencewatch"]);
+    // It produces to the topic fencewatch consumes, on the broker fencewatch reads.
+    assert_eq!(flag(&args, "--kafka"), env["FENCEWATCH_KAFKA_BROKERS"]);
+    assert_eq!(flag(&args, "--topic"), env["FENCEWATCH_KAFKA_TOPIC"]);
+    assert_eq!(flag(&args, "--start"), "now");
+    assert_eq!(
+        waits_for(sim, "kafka-topics"),
+        "service_completed_successfully"
+    );
+    // Its command, run for real against a mock cluster in place of kafka:9092, with fewer
+    // events, produces a live workload under deploy/contract.toml.
+    let mock = MockCluster::new(1).unwrap();
+    mock.create_topic("fencewatch-events", 3, 1).unwrap();
+    let brokers = mock.bootstrap_servers();
+    let args: Vec<String> = args
+        .iter()
+        .zip(std::iter::once(&"").chain(args.iter()))
+        .map(|(a, prev)| match *prev {
+            "--kafka" => brokers.clone(),
+            "--events" => "30".to_string(),
+            "--rate" => "60".to_string(),
+            _ => a.to_string(),
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let contract = dir.path().join("c.toml");
+    let mut all = args.clone();
+    all.extend(["--contract-out".to_string(), contract.display().to_string()]);
+    let out = Command::new(bin()).args(&all).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The workload's contract names the deployed contract's property and routes.
+    let generated = std::fs::read_to_string(&contract).unwrap();
+    let deployed = std::fs::read_to_string(deploy().join("contract.toml")).unwrap();
+    for needle in [
+        "name = \"order-mutation\"",
+        "orders-api.transition",
+        "settlement-worker.settle",
+    ] {
+        assert!(
+            generated.contains(needle) && deployed.contains(needle),
+            "{needle}"
+        );
+    }
+    // Stamped with the wall clock.
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .set("group.id", "sim-check")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..3 {
+        tpl.add_partition_offset("fencewatch-events", p, Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&tpl).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = 0;
+    while seen < 30 && Instant::now() < deadline {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+            let json: Value = serde_json::from_slice(m.payload().unwrap()).unwrap();
+            let ts = json["ts"].as_i64().unwrap();
+            assert!((now_ns() - ts).abs() < 60_000_000_000, "{json} is not live");
+            seen += 1;
+        }
+    }
+    assert!(seen >= 30, "only {seen} messages");
+}
