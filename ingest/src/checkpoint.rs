@@ -74,8 +74,10 @@ pub struct Loaded {
     pub offset: u64,
     /// The state as saved.
     pub state: Vec<u8>,
-    /// Newer checkpoint files that failed to verify and were passed over.
+    /// Newer checkpoint files that failed to verify (or to decode) and were passed over.
     pub skipped_corrupt: usize,
+    /// Why newer checkpoints that verified were passed over (their state did not decode).
+    pub undecodable: Vec<String>,
 }
 
 /// The checkpoints of one partition, in their own directory.
@@ -175,17 +177,38 @@ impl CheckpointStore {
     /// The newest checkpoint whose header and crc verify, passing over damaged newer ones;
     /// `None` when there is no checkpoint at all.
     pub fn latest(&mut self) -> Result<Option<Loaded>> {
+        Ok(self
+            .latest_decoded(|state| Ok::<_, String>(state.to_vec()))?
+            .map(|(loaded, _)| loaded))
+    }
+
+    /// The newest checkpoint whose header and crc verify and whose state `decode` accepts
+    /// (a checkpoint written by a build whose state no longer decodes is passed over like a
+    /// damaged one), with what `decode` made of it; `None` when there is no checkpoint at all.
+    pub fn latest_decoded<T, E: std::fmt::Display>(
+        &mut self,
+        decode: impl Fn(&[u8]) -> Result<T, E>,
+    ) -> Result<Option<(Loaded, T)>> {
         self.damaged.clear();
+        let mut undecodable = Vec::new();
         for (skipped, &offset) in self.offsets.iter().rev().enumerate() {
             let path = self.path(offset);
             let data = fs::read(&path).map_err(io_err(&path))?;
-            if let Some(state) = verify(&data, offset) {
-                self.damaged = self.offsets[self.offsets.len() - skipped..].to_vec();
-                return Ok(Some(Loaded {
-                    offset,
-                    state: state.to_vec(),
-                    skipped_corrupt: skipped,
-                }));
+            let Some(state) = verify(&data, offset) else {
+                continue;
+            };
+            match decode(state) {
+                Ok(value) => {
+                    self.damaged = self.offsets[self.offsets.len() - skipped..].to_vec();
+                    let loaded = Loaded {
+                        offset,
+                        state: state.to_vec(),
+                        skipped_corrupt: skipped,
+                        undecodable,
+                    };
+                    return Ok(Some((loaded, value)));
+                }
+                Err(e) => undecodable.push(format!("{}: {e}", path.display())),
             }
         }
         match self.offsets.len() {

@@ -40,14 +40,6 @@ pub enum Error {
     /// The checkpoint store failed.
     #[error("checkpoint: {0}")]
     Checkpoint(#[from] checkpoint::Error),
-    /// A checkpoint could not be decoded.
-    #[error("checkpoint at offset {offset} cannot be decoded: {reason}")]
-    BadCheckpoint {
-        /// Its offset.
-        offset: u64,
-        /// Why.
-        reason: String,
-    },
     /// The checkpoint belongs to another contract.
     #[error(
         "{0}; the assessment state in the data directory was built under a different contract: start with the contract it was built with, or move the data directory away to start afresh"
@@ -326,14 +318,11 @@ pub fn open(dir: &Path, contract: Contract, opts: PartitionOptions) -> Result<Op
         },
     )?;
     let mut checkpoints = CheckpointStore::open(&dir.join("checkpoints"))?;
-    let (mut live, from) = match checkpoints.latest()? {
-        Some(loaded) => {
-            let state = decode_state(&loaded.state).map_err(|reason| Error::BadCheckpoint {
-                offset: loaded.offset,
-                reason,
-            })?;
-            (Live::restore(contract, state)?, Some(loaded.offset))
-        }
+    // A checkpoint that verifies but does not decode (written by a build with another state
+    // layout) is passed over like a damaged one: the older one kept, and the WAL since it,
+    // rebuild the same state.
+    let (mut live, from) = match checkpoints.latest_decoded(decode_state)? {
+        Some((loaded, state)) => (Live::restore(contract, state)?, Some(loaded.offset)),
         None => (Live::new(contract, opts.live), None),
     };
     if let Some(from) = from
@@ -491,6 +480,36 @@ mod tests {
         let page = o.live.counterexamples(None, None, None, None, None, 1000);
         let again: Vec<String> = page.counterexamples.into_iter().map(|c| c.id).collect();
         assert_eq!(again, ids);
+    }
+
+    #[test]
+    fn a_checkpoint_that_verifies_but_does_not_decode_falls_back_to_the_older_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let want;
+        {
+            let mut o = open(dir.path(), contract(), opts()).unwrap();
+            for (i, line) in BATCH.lines().enumerate() {
+                let payload = encode(Format::Ndjson, 1 << 40, "http", None, line.as_bytes());
+                let base = o.wal.append(1, &payload).unwrap();
+                o.wal.sync().unwrap();
+                apply(&mut o.live, base, &decode(&payload).unwrap(), 1 << 20);
+                if i == 0 {
+                    let state = snapshot(&o.live);
+                    let next = o.wal.next_offset();
+                    checkpoint(&mut o.wal, &mut o.checkpoints, next, &state).unwrap();
+                }
+            }
+            want = o.live.totals();
+            // A newer checkpoint with a valid frame and crc whose state does not decode (as
+            // one written by a build with another state layout would be).
+            let next = o.wal.next_offset();
+            o.checkpoints
+                .save(next, b"\xff\xff\xff not a state")
+                .unwrap();
+        }
+        let o = open(dir.path(), contract(), opts()).unwrap();
+        assert_eq!(o.restored_from, Some(1));
+        assert_eq!(o.live.totals(), want);
     }
 
     #[test]

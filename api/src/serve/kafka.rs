@@ -459,10 +459,14 @@ impl Kafka {
     fn open_part(&self, topic: &str, p: i32) -> Result<i64, String> {
         let dir = self.part_dir(topic, p);
         let mut store = CheckpointStore::open(&dir).map_err(|e| e.to_string())?;
-        let (live, next) = match store.latest().map_err(|e| e.to_string())? {
-            Some(loaded) => {
-                let state = partition::decode_state(&loaded.state)
-                    .map_err(|e| format!("checkpoint in {}: {e}", dir.display()))?;
+        let loaded = store.latest_decoded(partition::decode_state).map_err(|e| {
+            format!("{e}; move the folder away to rebuild the partition from Kafka")
+        })?;
+        let (live, next) = match loaded {
+            Some((loaded, state)) => {
+                for why in &loaded.undecodable {
+                    tracing::warn!(checkpoint = %why, "a checkpoint that does not decode was passed over");
+                }
                 let live = Live::restore(self.contract.clone(), state).map_err(|e| {
                     format!(
                         "{}: {e}; move the folder away to rebuild the partition from Kafka",
