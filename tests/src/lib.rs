@@ -19,6 +19,15 @@ route_freshness = "5m"
   name = "settlement-worker.settle"
 "#;
 
+/// The next value of a xorshift64 generator: pseudo-random moments for kill tests, the same
+/// on every run.
+pub fn xorshift(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
 /// One committed event as a JSON line.
 pub fn commit_line(ts: i64, scope: &str, epoch: u64, route: &str) -> String {
     format!(r#"{{"kind":"commit","ts":{ts},"scope":"{scope}","epoch":{epoch},"route":"{route}"}}"#)

@@ -3,10 +3,12 @@
 //! `tests/python/kafka_produce.py`): a stale commit found, SIGKILL mid-stream, two instances in
 //! one group, and the broker stopped and back.
 
-use super::kafka::{CONTRACT, SEC, TOPIC, batches, fast_session, kafka_args, observations};
-use fencewatch_tests::commit_line;
+use super::kafka::{
+    CONTRACT, SEC, TOPIC, batches, fast_session, kafka_args, observations, single_then_pair,
+};
 use fencewatch_tests::kafka::{Tansu, python_produce};
 use fencewatch_tests::service::{TestService, now_ns};
+use fencewatch_tests::{commit_line, xorshift};
 use std::collections::BTreeSet;
 
 fn lines(batch: &[(String, String)]) -> Vec<String> {
@@ -76,9 +78,7 @@ fn sigkill_mid_stream_and_restart_lose_and_duplicate_nothing() {
     let mut kills = 0;
     for batch in &all[1..] {
         python_produce(&broker.brokers, TOPIC, 0, &lines(batch));
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
+        xorshift(&mut rng);
         if rng.is_multiple_of(3) {
             std::thread::sleep(std::time::Duration::from_millis(rng % 500));
             svc = TestService::restart(svc.kill9());
@@ -110,35 +110,7 @@ fn two_instances_in_one_group_agree_with_a_single_instance() {
     python_produce(&broker.brokers, TOPIC, 4, &all);
     python_produce(&broker.brokers, "summaries", 1, &[]);
     let dir = tempfile::tempdir().unwrap();
-    let config = fast_session(dir.path());
-    let one = dir.path().join("one");
-    std::fs::create_dir_all(&one).unwrap();
-    let single = TestService::start(&one, CONTRACT, &kafka_args(&broker.brokers, "single"));
-    single.wait_for("every event assessed", 60, |s| observations(s) == total);
-    let want = single.cx_ids();
-    assert!(want.len() >= 3, "{want:?}");
-    let mut args = kafka_args(&broker.brokers, "pair");
-    args.extend([
-        "--kafka-summaries-topic",
-        "summaries",
-        "--config",
-        config.as_str(),
-    ]);
-    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-    std::fs::create_dir_all(&a).unwrap();
-    std::fs::create_dir_all(&b).unwrap();
-    let first = TestService::start(&a, CONTRACT, &args);
-    let second = TestService::start(&b, CONTRACT, &args);
-    for svc in [&first, &second] {
-        svc.wait_for("partitions shared", 90, |s| {
-            s.metric("fencewatch_kafka_assigned_partitions") == Some(2.0)
-        });
-    }
-    for svc in [&first, &second] {
-        svc.wait_for("the whole topic answered", 90, |s| {
-            observations(s) == total && s.cx_ids() == want
-        });
-    }
+    single_then_pair(dir.path(), &broker.brokers, total);
 }
 
 #[test]

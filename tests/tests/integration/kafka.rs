@@ -4,7 +4,7 @@
 
 use fencewatch_tests::kafka::{committed, produce};
 use fencewatch_tests::service::{TestService, now_ns};
-use fencewatch_tests::{ORDERS_CONTRACT, commit_line};
+use fencewatch_tests::{ORDERS_CONTRACT, commit_line, xorshift};
 use rdkafka::mocking::MockCluster;
 use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
 use serde_json::Value;
@@ -158,6 +158,50 @@ fn a_stale_commit_is_found_poison_is_dead_lettered_and_offsets_follow_checkpoint
 }
 
 /// Batches of events with resumed old owners spread over time.
+/// Reads the topic (`total` events) with one instance, then with two in one group publishing
+/// summaries to the topic `summaries`, and checks that each of the two answers exactly like
+/// the single one (counterexample ids and verdict). Returns those ids and the pair.
+pub(crate) fn single_then_pair(
+    dir: &std::path::Path,
+    brokers: &str,
+    total: u64,
+) -> (Vec<String>, [TestService; 2]) {
+    let config = fast_session(dir);
+    let one = dir.join("one");
+    std::fs::create_dir_all(&one).unwrap();
+    let single = TestService::start(&one, CONTRACT, &kafka_args(brokers, "single"));
+    single.wait_for("every event assessed", 60, |s| observations(s) == total);
+    let want = single.cx_ids();
+    let want_assurance = single.get("/v1/assurance").json()["verdict"].clone();
+    assert!(want.len() >= 3, "{want:?}");
+    let mut args = kafka_args(brokers, "pair");
+    args.extend([
+        "--kafka-summaries-topic",
+        "summaries",
+        "--config",
+        config.as_str(),
+    ]);
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let pair = [
+        TestService::start(&a, CONTRACT, &args),
+        TestService::start(&b, CONTRACT, &args),
+    ];
+    for svc in &pair {
+        svc.wait_for("partitions shared", 90, |s| {
+            s.metric("fencewatch_kafka_assigned_partitions") == Some(2.0)
+        });
+    }
+    for svc in &pair {
+        svc.wait_for("the whole topic answered", 90, |s| {
+            observations(s) == total && s.cx_ids() == want
+        });
+        assert_eq!(svc.get("/v1/assurance").json()["verdict"], want_assurance);
+    }
+    (want, pair)
+}
+
 pub(crate) fn batches(now: i64, n: usize, per: usize) -> Vec<Vec<(String, String)>> {
     (0..n)
         .map(|b| {
@@ -193,9 +237,7 @@ fn kill_9_mid_stream_and_restart_loses_and_duplicates_nothing() {
     let mut kills = 0;
     for batch in &all {
         produce(&brokers, TOPIC, batch);
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
+        xorshift(&mut rng);
         if rng.is_multiple_of(3) {
             std::thread::sleep(std::time::Duration::from_millis(rng % 400));
             svc = TestService::restart(svc.kill9());
@@ -297,39 +339,7 @@ fn two_instances_in_one_group_each_answer_like_a_single_instance() {
     let total = all.len() as u64;
     produce(&brokers, TOPIC, &all);
     let dir = tempfile::tempdir().unwrap();
-    let config = fast_session(dir.path());
-    // The single instance.
-    let one = dir.path().join("one");
-    std::fs::create_dir_all(&one).unwrap();
-    let single = TestService::start(&one, CONTRACT, &kafka_args(&brokers, "single"));
-    single.wait_for("every event assessed", 60, |s| observations(s) == total);
-    let want = single.cx_ids();
-    let want_assurance = single.get("/v1/assurance").json()["verdict"].clone();
-    assert!(want.len() >= 3, "{want:?}");
-    // Two instances in one group, publishing their partitions' summaries.
-    let mut args = kafka_args(&brokers, "pair");
-    args.extend([
-        "--kafka-summaries-topic",
-        "summaries",
-        "--config",
-        config.as_str(),
-    ]);
-    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-    std::fs::create_dir_all(&a).unwrap();
-    std::fs::create_dir_all(&b).unwrap();
-    let first = TestService::start(&a, CONTRACT, &args);
-    let second = TestService::start(&b, CONTRACT, &args);
-    for svc in [&first, &second] {
-        svc.wait_for("partitions shared", 60, |s| {
-            s.metric("fencewatch_kafka_assigned_partitions") == Some(2.0)
-        });
-    }
-    for svc in [&first, &second] {
-        svc.wait_for("the whole topic answered", 60, |s| {
-            observations(s) == total && s.cx_ids() == want
-        });
-        assert_eq!(svc.get("/v1/assurance").json()["verdict"], want_assurance);
-    }
+    let (want, [first, second]) = single_then_pair(dir.path(), &brokers, total);
     // A counterexample's scope lives on one instance; the other shows its counterexamples.
     let cx = first
         .get(&format!("/v1/counterexamples/{}", want[0]))

@@ -2,7 +2,7 @@
 //! directory, driven over HTTP.
 
 use fencewatch_tests::service::{TestService, now_ns, request};
-use fencewatch_tests::{ORDERS_CONTRACT, bin, check_json, commit_line};
+use fencewatch_tests::{ORDERS_CONTRACT, bin, check_json, commit_line, xorshift};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -304,9 +304,7 @@ fn kill_9_at_random_moments_matches_an_uninterrupted_run() {
     let mut next = 0;
     let mut kills = 0;
     while next < batches.len() {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
+        xorshift(&mut rng);
         if rng.is_multiple_of(4) {
             // Kill while a request may be in flight.
             let addr = svc.addr;
