@@ -351,6 +351,9 @@ pub fn open(dir: &Path, contract: Contract, opts: PartitionOptions) -> Result<Op
         replayed += 1;
     }
     live.take_new_counterexamples();
+    // The log replayed under the options it was first applied with (the same findings); the
+    // configuration's are in force from here on.
+    live.set_options(opts.live);
     let recovered_tail_bytes = wal.recovered_tail_bytes();
     Ok(Opened {
         wal,
@@ -510,6 +513,24 @@ mod tests {
         let o = open(dir.path(), contract(), opts()).unwrap();
         assert_eq!(o.restored_from, Some(1));
         assert_eq!(o.live.totals(), want);
+    }
+
+    #[test]
+    fn options_of_the_configuration_replace_the_checkpoints_after_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut o = open(dir.path(), contract(), opts()).unwrap();
+            let state = snapshot(&o.live);
+            checkpoint(&mut o.wal, &mut o.checkpoints, 0, &state).unwrap();
+        }
+        let mut changed = opts();
+        changed.live = LiveOptions {
+            retention: Some(7_000_000_000),
+            future_tolerance: 1_000_000_000,
+        };
+        let o = open(dir.path(), contract(), changed).unwrap();
+        assert_eq!(o.restored_from, Some(0));
+        assert_eq!(o.live.options(), changed.live);
     }
 
     #[test]

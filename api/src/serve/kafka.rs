@@ -478,6 +478,8 @@ impl Kafka {
             None => (Live::new(self.contract.clone(), self.opts.live), 0),
         };
         let mut live = live;
+        // A restart with another configuration: its options are in force from here on.
+        live.set_options(self.opts.live);
         let source = live.add_source(&format!("{topic}/{p}"));
         let key = (topic.to_string(), p);
         self.stores

@@ -474,6 +474,18 @@ impl Live {
         &self.state
     }
 
+    /// The options in force.
+    pub fn options(&self) -> LiveOptions {
+        self.state.options
+    }
+
+    /// Puts new options in force (after a restart with another configuration): a longer
+    /// retention keeps more from now on (what was folded stays folded), a shorter one folds
+    /// more at the next watermark move; the future tolerance applies to the next events.
+    pub fn set_options(&mut self, options: LiveOptions) {
+        self.state.options = options;
+    }
+
     /// The contract.
     pub fn contract(&self) -> &Contract {
         &self.contract
