@@ -34,7 +34,10 @@
 //! `serve`'s. The broker, the consumer and the service share the machine's cores. A service
 //! that stops answering `/metrics` fails the run and keeps its log and data directory.
 
+mod common;
+
 use clap::Parser;
+use common::{Cpu, hwm_mib, metric};
 use fencewatch_api::simulate_kafka::{Target, produce};
 use fencewatch_assess::time::EventTime;
 use fencewatch_ingest::simulate::{Faults, Workload};
@@ -42,7 +45,6 @@ use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -169,78 +171,6 @@ fn create_topic(brokers: &str, topic: &str, partitions: i32) {
     }
 }
 
-/// CPU seconds (user + sys) of a process, and by thread name (threads of one name summed).
-#[derive(Debug, Clone, Default)]
-struct Cpu {
-    total: f64,
-    threads: BTreeMap<String, f64>,
-}
-
-impl Cpu {
-    fn of(pid: u32) -> Cpu {
-        let stat = |p: PathBuf| -> Option<(String, f64)> {
-            let s = std::fs::read_to_string(p).ok()?;
-            let (head, tail) = s.rsplit_once(')')?;
-            let f: Vec<&str> = tail.split_whitespace().collect();
-            // utime and stime are in USER_HZ, 100 per second on Linux.
-            let (u, s): (f64, f64) = (f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?);
-            Some((head.split_once('(')?.1.into(), (u + s) / 100.0))
-        };
-        let dir = PathBuf::from(format!("/proc/{pid}"));
-        let (_, total) = stat(dir.join("stat")).unwrap_or_default();
-        let mut threads = BTreeMap::new();
-        for t in std::fs::read_dir(dir.join("task"))
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            if let Some((name, secs)) = stat(t.path().join("stat")) {
-                *threads.entry(name).or_default() += secs;
-            }
-        }
-        Cpu { total, threads }
-    }
-
-    /// CPU seconds of the threads whose name starts with `prefix`.
-    fn of_threads(&self, prefix: &str) -> f64 {
-        let named = self.threads.iter().filter(|(n, _)| n.starts_with(prefix));
-        named.map(|(_, s)| s).sum()
-    }
-
-    /// The busiest threads, `name secs` by decreasing CPU.
-    fn busiest(&self, n: usize) -> String {
-        let mut v: Vec<(&String, &f64)> = self.threads.iter().collect();
-        v.sort_by(|a, b| b.1.total_cmp(a.1));
-        let v: Vec<String> = v
-            .iter()
-            .take(n)
-            .map(|(t, s)| format!("{t} {s:.2}"))
-            .collect();
-        v.join(", ")
-    }
-}
-
-fn hwm_mib(pid: u32) -> f64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kb = s
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:")?.trim().strip_suffix("kB"));
-    kb.and_then(|v| v.trim().parse::<f64>().ok()).unwrap_or(0.0) / 1024.0
-}
-
-/// Sum of the samples of a metric (all label sets).
-fn metric(text: &str, name: &str) -> f64 {
-    let sample = |l: &&str| {
-        l.strip_prefix(name)
-            .is_some_and(|r| r.starts_with(['{', ' ']))
-    };
-    let values = text.lines().filter(sample);
-    values
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>()
-        + 0.0
-}
-
 /// One measurement.
 struct Run {
     secs: f64,
@@ -254,7 +184,7 @@ struct Run {
 /// The bare consumer: a fresh group, counts messages until `total`.
 fn bare(args: &Args, brokers: &str, topic: &str, group: &str, total: u64) -> Run {
     let me = std::process::id();
-    let (cpu0, started) = (Cpu::of(me).total, Instant::now());
+    let (cpu0, started) = (Cpu::of(me), Instant::now());
     let mut cc = ClientConfig::new();
     cc.set("bootstrap.servers", brokers)
         .set("group.id", group)
@@ -278,15 +208,12 @@ fn bare(args: &Args, brokers: &str, topic: &str, group: &str, total: u64) -> Run
         }
     }
     let secs = started.elapsed().as_secs_f64();
-    let total = Cpu::of(me).total - cpu0;
+    let cpu1 = Cpu::of(me);
     drop(consumer);
     Run {
         secs,
         broker_cpu: None,
-        cpu: Cpu {
-            total,
-            threads: BTreeMap::new(),
-        },
+        cpu: cpu1.since(&cpu0),
         rss_mib: hwm_mib(me),
         check: String::new(),
     }
@@ -504,7 +431,7 @@ fn main() {
         let fw_first = r % 2 == 1;
         let broker_pid = broker.as_ref().map(|b| b.0.id());
         let go = |which: bool| {
-            let broker0 = broker_pid.map(|p| Cpu::of(p).total);
+            let broker0 = broker_pid.map(|p| Cpu::of(p).total());
             let mut run = if which {
                 fencewatch(
                     &args,
@@ -517,7 +444,9 @@ fn main() {
             } else {
                 bare(&args, &brokers, &topic, &format!("bare-{id}-{r}"), total)
             };
-            run.broker_cpu = broker_pid.zip(broker0).map(|(p, c0)| Cpu::of(p).total - c0);
+            run.broker_cpu = broker_pid
+                .zip(broker0)
+                .map(|(p, c0)| Cpu::of(p).total() - c0);
             run
         };
         let (b, f) = if fw_first {
@@ -542,14 +471,14 @@ fn main() {
             r + 1,
             if fw_first { "fencewatch" } else { "bare" },
             b.secs,
-            b.cpu.total / total as f64 * 1e6,
+            b.cpu.total() / total as f64 * 1e6,
             f.secs,
             fr / br,
-            f.cpu.total,
+            f.cpu.total(),
             kafka_thread,
             rdk,
-            f.cpu.total - kafka_thread - rdk,
-            f.cpu.total / total as f64 * 1e6,
+            f.cpu.total() - kafka_thread - rdk,
+            f.cpu.total() / total as f64 * 1e6,
             f.rss_mib,
             match (b.broker_cpu, f.broker_cpu) {
                 (Some(x), Some(y)) => format!("{x:.2} / {y:.2}"),

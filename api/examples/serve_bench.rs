@@ -23,7 +23,10 @@
 //! Client and service share the machine: on a 2-core box they compete for the same CPUs, so
 //! the figures are a lower bound of what the service does alone.
 
+mod common;
+
 use clap::Parser;
+use common::{Cpu, hwm_mib, metric};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -150,52 +153,15 @@ fn get(a: &Agent, url: &str) -> String {
     body.read_to_string().expect("read the answer")
 }
 
-/// Sum of the samples of a metric (all label sets).
-fn metric(text: &str, name: &str) -> f64 {
-    let sample = |l: &&str| {
-        l.strip_prefix(name)
-            .is_some_and(|r| r.starts_with(['{', ' ']))
-    };
-    let values = text.lines().filter(sample);
-    values
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>()
-        + 0.0
-}
-
 /// CPU seconds of a process: user, sys, the writer thread, the tokio threads.
 fn cpu(pid: u32) -> [f64; 4] {
-    let stat = |p: PathBuf| -> Option<(String, f64, f64)> {
-        let s = std::fs::read_to_string(p).ok()?;
-        let (head, tail) = s.rsplit_once(')')?;
-        let f: Vec<&str> = tail.split_whitespace().collect();
-        // utime and stime are in USER_HZ, 100 per second on Linux.
-        let (u, s): (f64, f64) = (f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?);
-        Some((head.split_once('(')?.1.into(), u / 100.0, s / 100.0))
-    };
-    let dir = PathBuf::from(format!("/proc/{pid}"));
-    let (_, user, sys) = stat(dir.join("stat")).unwrap_or_default();
-    let (mut writer, mut tokio) = (0.0, 0.0);
-    for t in std::fs::read_dir(dir.join("task"))
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        match stat(t.path().join("stat")) {
-            Some((c, u, s)) if c.starts_with("fencewatch-wri") => writer += u + s,
-            Some((c, u, s)) if c.starts_with("tokio") => tokio += u + s,
-            _ => {}
-        }
-    }
-    [user, sys, writer, tokio]
-}
-
-fn hwm_mib(pid: u32) -> f64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kb = s
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:")?.trim().strip_suffix("kB"));
-    kb.and_then(|v| v.trim().parse::<f64>().ok()).unwrap_or(0.0) / 1024.0
+    let c = Cpu::of(pid);
+    [
+        c.user,
+        c.sys,
+        c.of_threads("fencewatch-wri"),
+        c.of_threads("tokio"),
+    ]
 }
 
 /// A running service.
