@@ -309,6 +309,22 @@ fn kubernetes_manifests_fit_together() {
 /// A `fencewatch serve` killed when the test ends, however it ends.
 struct Running(Child);
 
+impl Running {
+    /// Sends SIGTERM and waits for the exit, failing after `grace` seconds.
+    fn terminate(&mut self, grace: u64) -> std::process::ExitStatus {
+        let pid = self.0.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(grace);
+        loop {
+            if let Some(s) = self.0.try_wait().unwrap() {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "no exit {grace} s after SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -444,17 +460,8 @@ fn configmap_starts_the_real_service_as_the_pod_runs_it() {
 
     // SIGTERM, as the kubelet stops the pod: exit 0 within the grace period, state on the
     // volume.
-    let pid = svc.0.id().to_string();
-    let _ = Command::new("kill").args(["-TERM", &pid]).status();
     let grace = pod["terminationGracePeriodSeconds"].as_u64().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(grace);
-    let status = loop {
-        if let Some(s) = svc.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "no exit {grace} s after SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = svc.terminate(grace);
     assert!(
         status.success(),
         "exit after SIGTERM: {status}\n{}",

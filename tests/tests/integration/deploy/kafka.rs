@@ -289,16 +289,7 @@ fn compose_fencewatch_consumes_the_topics_its_kafka_creates() {
         .and_then(|g| g.strip_suffix('s'))
         .and_then(|g| g.parse().ok())
         .expect("stop_grace_period in seconds");
-    let pid = svc.0.id().to_string();
-    let _ = Command::new("kill").args(["-TERM", &pid]).status();
-    let deadline = Instant::now() + Duration::from_secs(grace);
-    let exit = loop {
-        if let Some(s) = svc.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "no exit {grace} s after SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let exit = svc.terminate(grace);
     assert!(
         exit.success(),
         "exit after SIGTERM: {exit}\n{}",
