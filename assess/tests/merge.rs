@@ -403,9 +403,9 @@ fn summaries_round_trip_through_json_and_postcard() {
     assert!(!s.closed());
     let mut v = View::new(&c);
     v.add_summary(&s, true).unwrap();
-    assert_eq!(v.malformed_samples(), l.malformed_samples());
+    assert_eq!(v.malformed_samples(), l.view().malformed_samples());
     assert_eq!(v.last_malformed(), Some("line 99: not JSON"));
-    assert_eq!(v.samples(0), l.samples(0));
+    assert_eq!(v.samples(0), l.view().samples(0));
     assert_eq!(v.coverage(0).undeclared_routes.get("nowhere"), Some(&1));
 }
 

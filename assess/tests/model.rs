@@ -6,25 +6,18 @@
 //! count, and that every `stale_commit` really is certain.
 
 use fencewatch_assess::event::{Epoch, Event, Incarnation, Kind, Order, Outcome, Seq};
-use fencewatch_assess::{Contract, EventTime, History, Reason};
+use fencewatch_assess::{EventTime, History, Reason};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
+mod common;
+
+use common::contract;
+
+/// The window and route freshness of [`common::contract`], in ns.
 const WINDOW: i64 = 100;
 const FRESHNESS: i64 = 200;
 const ROUTES: [&str; 2] = ["r1", "r2"];
-
-fn contract(grants_required: bool, skew: i64) -> Contract {
-    let src = format!(
-        "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"{WINDOW}ns\"\nclock_skew=\"{skew}ns\"\nallowed_lateness=\"10ns\"\nroute_freshness=\"{FRESHNESS}ns\"\ngrants=\"{}\"\n[[property.route]]\nname=\"r1\"\n[[property.route]]\nname=\"r2\"\nfenced=false\n",
-        if grants_required {
-            "required"
-        } else {
-            "optional"
-        }
-    );
-    Contract::parse("model.toml", &src).unwrap()
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct E {

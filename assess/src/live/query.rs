@@ -6,7 +6,7 @@
 use super::view::{CxKey, CxRef, EmitterRef, View};
 use super::{Live, Obs};
 use crate::finding::{Counterexample, Reason, Verdict};
-use crate::report::{EmitterReport, Sample};
+use crate::report::EmitterReport;
 use crate::scope;
 use crate::time::{Duration, EventTime};
 use crate::window::{Span, WindowRun};
@@ -469,19 +469,9 @@ impl Live {
         self.view().unknown_counts(p)
     }
 
-    /// Samples of unknown reasons of a property (the first few of each).
-    pub fn samples(&self, p: usize) -> BTreeMap<Reason, Vec<Sample>> {
-        self.view().samples(p)
-    }
-
     /// Counterexamples of a property so far.
     pub fn counterexample_count(&self, p: usize) -> usize {
         self.view().counterexample_count(p)
-    }
-
-    /// The most recent malformed events.
-    pub fn malformed_samples(&self) -> Vec<Sample> {
-        self.view().malformed_samples()
     }
 
     /// The message of the last malformed event.
