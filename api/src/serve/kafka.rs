@@ -692,10 +692,10 @@ impl Kafka {
     fn absorb(&self) {
         let seen = {
             let parts = self.parts();
-            if parts.len() < 2 && self.remote().is_empty() {
+            let remote = self.remote();
+            if parts.len() < 2 && remote.is_empty() {
                 return;
             }
-            let remote = self.remote();
             let mut view = View::new(&self.contract);
             for part in parts.values() {
                 let _ = view.add_live(&part.live, true);
@@ -819,25 +819,23 @@ impl Kafka {
                 out.push(((t.clone(), *p), (part.next, part.idle), env));
             }
         }
+        let mut sent = Vec::new();
         for (key, mark, env) in out {
             let bytes = postcard::to_stdvec(&env).expect("a summary serializes");
             let record: BaseRecord<'_, str, [u8]> = BaseRecord::to(topic)
                 .key(env.partition.as_str())
                 .payload(bytes.as_slice());
             match producer.send(record) {
-                Ok(()) => {
-                    if let Some(part) = self
-                        .parts
-                        .write()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get_mut(&key)
-                    {
-                        part.published = Some(mark);
-                    }
-                }
+                Ok(()) => sent.push((key, mark)),
                 Err((e, _)) => {
                     tracing::warn!(partition = %env.partition, bytes = bytes.len(), error = %e, "kafka: publishing a summary failed")
                 }
+            }
+        }
+        let mut parts = self.parts.write().unwrap_or_else(|p| p.into_inner());
+        for (key, mark) in sent {
+            if let Some(part) = parts.get_mut(&key) {
+                part.published = Some(mark);
             }
         }
     }
