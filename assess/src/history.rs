@@ -1,19 +1,21 @@
 //! Exact assessment of a whole history, in any arrival order (SPEC §4 "Offline check").
 //!
-//! Events are pushed in reading order and kept as compact fixed-size records with interned
-//! strings; nothing is decided until [`History::finish`], when the end of input is the end of
-//! time. `finish` then
+//! Events are pushed in reading order (one by one, or as [`Batch`]es that decoding threads
+//! build) and kept as compact fixed-size records with interned strings; a scope is kept as its
+//! name and a 128-bit hash, with no table to look it up in while reading. Reading also notes
+//! each emitter's seqs. Nothing is decided until [`History::finish`], when the end of input is
+//! the end of time. `finish` then
 //! 1. settles duplicates by `(emitter, seq)` and `(scope, incarnation, order, epoch)`: equal
 //!    deliveries keep one, differing ones are all set aside as `conflicting_duplicate`;
-//! 2. finds telemetry gaps per emitter;
-//! 3. groups events by `(property, scope)` and runs the supersession sweeps of
-//!    [`crate::scope`] over each group;
-//! 4. raises per-event reasons, route silence and window placement.
+//! 2. finds telemetry gaps per emitter (sorting by seq only emitters whose seqs went back);
+//! 3. raises per-event reasons, groups events by `(property, scope)` and runs the supersession
+//!    sweeps of [`crate::scope`] over each group, on all threads;
+//! 4. places route silence and malformed events in windows.
 
 use crate::contract::{Compiled, Contract, Grants};
 use crate::event::{Event, Kind, Outcome};
 use crate::finding::{Counterexample, EventView, Provenance, Reason, Verdict, counterexample_id};
-use crate::intern::{Interner, SharedInterner};
+use crate::intern::Interner;
 use crate::report::{
     ContractSummary, EmitterReport, PropertyReport, Report, RouteCoverage, Sample, UndeclaredRoute,
 };
@@ -76,13 +78,12 @@ impl Rec {
     fn live(&self) -> bool {
         !self.has(DUP | ASIDE)
     }
-    /// Equal as deliveries of one event (SPEC §4 "Duplicates").
-    fn same_content(&self, o: &Rec) -> bool {
+    /// Equal as deliveries of one event (SPEC §4 "Duplicates"); `scopes` holds their scopes.
+    fn same_content(&self, o: &Rec, scopes: &ScopeTexts) -> bool {
         self.kind == o.kind
             && self.has(REJECTED) == o.has(REJECTED)
             && self.prop == o.prop
-            && self.has(HAS_SCOPE) == o.has(HAS_SCOPE)
-            && self.scope == o.scope
+            && scopes.key(self) == scopes.key(o)
             && self.incarnation == o.incarnation
             && self.epoch() == o.epoch()
             && self.order() == o.order()
@@ -144,7 +145,7 @@ impl Acc {
             cxs: Vec::new(),
             events: 0,
             stale_rejections: 0,
-            route_obs: Vec::new(),
+            route_obs: vec![Vec::new(); self.route_obs.len()],
             undeclared: BTreeMap::new(),
         }
     }
@@ -164,11 +165,268 @@ impl Acc {
         self.cxs.extend(other.cxs);
         self.events += other.events;
         self.stale_rejections += other.stale_rejections;
+        for (mine, theirs) in self.route_obs.iter_mut().zip(other.route_obs) {
+            mine.extend(theirs);
+        }
+        for (route, n) in other.undeclared {
+            *self.undeclared.entry(route).or_default() += n;
+        }
     }
 
     fn hit(&mut self, reason: Reason, count: u64, key: SampleKey, sample: impl FnOnce() -> Sample) {
         self.counts[reason as usize] += count;
         keep_sample(self.samples.entry(reason).or_default(), key, sample);
+    }
+}
+
+/// Counts every reader keeps: valid events, unattributed ones, the greatest valid event time.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    valid: u64,
+    unattributed: u64,
+    max_valid_ts: Option<i64>,
+}
+
+impl Tally {
+    fn add(&mut self, other: Tally) {
+        self.valid += other.valid;
+        self.unattributed += other.unattributed;
+        self.max_valid_ts = later(self.max_valid_ts, other.max_valid_ts);
+    }
+}
+
+fn later(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The scope hash: XXH3's 128-bit variant.
+fn scope_hash(s: &str) -> u128 {
+    xxhash_rust::xxh3::xxh3_128(s.as_bytes())
+}
+
+/// The scope of every scoped event, in reading order (a record's `scope` indexes it): the names
+/// in one arena, each with its 128-bit hash, which is what tells scopes apart.
+#[derive(Debug, Default)]
+struct ScopeTexts {
+    hashes: Vec<u128>,
+    text: String,
+    ends: Vec<u64>,
+}
+
+impl ScopeTexts {
+    fn push(&mut self, s: &str) -> u32 {
+        let i = u32::try_from(self.hashes.len()).expect("fewer than 2^32 scoped events");
+        self.hashes.push(scope_hash(s));
+        self.text.push_str(s);
+        self.ends.push(self.text.len() as u64);
+        i
+    }
+
+    /// The hash of a record's scope, which tells scopes apart (see [`History::assess_events`]).
+    fn key(&self, r: &Rec) -> Option<u128> {
+        r.has(HAS_SCOPE).then(|| self.hashes[r.scope as usize])
+    }
+
+    fn get(&self, i: u32) -> &str {
+        let i = i as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.text[start as usize..self.ends[i] as usize]
+    }
+
+    /// Appends `other`'s strings; returns the index its first one gets.
+    fn append(&mut self, other: ScopeTexts) -> u32 {
+        let base = u32::try_from(self.hashes.len()).expect("fewer than 2^32 scoped events");
+        let offset = self.text.len() as u64;
+        self.hashes.extend_from_slice(&other.hashes);
+        self.text.push_str(&other.text);
+        self.ends.extend(other.ends.iter().map(|e| e + offset));
+        base
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.hashes.capacity() * 16 + self.text.capacity() + self.ends.capacity() * 8
+    }
+}
+
+/// Turns a decoded event into a record (`Ok(None)`: valid but not kept), or says why it is
+/// malformed. Events that break a contract-level rule (no `property` under a multi-property
+/// contract) or a per-kind rule are malformed.
+fn admit(
+    contract: &Contract,
+    ev: &Event<'_>,
+    source: u32,
+    position: u64,
+    tally: &mut Tally,
+    strings: &mut Interner,
+    scopes: &mut ScopeTexts,
+) -> Result<Option<Rec>, String> {
+    if let Err((field, why)) = ev.validate() {
+        return Err(format!("field `{field}`: {why}"));
+    }
+    let prop = match ev.property {
+        Some(name) => match contract.property_index(name) {
+            Some(i) => i as u16,
+            None => UNATTRIBUTED,
+        },
+        None if contract.properties.len() == 1 => 0,
+        None => {
+            return Err(
+                "field `property`: required when the contract declares more than one property"
+                    .into(),
+            );
+        }
+    };
+    tally.valid += 1;
+    tally.max_valid_ts = later(tally.max_valid_ts, Some(ev.ts.0));
+    if prop == UNATTRIBUTED {
+        tally.unattributed += 1;
+        // Unattributed events count for emitter seq tracking only.
+        if ev.emitter.is_none() || ev.seq.is_none() {
+            return Ok(None);
+        }
+    }
+    let mut flags = 0;
+    let mut put = |cond: bool, f: u8| {
+        if cond {
+            flags |= f;
+        }
+    };
+    put(ev.epoch.is_some(), HAS_EPOCH);
+    put(ev.order.is_some(), HAS_ORDER);
+    put(ev.seq.is_some(), HAS_SEQ);
+    put(ev.outcome == Outcome::Rejected, REJECTED);
+    put(ev.scope.is_some(), HAS_SCOPE);
+    let mut opt = |s: Option<&str>| s.map_or(NONE, |s| strings.intern(s));
+    Ok(Some(Rec {
+        ts: ev.ts.0,
+        epoch: ev.epoch.map_or(0, |e| e.0),
+        order: ev.order.map_or(0, |o| o.0),
+        incarnation: ev.incarnation.0,
+        seq: ev.seq.map_or(0, |s| s.0),
+        position,
+        scope: ev.scope.map_or(NONE, |s| scopes.push(s)),
+        holder: opt(ev.holder),
+        route: opt(ev.route),
+        emitter: opt(ev.emitter),
+        source,
+        prop,
+        kind: ev.kind,
+        flags,
+    }))
+}
+
+/// What reading saw of one emitter's seqs. While they arrive increasing, which is the usual
+/// case, this is all `finish` needs to know of the emitter: it has no duplicate by seq and its
+/// gaps are listed here, so only emitters whose seqs went back are sorted by seq.
+#[derive(Debug, Clone, Default)]
+struct SeqTrack {
+    events: u64,
+    first: u64,
+    last: u64,
+    last_idx: u32,
+    /// Every seq was greater than the one read before it.
+    increasing: bool,
+    /// While increasing: the record indices on either side of each gap.
+    gaps: Vec<(u32, u32)>,
+    /// Properties of the events (`UNATTRIBUTED` included).
+    props: Vec<u16>,
+}
+
+impl SeqTrack {
+    /// Notes record `idx`, read after every other one noted.
+    fn note(tracks: &mut Vec<SeqTrack>, r: &Rec, idx: u32) {
+        if r.emitter == NONE || !r.has(HAS_SEQ) {
+            return;
+        }
+        let e = r.emitter as usize;
+        if e >= tracks.len() {
+            tracks.resize_with(e + 1, Default::default);
+        }
+        let t = &mut tracks[e];
+        if t.events == 0 {
+            t.first = r.seq;
+            t.increasing = true;
+        } else if t.increasing {
+            if r.seq <= t.last {
+                t.increasing = false;
+                t.gaps = Vec::new();
+            } else if r.seq > t.last + 1 {
+                t.gaps.push((t.last_idx, idx));
+            }
+        }
+        t.events += 1;
+        t.last = r.seq;
+        t.last_idx = idx;
+        if !t.props.contains(&r.prop) {
+            t.props.push(r.prop);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct BatchMalformed {
+    position: u64,
+    ts: Option<EventTime>,
+    /// The greatest valid event time of the batch before it.
+    prior: Option<i64>,
+    message: String,
+}
+
+/// Events of one source decoded off the caller's thread (a chunk of a file, by a worker), for
+/// [`History::append`], which adds them exactly as if each had been pushed in order. Building
+/// a batch does the per-event work (validation, string and scope keys) so that appending is
+/// little more than a copy.
+#[derive(Debug)]
+pub struct Batch {
+    source: SourceId,
+    recs: Vec<Rec>,
+    strings: Interner,
+    scopes: ScopeTexts,
+    malformed: Vec<BatchMalformed>,
+    tally: Tally,
+}
+
+impl Batch {
+    /// An empty batch of events read from `source`.
+    pub fn new(source: SourceId) -> Batch {
+        Batch {
+            source,
+            recs: Vec::new(),
+            strings: Interner::new(),
+            scopes: ScopeTexts::default(),
+            malformed: Vec::new(),
+            tally: Tally::default(),
+        }
+    }
+
+    /// Adds a decoded event read at `position`, checked against `contract` (the history's).
+    pub fn push(&mut self, contract: &Contract, ev: &Event<'_>, position: u64) {
+        match admit(
+            contract,
+            ev,
+            self.source.0,
+            position,
+            &mut self.tally,
+            &mut self.strings,
+            &mut self.scopes,
+        ) {
+            Ok(Some(rec)) => self.recs.push(rec),
+            Ok(None) => {}
+            Err(message) => self.push_malformed(position, Some(ev.ts), message),
+        }
+    }
+
+    /// Adds a malformed event (see [`History::push_malformed`]).
+    pub fn push_malformed(&mut self, position: u64, ts: Option<EventTime>, message: String) {
+        self.malformed.push(BatchMalformed {
+            position,
+            ts,
+            prior: self.tally.max_valid_ts,
+            message,
+        });
     }
 }
 
@@ -179,29 +437,14 @@ pub struct History {
     compiled: Compiled,
     sources: Vec<String>,
     strings: Interner,
-    scopes: std::sync::Arc<SharedInterner>,
+    scopes: ScopeTexts,
     recs: Vec<Rec>,
     malformed: Vec<MalformedRec>,
     malformed_samples: Vec<Sample>,
-    unattributed: u64,
-    valid: u64,
-    max_valid_ts: Option<i64>,
+    tally: Tally,
+    /// By emitter (string id).
+    seqs: Vec<SeqTrack>,
     threads: usize,
-}
-
-/// An interned scope of one [`History`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ScopeKey(u32);
-
-/// A handle on a [`History`]'s scope interner that decoding threads can share.
-#[derive(Debug, Clone)]
-pub struct ScopeInterner(std::sync::Arc<SharedInterner>);
-
-impl ScopeInterner {
-    /// The key of `scope`.
-    pub fn key(&self, scope: &str) -> ScopeKey {
-        ScopeKey(self.0.intern(scope))
-    }
 }
 
 /// A source of events (a file, stdin): its index in [`History`].
@@ -217,13 +460,12 @@ impl History {
             compiled,
             sources: Vec::new(),
             strings: Interner::new(),
-            scopes: Default::default(),
+            scopes: ScopeTexts::default(),
             recs: Vec::new(),
             malformed: Vec::new(),
             malformed_samples: Vec::new(),
-            unattributed: 0,
-            valid: 0,
-            max_valid_ts: None,
+            tally: Tally::default(),
+            seqs: Vec::new(),
             threads: 1,
         }
     }
@@ -253,7 +495,7 @@ impl History {
 
     /// Number of valid events pushed.
     pub fn valid_events(&self) -> u64 {
-        self.valid
+        self.tally.valid
     }
 
     /// Number of malformed events pushed.
@@ -271,91 +513,55 @@ impl History {
     /// Adds a decoded event read at `position` of `source`. Events that break a contract-level
     /// rule (no `property` under a multi-property contract) or a per-kind rule become malformed.
     pub fn push(&mut self, ev: &Event<'_>, source: SourceId, position: u64) {
-        let scope = ev.scope.map(|s| ScopeKey(self.scopes.intern(s)));
-        self.push_keyed(ev, scope, source, position);
-    }
-
-    /// The interner of scope ids, for decoding threads that intern scopes before
-    /// [`History::push_keyed`].
-    pub fn scope_interner(&self) -> ScopeInterner {
-        ScopeInterner(self.scopes.clone())
-    }
-
-    /// [`History::push`] with the event's scope interned by this history's [`ScopeInterner`].
-    pub fn push_keyed(
-        &mut self,
-        ev: &Event<'_>,
-        scope: Option<ScopeKey>,
-        source: SourceId,
-        position: u64,
-    ) {
-        debug_assert_eq!(
-            scope.map(|k| self.scopes.resolve(k.0)).as_deref(),
-            ev.scope,
-            "the key of another scope"
-        );
-        if let Err((field, why)) = ev.validate() {
-            return self.push_malformed(
-                source,
-                position,
-                Some(ev.ts),
-                format!("field `{field}`: {why}"),
-            );
-        }
-        let prop = match ev.property {
-            Some(name) => match self.contract.property_index(name) {
-                Some(i) => i as u16,
-                None => UNATTRIBUTED,
-            },
-            None if self.contract.properties.len() == 1 => 0,
-            None => {
-                return self.push_malformed(
-                    source,
-                    position,
-                    Some(ev.ts),
-                    "field `property`: required when the contract declares more than one property"
-                        .into(),
-                );
-            }
-        };
-        self.valid += 1;
-        self.max_valid_ts = Some(self.max_valid_ts.map_or(ev.ts.0, |m| m.max(ev.ts.0)));
-        if prop == UNATTRIBUTED {
-            self.unattributed += 1;
-            // Unattributed events count for emitter seq tracking only.
-            if ev.emitter.is_none() || ev.seq.is_none() {
-                return;
-            }
-        }
-        let mut flags = 0;
-        let mut put = |cond: bool, f: u8| {
-            if cond {
-                flags |= f;
-            }
-        };
-        put(ev.epoch.is_some(), HAS_EPOCH);
-        put(ev.order.is_some(), HAS_ORDER);
-        put(ev.seq.is_some(), HAS_SEQ);
-        put(ev.outcome == Outcome::Rejected, REJECTED);
-        put(ev.scope.is_some(), HAS_SCOPE);
-        let opt = |i: &mut Interner, s: Option<&str>| s.map_or(NONE, |s| i.intern(s));
-        let rec = Rec {
-            ts: ev.ts.0,
-            epoch: ev.epoch.map_or(0, |e| e.0),
-            order: ev.order.map_or(0, |o| o.0),
-            incarnation: ev.incarnation.0,
-            seq: ev.seq.map_or(0, |s| s.0),
+        match admit(
+            &self.contract,
+            ev,
+            source.0,
             position,
-            scope: scope.map_or(NONE, |k| k.0),
-            holder: opt(&mut self.strings, ev.holder),
-            route: opt(&mut self.strings, ev.route),
-            emitter: opt(&mut self.strings, ev.emitter),
-            source: source.0,
-            prop,
-            kind: ev.kind,
-            flags,
-        };
-        self.recs.push(rec);
+            &mut self.tally,
+            &mut self.strings,
+            &mut self.scopes,
+        ) {
+            Ok(Some(rec)) => {
+                SeqTrack::note(&mut self.seqs, &rec, self.recs.len() as u32);
+                self.recs.push(rec);
+            }
+            Ok(None) => {}
+            Err(message) => self.push_malformed(source, position, Some(ev.ts), message),
+        }
+    }
+
+    /// Adds the events of `batch` after those read so far, as if each had been pushed.
+    pub fn append(&mut self, batch: Batch) {
+        let Batch {
+            source,
+            recs,
+            strings,
+            scopes,
+            malformed,
+            tally,
+        } = batch;
+        let prior = self.tally.max_valid_ts;
+        for m in malformed {
+            self.note_malformed(source, m.position, m.ts, later(prior, m.prior), m.message);
+        }
+        self.tally.add(tally);
+        let ids: Vec<u32> = (0..strings.len() as u32)
+            .map(|i| self.strings.intern(strings.resolve(i)))
+            .collect();
+        let id = |i: u32| if i == NONE { NONE } else { ids[i as usize] };
+        let base = self.scopes.append(scopes);
+        self.recs.reserve(recs.len());
+        for mut r in recs {
+            r.holder = id(r.holder);
+            r.route = id(r.route);
+            r.emitter = id(r.emitter);
+            if r.has(HAS_SCOPE) {
+                r.scope += base;
+            }
+            SeqTrack::note(&mut self.seqs, &r, self.recs.len() as u32);
+            self.recs.push(r);
+        }
     }
 
     /// Adds a malformed event: counted, kept as a sample, placed at its `ts` if that parsed,
@@ -367,6 +573,17 @@ impl History {
         ts: Option<EventTime>,
         message: String,
     ) {
+        self.note_malformed(source, position, ts, self.tally.max_valid_ts, message);
+    }
+
+    fn note_malformed(
+        &mut self,
+        source: SourceId,
+        position: u64,
+        ts: Option<EventTime>,
+        prior: Option<i64>,
+        message: String,
+    ) {
         if self.malformed_samples.len() < MALFORMED_SAMPLES {
             self.malformed_samples.push(Sample {
                 source: format!("{}:{position}", self.sources[source.0 as usize]),
@@ -376,7 +593,7 @@ impl History {
         }
         self.malformed.push(MalformedRec {
             ts: ts.map(|t| t.0),
-            prior: self.max_valid_ts,
+            prior,
         });
     }
 
@@ -443,8 +660,7 @@ impl History {
         let duplicates = self.settle_duplicates(&mut accs, &by_seq);
         let emitters = self.telemetry_gaps(&mut accs, &by_seq, &emitter_starts);
         drop(by_seq);
-        self.per_event(&mut accs);
-        self.scope_groups(&mut accs);
+        self.assess_events(&mut accs);
         self.place_malformed(&mut accs);
         let properties = self.conclude(accs);
         let verdict = properties
@@ -455,9 +671,9 @@ impl History {
         Report {
             verdict,
             contract: ContractSummary::from(&self.compiled),
-            unattributed: self.unattributed,
+            unattributed: self.tally.unattributed,
             malformed: self.malformed.len() as u64,
-            events: self.valid,
+            events: self.tally.valid,
             duplicates,
             properties,
             malformed_events: std::mem::take(&mut self.malformed_samples),
@@ -465,13 +681,22 @@ impl History {
         }
     }
 
-    /// Indices of events with an emitter and a seq, sorted by (emitter, seq, index): a stable
-    /// counting sort by emitter, then each emitter's run sorted only when its seqs did not
-    /// arrive in order (they usually do).
+    /// Indices of the events of emitters whose seqs did not arrive increasing, sorted by
+    /// (emitter, seq, index): a stable counting sort by emitter, then each emitter's run sorted.
     fn by_seq(&self) -> (Vec<u32>, Vec<u32>) {
         let recs = &self.recs;
-        let has = |r: &Rec| r.emitter != NONE && r.has(HAS_SEQ);
         let n = self.strings.len();
+        let back: Vec<bool> = (0..n)
+            .map(|e| {
+                self.seqs
+                    .get(e)
+                    .is_some_and(|t| t.events > 0 && !t.increasing)
+            })
+            .collect();
+        if !back.contains(&true) {
+            return (Vec::new(), vec![0; n + 1]);
+        }
+        let has = |r: &Rec| r.emitter != NONE && r.has(HAS_SEQ) && back[r.emitter as usize];
         let mut starts = vec![0u32; n + 1];
         for r in recs.iter().filter(|r| has(r)) {
             starts[r.emitter as usize + 1] += 1;
@@ -504,6 +729,7 @@ impl History {
 
     fn settle_duplicates(&mut self, accs: &mut [Acc], by_seq: &[u32]) -> u64 {
         let recs = &mut self.recs;
+        let scopes = &self.scopes;
         let mut by_order: Vec<u32> = (0..recs.len() as u32)
             .filter(|&i| {
                 let r = &recs[i as usize];
@@ -515,7 +741,7 @@ impl History {
             .collect();
         by_order.sort_unstable_by_key(|&i| {
             let r = &recs[i as usize];
-            (r.scope, r.incarnation, r.order, r.epoch(), i)
+            (scopes.key(r), r.incarnation, r.order, r.epoch(), i)
         });
         let mut equal_pairs: Vec<(u32, u32)> = Vec::new();
         let mut conflicts: Vec<Vec<u32>> = Vec::new();
@@ -532,7 +758,7 @@ impl History {
                     let first = recs[idx[a] as usize];
                     if idx[a + 1..b]
                         .iter()
-                        .all(|&i| recs[i as usize].same_content(&first))
+                        .all(|&i| recs[i as usize].same_content(&first, scopes))
                     {
                         for &i in &idx[a + 1..b] {
                             recs[i as usize].flags |= DUP;
@@ -556,7 +782,7 @@ impl History {
         groups(
             &by_order,
             &|x, y| {
-                x.scope == y.scope
+                scopes.key(x) == scopes.key(y)
                     && x.incarnation == y.incarnation
                     && x.order == y.order
                     && x.epoch() == y.epoch()
@@ -617,14 +843,18 @@ impl History {
                     .add_time_span(lo, hi, Reason::ConflictingDuplicate);
             }
         }
+        if equal_pairs.is_empty() {
+            return 0;
+        }
         self.recs
             .iter()
             .filter(|r| r.has(DUP) && !r.has(ASIDE))
             .count() as u64
     }
 
-    /// Gaps per emitter, in one pass over each emitter's run of `by_seq` (bounded by
-    /// `starts`, indexed by emitter id).
+    /// Gaps per emitter: from what reading noted for emitters whose seqs arrived increasing,
+    /// else in one pass over the emitter's run of `by_seq` (bounded by `starts`, indexed by
+    /// emitter id).
     fn telemetry_gaps(
         &self,
         accs: &mut [Acc],
@@ -634,35 +864,49 @@ impl History {
         let recs = &self.recs;
         let mut out = Vec::new();
         let mut found: Vec<(u32, u32)> = Vec::new();
-        for (emitter, w) in starts.windows(2).enumerate() {
-            let group = &by_seq[w[0] as usize..w[1] as usize];
-            let Some(&first) = group.first() else {
+        let mut feeds = vec![false; accs.len()];
+        for (emitter, track) in self.seqs.iter().enumerate() {
+            if track.events == 0 {
                 continue;
-            };
-            let mut feeds = vec![false; accs.len()];
-            let (mut missing, mut distinct) = (0u64, 1u64);
-            found.clear();
-            let mut prev = &recs[first as usize];
-            if let Some(f) = feeds.get_mut(prev.prop as usize) {
-                *f = true;
             }
-            for pair in group.windows(2) {
-                let y = &recs[pair[1] as usize];
-                if let Some(f) = feeds.get_mut(y.prop as usize) {
-                    *f = true;
-                }
-                if y.seq != prev.seq {
-                    distinct += 1;
-                    if y.seq > prev.seq + 1 {
-                        missing += y.seq - prev.seq - 1;
-                        found.push((pair[0], pair[1]));
+            feeds.fill(false);
+            found.clear();
+            let (first_seq, last_seq, distinct) = if track.increasing {
+                for &p in &track.props {
+                    if let Some(f) = feeds.get_mut(p as usize) {
+                        *f = true;
                     }
                 }
-                prev = y;
-            }
+                found.extend_from_slice(&track.gaps);
+                (track.first, track.last, track.events)
+            } else {
+                let group = &by_seq[starts[emitter] as usize..starts[emitter + 1] as usize];
+                let mut prev = &recs[group[0] as usize];
+                let first_seq = prev.seq;
+                let mut distinct = 1;
+                if let Some(f) = feeds.get_mut(prev.prop as usize) {
+                    *f = true;
+                }
+                for pair in group.windows(2) {
+                    let y = &recs[pair[1] as usize];
+                    if let Some(f) = feeds.get_mut(y.prop as usize) {
+                        *f = true;
+                    }
+                    if y.seq != prev.seq {
+                        distinct += 1;
+                        if y.seq > prev.seq + 1 {
+                            found.push((pair[0], pair[1]));
+                        }
+                    }
+                    prev = y;
+                }
+                (first_seq, prev.seq, distinct)
+            };
             let name = self.strings.resolve(emitter as u32);
+            let mut missing = 0;
             for &(xi, yi) in &found {
                 let (x, y) = (&recs[xi as usize], &recs[yi as usize]);
+                missing += y.seq - x.seq - 1;
                 for (p, _) in feeds.iter().enumerate().filter(|(_, f)| **f) {
                     let detail = format!(
                         "emitter `{name}` skipped seq {}..={} between {} and {}",
@@ -683,8 +927,8 @@ impl History {
             out.push(EmitterReport {
                 emitter: name.to_string(),
                 events: distinct,
-                first_seq: recs[first as usize].seq,
-                last_seq: prev.seq,
+                first_seq,
+                last_seq,
                 gaps: found.len() as u64,
                 missing,
             });
@@ -693,7 +937,7 @@ impl History {
         out
     }
 
-    fn per_event(&self, accs: &mut [Acc]) {
+    fn per_event(&self, recs: &[Rec], accs: &mut [Acc]) {
         let routes: Vec<Vec<(u32, usize)>> = self
             .contract
             .properties
@@ -706,7 +950,7 @@ impl History {
                     .collect()
             })
             .collect();
-        for r in &self.recs {
+        for r in recs {
             if r.prop == UNATTRIBUTED || r.has(DUP) {
                 continue;
             }
@@ -781,107 +1025,179 @@ impl History {
         }
     }
 
-    fn scope_groups(&self, accs: &mut [Acc]) {
+    /// The per-event reasons ([`History::per_event`]) and the per-scope sweeps over every
+    /// (property, scope) group, on up to `threads` threads.
+    ///
+    /// Scopes are told apart by their 128-bit hash (XXH3) rather than by comparing names: for a
+    /// billion distinct scopes the chance that any two share one is about 10^-21, far below
+    /// that of a memory error, while a table of names costs a random memory access per event,
+    /// which was most of the time of a large check.
+    ///
+    /// First each thread takes a contiguous range of records: it raises their per-event
+    /// reasons and buckets the scope group members among them by the hash's top bits (a
+    /// counting sort into compact slots, in record order). Then each thread takes a range of
+    /// buckets: it gathers each bucket's slots from every first-phase part (about a thousand,
+    /// in cache), sorts them by scope and [`Slot::sort_key`] and sweeps each group. Every
+    /// part has its own accumulators, merged at the end; nothing depends on the split, so the
+    /// output is that of a single thread.
+    fn assess_events(&self, accs: &mut [Acc]) {
+        #[derive(Clone, Copy, Default)]
+        struct Keyed {
+            scope: [u64; 2],
+            slot: Slot,
+        }
+        struct Part {
+            accs: Vec<Acc>,
+            starts: Vec<u32>,
+            keyed: Vec<Keyed>,
+        }
         let recs = &self.recs;
-        // Counting sort by scope id into compact slots (so that each bucket is contiguous and
-        // sorting it touches no record), then each bucket by
-        // (property, incarnation, class, epoch desc, ts, index).
-        let nscopes = self.scopes.id_bound();
-        let mut starts = vec![0u32; nscopes + 1];
+        let hashes = &self.scopes.hashes;
         let member = |r: &Rec| {
             r.prop != UNATTRIBUTED && r.has(HAS_SCOPE) && r.live() && r.kind != Kind::Heartbeat
         };
-        for r in recs.iter().filter(|r| member(r)) {
-            starts[r.scope as usize + 1] += 1;
-        }
-        for i in 0..nscopes {
-            starts[i + 1] += starts[i];
-        }
-        let mut fill = starts.clone();
-        let mut slots = vec![Slot::default(); starts[nscopes] as usize];
-        for (i, r) in recs.iter().enumerate() {
-            if member(r) {
-                let at = &mut fill[r.scope as usize];
-                slots[*at as usize] = Slot {
-                    inc: r.incarnation,
-                    epoch: r.epoch,
-                    ts: r.ts,
-                    order: r.order(),
-                    idx: i as u32,
-                    holder: r.holder,
-                    prop: r.prop,
-                    class: if r.committed_mutation() && r.has(HAS_EPOCH) {
-                        0
-                    } else if r.kind == Kind::Grant {
-                        1
-                    } else {
-                        2
+        // About 1024 events per bucket.
+        let bits = (usize::BITS - (recs.len() / 1024).leading_zeros()).min(16);
+        let nbuckets = 1usize << bits;
+        let bucket = |h: u128| {
+            if bits == 0 {
+                0
+            } else {
+                (h >> (128 - bits)) as usize
+            }
+        };
+        let first = |lo: usize, hi: usize, mut accs: Vec<Acc>| -> Part {
+            let recs = &recs[lo..hi];
+            self.per_event(recs, &mut accs);
+            let mut starts = vec![0u32; nbuckets + 1];
+            for r in recs.iter().filter(|r| member(r)) {
+                starts[bucket(hashes[r.scope as usize]) + 1] += 1;
+            }
+            for b in 0..nbuckets {
+                starts[b + 1] += starts[b];
+            }
+            let mut fill = starts.clone();
+            let mut keyed = vec![Keyed::default(); starts[nbuckets] as usize];
+            for (i, r) in (lo..).zip(recs) {
+                if !member(r) {
+                    continue;
+                }
+                let h = hashes[r.scope as usize];
+                let at = &mut fill[bucket(h)];
+                keyed[*at as usize] = Keyed {
+                    scope: [(h >> 64) as u64, h as u64],
+                    slot: Slot {
+                        inc: r.incarnation,
+                        epoch: r.epoch,
+                        ts: r.ts,
+                        order: r.order(),
+                        idx: i as u32,
+                        holder: r.holder,
+                        prop: r.prop,
+                        class: if r.committed_mutation() && r.has(HAS_EPOCH) {
+                            0
+                        } else if r.kind == Kind::Grant {
+                            1
+                        } else {
+                            2
+                        },
                     },
                 };
                 *at += 1;
             }
-        }
-        drop(fill);
-        // Buckets are independent: split them into contiguous ranges, one per thread, each
-        // with empty accumulators, and merge them back in range order, which keeps the output
-        // identical to a single-threaded run.
-        let threads = self.threads.clamp(1, 16);
-        let total = slots.len();
-        let mut cuts = vec![0usize];
-        for t in 1..threads {
-            let target = (total * t / threads) as u32;
-            cuts.push(starts.partition_point(|&x| x < target).min(nscopes));
-        }
-        cuts.push(nscopes);
-        let run = |lo: usize, hi: usize, bucket_slots: &mut [Slot], accs: &mut [Acc]| {
-            let base = starts[lo] as usize;
+            Part {
+                accs,
+                starts,
+                keyed,
+            }
+        };
+        let second = |lo: usize, hi: usize, parts: &[Part], accs: &mut [Acc]| {
             let mut work = scope::Workspace::default();
-            for s in lo..hi {
-                let bucket =
-                    &mut bucket_slots[starts[s] as usize - base..starts[s + 1] as usize - base];
-                if bucket.is_empty() {
-                    continue;
+            let mut bucket: Vec<Keyed> = Vec::new();
+            let mut group: Vec<Slot> = Vec::new();
+            for b in lo..hi {
+                bucket.clear();
+                for part in parts {
+                    let (from, to) = (part.starts[b] as usize, part.starts[b + 1] as usize);
+                    bucket.extend_from_slice(&part.keyed[from..to]);
                 }
-                bucket.sort_unstable_by_key(Slot::sort_key);
+                bucket.sort_unstable_by_key(|k| (k.scope, k.slot.sort_key()));
                 let mut a = 0;
                 while a < bucket.len() {
-                    let prop = bucket[a].prop;
-                    let b = a + bucket[a..].iter().take_while(|x| x.prop == prop).count();
-                    self.assess_group(&bucket[a..b], &mut accs[prop as usize], &mut work);
-                    a = b;
+                    let (scope, prop) = (bucket[a].scope, bucket[a].slot.prop);
+                    let len = bucket[a..]
+                        .iter()
+                        .take_while(|k| k.scope == scope && k.slot.prop == prop)
+                        .count();
+                    group.clear();
+                    group.extend(bucket[a..a + len].iter().map(|k| k.slot));
+                    self.assess_group(&group, &mut accs[prop as usize], &mut work);
+                    a += len;
                 }
             }
         };
-        if threads == 1 {
-            run(0, nscopes, &mut slots, accs);
-            return;
-        }
-        let mut parts: Vec<(usize, usize, &mut [Slot])> = Vec::new();
-        let mut rest: &mut [Slot] = &mut slots;
-        for w in cuts.windows(2) {
-            let len = (starts[w[1]] - starts[w[0]]) as usize;
-            let (part, tail) = rest.split_at_mut(len);
-            parts.push((w[0], w[1], part));
-            rest = tail;
-        }
-        let results: Vec<Vec<Acc>> = std::thread::scope(|sc| {
-            let handles: Vec<_> = parts
-                .into_iter()
-                .map(|(lo, hi, part)| {
-                    let mut local: Vec<Acc> = accs.iter().map(Acc::empty_like).collect();
-                    let run = &run;
-                    sc.spawn(move || {
-                        run(lo, hi, part, &mut local);
-                        local
+        let threads = self.threads.clamp(1, 16);
+        let empty = || accs.iter().map(Acc::empty_like).collect::<Vec<Acc>>();
+        let mut parts: Vec<Part> = if threads == 1 {
+            vec![first(0, recs.len(), empty())]
+        } else {
+            let per = recs.len().div_ceil(threads).max(1);
+            std::thread::scope(|sc| {
+                let handles: Vec<_> = (0..recs.len())
+                    .step_by(per)
+                    .map(|lo| {
+                        let (first, local) = (&first, empty());
+                        sc.spawn(move || first(lo, (lo + per).min(recs.len()), local))
                     })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("scope group thread"))
-                .collect()
-        });
-        for local in results {
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("event thread"))
+                    .collect()
+            })
+        };
+        let mut locals: Vec<Vec<Acc>> = parts
+            .iter_mut()
+            .map(|p| std::mem::take(&mut p.accs))
+            .collect();
+        // Bucket ranges of about equal numbers of slots.
+        let mut sizes = vec![0u64; nbuckets + 1];
+        for b in 0..nbuckets {
+            let n: u32 = parts.iter().map(|p| p.starts[b + 1] - p.starts[b]).sum();
+            sizes[b + 1] = sizes[b] + u64::from(n);
+        }
+        let total = sizes[nbuckets];
+        let mut cuts = vec![0usize];
+        for t in 1..threads {
+            let target = total * t as u64 / threads as u64;
+            cuts.push(sizes.partition_point(|&x| x < target).min(nbuckets));
+        }
+        cuts.push(nbuckets);
+        if threads == 1 {
+            let mut local = empty();
+            second(0, nbuckets, &parts, &mut local);
+            locals.push(local);
+        } else {
+            let parts = &parts;
+            locals.extend(std::thread::scope(|sc| {
+                let handles: Vec<_> = cuts
+                    .windows(2)
+                    .map(|w| {
+                        let (second, mut local) = (&second, empty());
+                        sc.spawn(move || {
+                            second(w[0], w[1], parts, &mut local);
+                            local
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("scope group thread"))
+                    .collect::<Vec<_>>()
+            }));
+        }
+        drop(parts);
+        for local in locals {
             for (acc, part) in accs.iter_mut().zip(local) {
                 acc.absorb(part);
             }
@@ -893,7 +1209,7 @@ impl History {
         let prop = &self.contract.properties[group[0].prop as usize];
         let mut found = scope::decide_group(group, prop.clock_skew.0, work);
         let group_scope = recs[group[0].idx as usize].scope;
-        let scope_name = || self.scopes.resolve(group_scope);
+        let scope_name = || self.scopes.get(group_scope).to_string();
         for &i in found.ambiguous() {
             let r = &recs[i as usize];
             acc.hit(Reason::AmbiguousOrder, 1, (r.source, r.position), || {

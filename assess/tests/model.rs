@@ -6,6 +6,7 @@
 //! count, and that every `stale_commit` really is certain.
 
 use fencewatch_assess::event::{Epoch, Event, Incarnation, Kind, Order, Outcome, Seq};
+use fencewatch_assess::history::Batch;
 use fencewatch_assess::{EventTime, History, Reason};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -303,30 +304,34 @@ fn model(evs: &[E], grants_required: bool, skew: i64) -> Findings {
     f
 }
 
+/// The core's view of a model event.
+fn event(e: &E) -> Event<'static> {
+    Event {
+        kind: e.kind,
+        ts: EventTime(1_000_000 + e.ts),
+        property: None,
+        scope: e.scope,
+        epoch: e.epoch.map(Epoch),
+        route: e.route,
+        outcome: if e.rejected {
+            Outcome::Rejected
+        } else {
+            Outcome::Committed
+        },
+        holder: e.holder,
+        op_id: None,
+        incarnation: Incarnation(e.inc),
+        order: e.order.map(Order),
+        emitter: e.emitter,
+        seq: e.seq.map(Seq),
+    }
+}
+
 fn core(evs: &[E], grants_required: bool, skew: i64) -> (Findings, fencewatch_assess::Report) {
     let mut h = History::new(contract(grants_required, skew));
     let src = h.add_source("m");
     for (i, e) in evs.iter().enumerate() {
-        let ev = Event {
-            kind: e.kind,
-            ts: EventTime(1_000_000 + e.ts),
-            property: None,
-            scope: e.scope,
-            epoch: e.epoch.map(Epoch),
-            route: e.route,
-            outcome: if e.rejected {
-                Outcome::Rejected
-            } else {
-                Outcome::Committed
-            },
-            holder: e.holder,
-            op_id: None,
-            incarnation: Incarnation(e.inc),
-            order: e.order.map(Order),
-            emitter: e.emitter,
-            seq: e.seq.map(Seq),
-        };
-        h.push(&ev, src, i as u64);
+        h.push(&event(e), src, i as u64);
     }
     let report = h.finish();
     let p = &report.properties[0];
@@ -406,6 +411,54 @@ proptest! {
         };
         prop_assert_eq!(stale(&a, None), stale(&b, Some(&shuffled)));
         prop_assert_eq!(a.reasons, b.reasons);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+    /// Reading in batches (as `check`'s decoding threads do, malformed lines among them) and
+    /// assessing on several threads give the report of pushing one by one on one thread; and
+    /// what is said of emitters does not depend on arrival order, whether their seqs arrive
+    /// increasing (noted while reading) or not (sorted at the end).
+    #[test]
+    fn batches_threads_and_seq_order_change_nothing(
+        evs in prop::collection::vec(arb_event(), 0..40),
+        cuts in prop::collection::vec(0usize..40, 0..4),
+        bad in prop::collection::vec(0usize..40, 0..3),
+        threads in 2usize..5,
+    ) {
+        let contract = contract(false, 50);
+        let mut one = History::new(contract.clone());
+        let src = one.add_source("m");
+        let mut batched = History::new(contract.clone());
+        batched.add_source("m");
+        batched.set_threads(threads);
+        let mut batch = Batch::new(src);
+        for (i, e) in evs.iter().enumerate() {
+            if cuts.contains(&i) {
+                batched.append(std::mem::replace(&mut batch, Batch::new(src)));
+            }
+            if bad.contains(&i) {
+                one.push_malformed(src, 10_000 + i as u64, None, "not JSON".into());
+                batch.push_malformed(10_000 + i as u64, None, "not JSON".into());
+            }
+            one.push(&event(e), src, i as u64);
+            batch.push(&contract, &event(e), i as u64);
+        }
+        batched.append(batch);
+        let a = serde_json::to_string(&one.finish()).unwrap();
+        let b = serde_json::to_string(&batched.finish()).unwrap();
+        prop_assert_eq!(&a, &b);
+        // Emitters in reverse order: seqs that arrived increasing now go back.
+        let mut reversed = History::new(contract);
+        reversed.add_source("m");
+        for (i, e) in evs.iter().enumerate().rev() {
+            reversed.push(&event(e), src, i as u64);
+        }
+        let emitters = |json: &str| serde_json::from_str::<serde_json::Value>(json).unwrap()["emitters"].clone();
+        let c = serde_json::to_string(&reversed.finish()).unwrap();
+        prop_assert_eq!(emitters(&a), emitters(&c));
     }
 }
 

@@ -8,9 +8,8 @@
 
 use crate::json::{self, DecodeError};
 use crossbeam_channel::{Receiver, Sender, bounded};
-use fencewatch_assess::event::{Epoch, Event, Incarnation, Kind, Order, Outcome, Seq};
-use fencewatch_assess::history::{History, ScopeInterner, ScopeKey, SourceId};
-use fencewatch_assess::time::EventTime;
+use fencewatch_assess::Contract;
+use fencewatch_assess::history::{Batch, History, SourceId};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Read};
@@ -92,111 +91,14 @@ struct Chunk {
     array: bool,
 }
 
-const NO_STR: u32 = u32::MAX;
-
-#[derive(Clone, Copy)]
-struct Packed {
-    kind: Kind,
-    ts: EventTime,
-    strs: [(u32, u32); 5],
-    scope_key: Option<ScopeKey>,
-    epoch: Option<Epoch>,
-    outcome: Outcome,
-    incarnation: Incarnation,
-    order: Option<Order>,
-    seq: Option<Seq>,
-    position: u64,
-}
-
-enum Item {
-    Event(Packed),
-    Bad {
-        position: u64,
-        ts: Option<EventTime>,
-        message: String,
-    },
-}
-
+/// A decoded chunk: its place in reading order and its events.
 struct Parsed {
     seq: u64,
-    source: SourceId,
-    arena: String,
-    items: Vec<Item>,
+    batch: Batch,
 }
 
-impl Parsed {
-    fn pack(&mut self, d: &json::Decoded<'_>, position: u64, scopes: &ScopeInterner) {
-        let e = d.event();
-        let scope_key = e.scope.map(|s| scopes.key(s));
-        let mut put = |s: Option<&str>| match s {
-            None => (NO_STR, 0),
-            Some(s) => {
-                let start = self.arena.len() as u32;
-                self.arena.push_str(s);
-                (start, s.len() as u32)
-            }
-        };
-        let strs = [
-            put(e.property),
-            put(e.scope),
-            put(e.route),
-            put(e.holder),
-            put(e.emitter),
-        ];
-        self.items.push(Item::Event(Packed {
-            kind: e.kind,
-            ts: e.ts,
-            strs,
-            scope_key,
-            epoch: e.epoch,
-            outcome: e.outcome,
-            incarnation: e.incarnation,
-            order: e.order,
-            seq: e.seq,
-            position,
-        }));
-    }
-
-    fn bad(&mut self, position: u64, e: DecodeError) {
-        self.items.push(Item::Bad {
-            position,
-            ts: e.ts,
-            message: e.to_string(),
-        });
-    }
-
-    fn feed(&self, history: &mut History) {
-        let s = |(start, len): (u32, u32)| {
-            (start != NO_STR).then(|| &self.arena[start as usize..(start + len) as usize])
-        };
-        for item in &self.items {
-            match item {
-                Item::Event(p) => {
-                    let ev = Event {
-                        kind: p.kind,
-                        ts: p.ts,
-                        property: s(p.strs[0]),
-                        scope: s(p.strs[1]),
-                        epoch: p.epoch,
-                        route: s(p.strs[2]),
-                        outcome: p.outcome,
-                        holder: s(p.strs[3]),
-                        op_id: None,
-                        incarnation: p.incarnation,
-                        order: p.order,
-                        emitter: s(p.strs[4]),
-                        seq: p.seq,
-                    };
-                    history.push_keyed(&ev, p.scope_key, self.source, p.position);
-                }
-                Item::Bad {
-                    position,
-                    ts,
-                    message,
-                } => history.push_malformed(self.source, *position, *ts, message.clone()),
-            }
-        }
-    }
+fn bad(batch: &mut Batch, position: u64, e: DecodeError) {
+    batch.push_malformed(position, e.ts, e.to_string());
 }
 
 /// The lines of `data` split at `\n` (the last one may be empty), found with memchr.
@@ -210,16 +112,12 @@ fn lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
     })
 }
 
-fn decode_chunk(chunk: Chunk, max_line_bytes: usize, scopes: &ScopeInterner) -> Parsed {
-    let mut out = Parsed {
-        seq: chunk.seq,
-        source: chunk.source,
-        arena: String::new(),
-        items: Vec::new(),
-    };
+fn decode_chunk(chunk: Chunk, max_line_bytes: usize, contract: &Contract) -> Parsed {
+    let mut batch = Batch::new(chunk.source);
     if chunk.array {
         match std::str::from_utf8(&chunk.data) {
-            Err(e) => out.bad(
+            Err(e) => bad(
+                &mut batch,
                 1,
                 DecodeError {
                     field: None,
@@ -230,19 +128,23 @@ fn decode_chunk(chunk: Chunk, max_line_bytes: usize, scopes: &ScopeInterner) -> 
             Ok(text) => {
                 for (i, r) in json::decode_array(text).into_iter().enumerate() {
                     match r {
-                        Ok(d) => out.pack(&d, i as u64 + 1, scopes),
-                        Err(e) => out.bad(i as u64 + 1, e),
+                        Ok(d) => batch.push(contract, &d.event(), i as u64 + 1),
+                        Err(e) => bad(&mut batch, i as u64 + 1, e),
                     }
                 }
             }
         }
-        return out;
+        return Parsed {
+            seq: chunk.seq,
+            batch,
+        };
     }
     let mut oversized = chunk.oversized.iter().peekable();
     for (this, line) in (chunk.first_line..).zip(lines(&chunk.data)) {
         if oversized.peek().is_some_and(|(n, _)| *n == this) {
             let (_, len) = oversized.next().expect("peeked");
-            out.bad(
+            bad(
+                &mut batch,
                 this,
                 DecodeError {
                     field: None,
@@ -257,11 +159,14 @@ fn decode_chunk(chunk: Chunk, max_line_bytes: usize, scopes: &ScopeInterner) -> 
             continue;
         }
         match json::decode_line(line, max_line_bytes) {
-            Ok(d) => out.pack(&d, this, scopes),
-            Err(e) => out.bad(this, e),
+            Ok(d) => batch.push(contract, &d.event(), this),
+            Err(e) => bad(&mut batch, this, e),
         }
     }
-    out
+    Parsed {
+        seq: chunk.seq,
+        batch,
+    }
 }
 
 /// Cuts one input into chunks of whole lines.
@@ -422,6 +327,8 @@ pub fn read_into(
     let (parsed_tx, parsed_rx): (Sender<Parsed>, Receiver<Parsed>) = bounded(threads * 2);
     let read_bytes = std::sync::atomic::AtomicU64::new(0);
     let mut progress = progress;
+    // The workers' copy: `history` is borrowed mutably by this thread meanwhile.
+    let contract = history.contract().clone();
     std::thread::scope(|s| {
         let reader = s.spawn(|| {
             let mut seq = 0u64;
@@ -438,14 +345,14 @@ pub fn read_into(
             drop(chunk_tx);
             Ok::<(), ReadError>(())
         });
+        let contract = &contract;
         for _ in 0..threads {
             let rx = chunk_rx.clone();
             let tx = parsed_tx.clone();
-            let scopes = history.scope_interner();
             s.spawn(move || {
                 for chunk in rx {
                     if tx
-                        .send(decode_chunk(chunk, opts.max_line_bytes, &scopes))
+                        .send(decode_chunk(chunk, opts.max_line_bytes, contract))
                         .is_err()
                     {
                         break;
@@ -460,7 +367,7 @@ pub fn read_into(
         for parsed in &parsed_rx {
             pending.insert(parsed.seq, parsed);
             while let Some(p) = pending.remove(&next) {
-                p.feed(history);
+                history.append(p.batch);
                 next += 1;
             }
             if let Some(f) = progress.as_mut() {
