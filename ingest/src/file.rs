@@ -197,28 +197,30 @@ impl Cutter<'_> {
         self.tx.send(chunk).is_ok()
     }
 
-    /// Takes the next block of bytes.
-    fn block(&mut self, mut block: &[u8]) -> bool {
+    /// Takes the bytes just read into `carry`, from `from` on (before `from`, `carry` holds
+    /// the unfinished line read before, with no newline: empty while skipping).
+    fn filled(&mut self, mut from: usize) -> bool {
         if let Some(len) = self.skipping {
-            match memchr::memchr(b'\n', block) {
+            match memchr::memchr(b'\n', &self.carry[from..]) {
                 None => {
-                    self.skipping = Some(len + block.len() as u64);
+                    self.skipping = Some(len + (self.carry.len() - from) as u64);
+                    self.carry.truncate(from);
                     return true;
                 }
                 Some(i) => {
                     // The oversized line ends here: it becomes an empty line of the next chunk.
                     self.oversized.push((self.line, len + i as u64));
                     self.skipping = None;
-                    self.carry.clear();
-                    block = &block[i..];
+                    self.carry.drain(..from + i);
+                    from = 0;
                 }
             }
         }
-        self.carry.extend_from_slice(block);
-        if let Some(last) = memchr::memrchr(b'\n', &self.carry) {
-            let rest = self.carry.split_off(last + 1);
+        if let Some(last) = memchr::memrchr(b'\n', &self.carry[from..]) {
+            let last = from + last;
+            let rest = self.carry[last + 1..].to_vec();
             let mut data = std::mem::replace(&mut self.carry, rest);
-            data.pop();
+            data.truncate(last);
             let lines = memchr::memchr_iter(b'\n', &data).count() as u64 + 1;
             if !self.send(data, lines) {
                 return false;
@@ -269,22 +271,30 @@ fn read_input(
         oversized: Vec::new(),
         skipping: None,
     };
-    let mut buf = vec![0u8; CHUNK_BYTES];
     let mut first = true;
     loop {
-        let n = match reader.read(&mut buf) {
+        // Read straight into the carried buffer (no copy), up to a chunk at a time.
+        let from = cutter.carry.len();
+        cutter.carry.reserve(CHUNK_BYTES);
+        let n = match reader
+            .by_ref()
+            .take(CHUNK_BYTES as u64)
+            .read_to_end(&mut cutter.carry)
+        {
             Ok(0) => break,
             Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(err(e)),
         };
         read_bytes.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
         if first
             && matches!(input, Input::Path(_))
-            && buf[..n].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[')
+            && cutter.carry[from..]
+                .iter()
+                .find(|b| !b.is_ascii_whitespace())
+                == Some(&b'[')
         {
             // A JSON array document: read whole and decoded element by element.
-            let mut data = buf[..n].to_vec();
+            let mut data = std::mem::take(&mut cutter.carry);
             reader.read_to_end(&mut data).map_err(err)?;
             let chunk = Chunk {
                 seq: *cutter.seq,
@@ -299,7 +309,7 @@ fn read_input(
             return Ok(());
         }
         first = false;
-        if !cutter.block(&buf[..n]) {
+        if !cutter.filled(from) {
             return Ok(());
         }
     }
