@@ -392,11 +392,20 @@ pub struct Batch {
 impl Batch {
     /// An empty batch of events read from `source`.
     pub fn new(source: SourceId) -> Batch {
+        Batch::with_capacity(source, 0)
+    }
+
+    /// An empty batch with room for `events` events.
+    pub fn with_capacity(source: SourceId, events: usize) -> Batch {
         Batch {
             source,
-            recs: Vec::new(),
+            recs: Vec::with_capacity(events),
             strings: Interner::new(),
-            scopes: ScopeTexts::default(),
+            scopes: ScopeTexts {
+                hashes: Vec::with_capacity(events),
+                text: String::new(),
+                ends: Vec::with_capacity(events),
+            },
             malformed: Vec::new(),
             tally: Tally::default(),
         }
@@ -491,6 +500,8 @@ impl History {
     /// saves the copies of a growing buffer.
     pub fn reserve(&mut self, events: usize) {
         self.recs.reserve(events);
+        self.scopes.hashes.reserve(events);
+        self.scopes.ends.reserve(events);
     }
 
     /// Number of valid events pushed.
