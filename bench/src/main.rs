@@ -241,6 +241,7 @@ fn run(args: &RunArgs) -> Result<()> {
 
     let mut serde_s = Vec::new();
     let mut check_s = Vec::new();
+    let mut check1_s = Vec::new();
     let mut df_s = Vec::new();
     let mut serde_out: Option<(u64, u64)> = None;
     let mut check_out: Option<CheckOut> = None;
@@ -250,7 +251,11 @@ fn run(args: &RunArgs) -> Result<()> {
     // Interleaved, so that drift of the machine hits all three alike.
     for i in 0..args.runs {
         if !args.json {
-            eprintln!("run {}/{}: serde, check, datafusion", i + 1, args.runs);
+            eprintln!(
+                "run {}/{}: serde, check, check --threads 1, datafusion",
+                i + 1,
+                args.runs
+            );
         }
         let (s, code, out) = timed(Command::new(&me).arg("serde").arg(file), "serde")?;
         if code != 0 {
@@ -279,8 +284,30 @@ fn run(args: &RunArgs) -> Result<()> {
         if check_out.as_ref().is_some_and(|p| *p != c) {
             notes.push(format!("check results differ between runs (run {})", i + 1));
         }
-        check_out = Some(c);
+        check_out = Some(c.clone());
         check_s.push(s);
+
+        // The same on one thread: its result must not depend on the thread count.
+        let (s, code, out) = timed(
+            Command::new(&fencewatch)
+                .arg("check")
+                .args(["--threads", "1"])
+                .arg("--contract")
+                .arg(contract)
+                .args(["--format", "json"])
+                .arg(file),
+            "fencewatch check --threads 1",
+        )?;
+        if !(0..=2).contains(&code) {
+            bail!("fencewatch check --threads 1 exited with {code}");
+        }
+        if parse_check(&out, code)? != c {
+            notes.push(format!(
+                "check --threads 1 differs from check (run {})",
+                i + 1
+            ));
+        }
+        check1_s.push(s);
 
         let (s, code, out) = timed(
             Command::new(&me)
@@ -323,6 +350,7 @@ fn run(args: &RunArgs) -> Result<()> {
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         serde: report::Measurement::new(serde_s, events),
         check: report::Measurement::new(check_s, events),
+        check_one_thread: report::Measurement::new(check1_s, events),
         datafusion: report::Measurement::new(df_s, events),
         check_verdict: check_out.verdict,
         check_exit_code: check_out.exit_code,

@@ -60,6 +60,8 @@ pub(crate) struct Report {
     pub(crate) cores: usize,
     pub(crate) serde: Measurement,
     pub(crate) check: Measurement,
+    /// `check --threads 1`.
+    pub(crate) check_one_thread: Measurement,
     pub(crate) datafusion: Measurement,
     pub(crate) check_verdict: String,
     pub(crate) check_exit_code: i32,
@@ -103,6 +105,7 @@ impl Report {
                 "events": self.check_events,
                 "stale_commit": self.check_stale_commit,
             },
+            "check_one_thread": self.check_one_thread.to_json(),
             "datafusion": {
                 "timing": self.datafusion.to_json(),
                 "count": self.datafusion_count,
@@ -146,6 +149,11 @@ impl Report {
                     "verdict {} (exit {}), stale_commit {}",
                     self.check_verdict, self.check_exit_code, self.check_stale_commit
                 ),
+            ),
+            (
+                "check -t1",
+                &self.check_one_thread,
+                "check --threads 1 (same result unless noted)".to_owned(),
             ),
             (
                 "datafusion",
