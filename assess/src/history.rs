@@ -9,7 +9,7 @@
 //!    deliveries keep one, differing ones are all set aside as `conflicting_duplicate`;
 //! 2. finds telemetry gaps per emitter (sorting by seq only emitters whose seqs went back);
 //! 3. raises per-event reasons, groups events by `(property, scope)` and runs the supersession
-//!    sweeps of [`crate::scope`] over each group, on all threads;
+//!    sweeps of the `scope` module over each group, on all threads;
 //! 4. places route silence and malformed events in windows.
 
 use crate::contract::{Compiled, Contract, Grants};

@@ -8,7 +8,7 @@
 //! - [`contract`]: the TOML contract, its validation and its compiler (accepted or rejected
 //!   candidates with their obligations).
 //! - [`history`]: exact assessment of a whole history in any arrival order (`check`).
-//! - [`scope`]: the per-scope decision procedures (certain order, supersession sweeps,
+//! - `scope`: the per-scope decision procedures (certain order, supersession sweeps,
 //!   epoch reuse, grants, route silence) shared by every mode.
 //! - [`tracker`]: bounded per-scope state for the service: epoch intervals inside the horizon,
 //!   folded into a high-water mark that is never forgotten.

@@ -4,7 +4,7 @@
 //! [`Live`] takes events one at a time from one ordered partition (the WAL or a Kafka
 //! partition). Per (property, scope) it keeps the events still inside the retention horizon
 //! (`watermark - retention`) and re-runs the same per-scope procedures as `check`
-//! ([`crate::scope::decide_group`]) over them when the scope changes, so inside the horizon the
+//! (`scope::decide_group`) over them when the scope changes, so inside the horizon the
 //! findings are exactly `check`'s, whatever the arrival order. Older events are folded into a
 //! [`Tracker`] high-water mark that is never forgotten: a late event is judged against the kept
 //! events and the mark, `refuted` where certain, `unknown(late_evidence)` where the exact answer
