@@ -5,7 +5,7 @@
 //! - [`json`]: strict schema-v1 JSON decoding (NDJSON lines and JSON arrays) with per-line,
 //!   per-field errors; a malformed line is an `Err` here and `malformed_event` evidence in the
 //!   core, never a crash.
-//! - [`file`]: streaming files and stdin through a parallel decoder into a
+//! - [`mod@file`]: streaming files and stdin through a parallel decoder into a
 //!   [`fencewatch_assess::History`], in reading order, with bounded memory.
 //! - [`partition`]: one local partition: the WAL batches, applying them to the live assessor,
 //!   opening with checkpoint restore and replay.

@@ -6,7 +6,7 @@
 //! (`watermark - retention`) and re-runs the same per-scope procedures as `check`
 //! (`scope::decide_group`) over them when the scope changes, so inside the horizon the
 //! findings are exactly `check`'s, whatever the arrival order. Older events are folded into a
-//! [`Tracker`] high-water mark that is never forgotten: a late event is judged against the kept
+//! [`crate::tracker::Tracker`] high-water mark that is never forgotten: a late event is judged against the kept
 //! events and the mark, `refuted` where certain, `unknown(late_evidence)` where the exact answer
 //! would need folded detail.
 //!
