@@ -42,7 +42,8 @@ fn offline(c: &Contract, evs: &[E], order: &[usize]) -> (Cxs, BTreeMap<Reason, u
 }
 
 fn live_cxs(l: &Live) -> Cxs {
-    l.counterexamples(None, None, None, None, None, usize::MAX / 4)
+    l.view()
+        .counterexamples(None, None, None, None, None, usize::MAX / 4)
         .counterexamples
         .into_iter()
         .map(|x| {
@@ -67,7 +68,7 @@ proptest! {
         let mut l = live(&c, &evs, &order, NEVER_FOLD);
         l.close();
         prop_assert_eq!(live_cxs(&l), cxs);
-        let mut got = l.unknown_counts(0);
+        let mut got = l.view().unknown_counts(0);
         // Route silence is decided only up to the live watermark; `check` decides every window.
         reasons.remove(&Reason::RouteSilent);
         got.remove(&Reason::RouteSilent);
@@ -157,7 +158,7 @@ fn a_resumed_old_owner_is_caught_after_its_epoch_was_folded() {
     assert_eq!(scope.high_water.as_ref().map(|h| h.epoch), Some(42));
     // The old owner resumes.
     push(&mut l, Kind::Commit, 100_050, 41, 4);
-    let page = l.counterexamples(None, None, None, None, None, 10);
+    let page = l.view().counterexamples(None, None, None, None, None, 10);
     assert_eq!(page.counterexamples.len(), 1);
     let cx = &page.counterexamples[0];
     assert_eq!(cx.stale.epoch, Some(41));
@@ -165,9 +166,9 @@ fn a_resumed_old_owner_is_caught_after_its_epoch_was_folded() {
     assert_eq!(cx.stale.source, "wal:4");
     // A late event from before the horizon whose order against folded epochs is unknown.
     push(&mut l, Kind::Commit, 150, 40, 5);
-    let counts = l.unknown_counts(0);
+    let counts = l.view().unknown_counts(0);
     assert!(
-        counts.contains_key(&Reason::LateEvidence) || l.counterexample_count(0) == 2,
+        counts.contains_key(&Reason::LateEvidence) || l.view().counterexample_count(0) == 2,
         "{counts:?}"
     );
 }
@@ -188,13 +189,13 @@ fn assurance_follows_the_watermark_and_the_wall_clock() {
     }
     // r2 is unfenced: unknown. Assess only what the unfenced route does not touch? It touches
     // every window, so the verdict is unknown, final up to the watermark.
-    let a = l.assurance(0, 400, 200, 500);
+    let a = l.view().assurance(0, 400, 200, 500);
     assert_eq!(a.verdict, fencewatch_assess::Verdict::Unknown);
     assert!(a.unknown.contains_key(&Reason::UnfencedRoute));
     assert!(a.is_final);
     assert!(!a.stale_evidence);
     // The wall clock runs far ahead of the watermark: stale evidence, never holds.
-    let b = l.assurance(0, 10_000, 200, 10_000);
+    let b = l.view().assurance(0, 10_000, 200, 10_000);
     assert!(b.stale_evidence);
     assert_eq!(b.verdict, fencewatch_assess::Verdict::Unknown);
     assert!(b.unknown.contains_key(&Reason::StaleEvidence));
@@ -215,7 +216,7 @@ fn extreme_seqs_neither_panic_nor_allocate() {
     l.push(&heartbeat(10, "e", u64::MAX), src, 0, 1_000);
     l.push(&heartbeat(11, "e", 0), src, 1, 1_000);
     l.push(&heartbeat(12, "e", 1 << 40), src, 2, 1_000);
-    let cov = l.coverage(0);
+    let cov = l.view().coverage(0);
     assert_eq!(cov.emitters[0].gaps, 2);
     assert!(cov.emitters[0].missing > 0);
 }
@@ -245,12 +246,12 @@ fn a_commit_whose_grant_was_folded_is_never_holds() {
     cm.route = Some("r1");
     cm.holder = Some("c");
     l.push(&cm, src, 2, 1_000_000);
-    let counts = l.unknown_counts(0);
+    let counts = l.view().unknown_counts(0);
     assert!(
-        counts.contains_key(&Reason::LateEvidence) || l.counterexample_count(0) == 1,
+        counts.contains_key(&Reason::LateEvidence) || l.view().counterexample_count(0) == 1,
         "{counts:?}"
     );
-    let a = l.assurance(0, 4000, 2000, 4000);
+    let a = l.view().assurance(0, 4000, 2000, 4000);
     assert_ne!(a.verdict, fencewatch_assess::Verdict::Holds, "{a:?}");
 }
 
@@ -272,7 +273,11 @@ fn other_properties_traffic_settles_a_pending_holder_mismatch() {
     l.push(&ev(Kind::Grant, 1000, "p", "a"), s, 0, 1_000_000);
     l.push(&ev(Kind::Commit, 1020, "p", "b"), s, 1, 1_000_000);
     l.push(&ev(Kind::Commit, 5000, "q", "a"), s, 2, 1_000_000);
-    assert_eq!(l.counterexample_count(0), 1, "the mismatch of p is decided");
+    assert_eq!(
+        l.view().counterexample_count(0),
+        1,
+        "the mismatch of p is decided"
+    );
 }
 
 #[test]
@@ -288,7 +293,7 @@ fn the_timeline_stays_bounded_over_a_long_range() {
     b.ts = EventTime(1_000_000_000_000); // 10^10 windows of 100 ns later
     l.push(&b, src, 1, i64::MAX / 2);
     let started = std::time::Instant::now();
-    let runs = l.timeline(0, 0, i64::MAX, 10_000);
+    let runs = l.view().timeline(0, 0, i64::MAX, 10_000);
     assert!(runs.len() <= 10, "{}", runs.len());
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
 }

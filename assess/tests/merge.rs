@@ -309,8 +309,9 @@ fn a_counterexample_in_two_summaries_counts_once() {
     let c = contract();
     let mut l = live_of(&c, &[commit(100, "s", 2), commit(200, "s", 1)]);
     l.close();
-    assert_eq!(l.counterexample_count(0), 1);
+    assert_eq!(l.view().counterexample_count(0), 1);
     let id = l
+        .view()
         .counterexamples(None, None, None, None, None, 10)
         .counterexamples[0]
         .id
@@ -332,7 +333,7 @@ fn a_counterexample_in_two_summaries_counts_once() {
         (1, vec![id.clone()])
     );
     assert_eq!(a.verdict, Verdict::Refuted);
-    assert_eq!(v.counterexample(&id), l.counterexample(&id));
+    assert_eq!(v.counterexample(&id), l.view().counterexample(&id));
     // One per page too: with limit 1 there is no second page holding the copy.
     let first = v.counterexamples(Some(0), None, None, None, None, 1);
     assert_eq!(first.counterexamples.len(), 1);
@@ -354,7 +355,7 @@ fn an_emitters_runs_join_across_partitions() {
     let odd = live_of(&c, &[beat(10, 1), beat(30, 3), beat(50, 5), beat(90, 9)]);
     let even = live_of(&c, &[beat(20, 2), beat(40, 4), beat(60, 6)]);
     assert_eq!(
-        odd.coverage(0).emitters[0].gaps,
+        odd.view().coverage(0).emitters[0].gaps,
         3,
         "alone, each partition has gaps"
     );

@@ -178,7 +178,7 @@ mod tests {
         // One after 3 s, then every 5 s, over 60 s.
         assert!((11..=13).contains(&demo.injected), "{}", demo.injected);
         assert_eq!(demo.missing, 1);
-        let counts = live.unknown_counts(0);
+        let counts = live.view().unknown_counts(0);
         assert_eq!(
             counts.get(&fencewatch_assess::Reason::MissingEpoch),
             Some(&1)
@@ -187,10 +187,11 @@ mod tests {
             counts.contains_key(&fencewatch_assess::Reason::RouteSilent),
             "{counts:?}"
         );
-        let found = live.counterexample_count(0) as u64;
+        let found = live.view().counterexample_count(0) as u64;
         assert_eq!(found, demo.injected);
         assert!(
             !live
+                .view()
                 .unknown_counts(0)
                 .contains_key(&fencewatch_assess::Reason::AmbiguousOrder)
         );

@@ -252,7 +252,7 @@ pub fn apply_decoded(
                     offset,
                     error: DecodeError {
                         field: None,
-                        reason: live.last_malformed().unwrap_or_default().to_string(),
+                        reason: live.view().last_malformed().unwrap_or_default().to_string(),
                         ts: Some(d.event().ts),
                     },
                 }),
@@ -445,7 +445,9 @@ mod tests {
         assert_eq!(a.accepted, 2);
         assert_eq!(a.errors.len(), 1);
         assert_eq!((a.errors[0].item, a.errors[0].offset), (3, 102));
-        let page = live.counterexamples(None, None, None, None, None, 10);
+        let page = live
+            .view()
+            .counterexamples(None, None, None, None, None, 10);
         assert_eq!(page.counterexamples.len(), 1);
         assert_eq!(page.counterexamples[0].stale.source, "http:103");
     }
@@ -473,14 +475,20 @@ mod tests {
                     checkpoint(&mut o.wal, &mut o.checkpoints, next, &state).unwrap();
                 }
             }
-            let page = o.live.counterexamples(None, None, None, None, None, 1000);
+            let page = o
+                .live
+                .view()
+                .counterexamples(None, None, None, None, None, 1000);
             ids.extend(page.counterexamples.into_iter().map(|c| c.id));
             assert!(!ids.is_empty());
         }
         let o = open(dir.path(), contract(), opts()).unwrap();
         assert_eq!(o.restored_from, Some(21));
         assert_eq!(o.replayed_records, 29);
-        let page = o.live.counterexamples(None, None, None, None, None, 1000);
+        let page = o
+            .live
+            .view()
+            .counterexamples(None, None, None, None, None, 1000);
         let again: Vec<String> = page.counterexamples.into_iter().map(|c| c.id).collect();
         assert_eq!(again, ids);
     }

@@ -762,9 +762,13 @@ impl Kafka {
                 Ok(d) => {
                     let ev = d.event();
                     match part.live.push(&ev, part.source, position, received) {
-                        Pushed::Malformed => {
-                            Some(part.live.last_malformed().unwrap_or_default().to_string())
-                        }
+                        Pushed::Malformed => Some(
+                            part.live
+                                .view()
+                                .last_malformed()
+                                .unwrap_or_default()
+                                .to_string(),
+                        ),
                         Pushed::Assessed => {
                             // Partitioning by scope is what keeps a scope's events together.
                             let key = msg.key().unwrap_or_default();

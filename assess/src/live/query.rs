@@ -461,71 +461,8 @@ fn gaps(emitters: &[EmitterRef<'_>], p: usize) -> Vec<(i64, i64, u64)> {
     out
 }
 
-/// Every query of one partition goes through its [`View`]: one code path with the merge.
+/// Queries that need one partition's resident events; every other query is [`Live::view`]'s.
 impl Live {
-    /// Reason counts of a property over its whole history (like `check`, but with the live
-    /// watermark): for the overview and metrics.
-    pub fn unknown_counts(&self, p: usize) -> BTreeMap<Reason, u64> {
-        self.view().unknown_counts(p)
-    }
-
-    /// Counterexamples of a property so far.
-    pub fn counterexample_count(&self, p: usize) -> usize {
-        self.view().counterexample_count(p)
-    }
-
-    /// The message of the last malformed event.
-    pub fn last_malformed(&self) -> Option<&str> {
-        self.view().last_malformed()
-    }
-
-    /// The assessment of property `p` at `at` over the trailing `window` (ns), at wall time
-    /// `wall` (ns).
-    pub fn assurance(&self, p: usize, at: i64, window: i64, wall: i64) -> Assurance {
-        self.view().assurance(p, at, window, wall)
-    }
-
-    /// The window series of property `p` with derived reasons (route silence up to the
-    /// watermark, telemetry gaps), as runs, restricted to windows intersecting `[from, to)`.
-    pub fn timeline(&self, p: usize, from: i64, to: i64, max_windows: u64) -> Vec<WindowRun> {
-        self.view().timeline(p, from, to, max_windows)
-    }
-
-    /// Counterexamples of property `p` (every property when `None`), optionally of one scope
-    /// and with stale event time in `[from, to)`, after `cursor`, at most `limit`.
-    pub fn counterexamples(
-        &self,
-        p: Option<usize>,
-        scope: Option<&str>,
-        from: Option<i64>,
-        to: Option<i64>,
-        cursor: Option<(i64, &str)>,
-        limit: usize,
-    ) -> CxPage {
-        self.view()
-            .counterexamples(p, scope, from, to, cursor, limit)
-    }
-
-    /// One counterexample by id.
-    pub fn counterexample(&self, id: &str) -> Option<Counterexample> {
-        self.view().counterexample(id)
-    }
-
-    /// Routes, undeclared routes and emitters of property `p`.
-    pub fn coverage(&self, p: usize) -> Coverage {
-        self.view().coverage(p)
-    }
-
-    /// Events assessed per property.
-    pub fn property_events(&self, p: usize) -> u64 {
-        self.view().property_events(p)
-    }
-
-    /// Stale rejections (rejected commits/fences: the fence worked) per property.
-    pub fn stale_rejections(&self, p: usize) -> u64 {
-        self.view().stale_rejections(p)
-    }
-
     /// The resident history of one scope of property `p` (per-scope state stays in its
     /// partition: scopes are partitioned by key).
     pub fn scope(&self, p: usize, scope: &str) -> Option<ScopeView> {
