@@ -149,6 +149,30 @@ fn timed(cmd: &mut Command, what: &str) -> Result<(f64, i32, Vec<u8>)> {
     Ok((seconds, code, out.stdout))
 }
 
+/// One timed `fencewatch check --format json` run with `extra` arguments.
+fn run_check(
+    fencewatch: &Path,
+    contract: &Path,
+    file: &Path,
+    extra: &[&str],
+) -> Result<(f64, CheckOut)> {
+    let what = format!("fencewatch check {}", extra.join(" "));
+    let (s, code, out) = timed(
+        Command::new(fencewatch)
+            .arg("check")
+            .args(extra)
+            .arg("--contract")
+            .arg(contract)
+            .args(["--format", "json"])
+            .arg(file),
+        &what,
+    )?;
+    if !(0..=2).contains(&code) {
+        bail!("{what} exited with {code} (3 = error, 64 = usage)");
+    }
+    Ok((s, parse_check(&out, code)?))
+}
+
 fn parse_check(stdout: &[u8], exit_code: i32) -> Result<CheckOut> {
     let v: serde_json::Value =
         serde_json::from_slice(stdout).context("fencewatch check printed no valid JSON")?;
@@ -268,46 +292,21 @@ fn run(args: &RunArgs) -> Result<()> {
         serde_out = Some((o.events, o.errors));
         serde_s.push(s);
 
-        let (s, code, out) = timed(
-            Command::new(&fencewatch)
-                .arg("check")
-                .arg("--contract")
-                .arg(contract)
-                .args(["--format", "json"])
-                .arg(file),
-            "fencewatch check",
-        )?;
-        if !(0..=2).contains(&code) {
-            bail!("fencewatch check exited with {code} (3 = error, 64 = usage)");
-        }
-        let c = parse_check(&out, code)?;
+        // All cores, then one thread: the result must not depend on the thread count.
+        let (s, c) = run_check(&fencewatch, contract, file, &[])?;
         if check_out.as_ref().is_some_and(|p| *p != c) {
             notes.push(format!("check results differ between runs (run {})", i + 1));
         }
-        check_out = Some(c.clone());
         check_s.push(s);
-
-        // The same on one thread: its result must not depend on the thread count.
-        let (s, code, out) = timed(
-            Command::new(&fencewatch)
-                .arg("check")
-                .args(["--threads", "1"])
-                .arg("--contract")
-                .arg(contract)
-                .args(["--format", "json"])
-                .arg(file),
-            "fencewatch check --threads 1",
-        )?;
-        if !(0..=2).contains(&code) {
-            bail!("fencewatch check --threads 1 exited with {code}");
-        }
-        if parse_check(&out, code)? != c {
+        let (s, c1) = run_check(&fencewatch, contract, file, &["--threads", "1"])?;
+        if c1 != c {
             notes.push(format!(
                 "check --threads 1 differs from check (run {})",
                 i + 1
             ));
         }
         check1_s.push(s);
+        check_out = Some(c);
 
         let (s, code, out) = timed(
             Command::new(&me)
