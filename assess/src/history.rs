@@ -239,6 +239,8 @@ impl ScopeTexts {
     /// Appends `other`'s strings; returns the index its first one gets.
     fn append(&mut self, other: ScopeTexts) -> u32 {
         let base = u32::try_from(self.hashes.len()).expect("fewer than 2^32 scoped events");
+        u32::try_from(self.hashes.len() + other.hashes.len())
+            .expect("fewer than 2^32 scoped events");
         let offset = self.text.len() as u64;
         self.hashes.extend_from_slice(&other.hashes);
         self.text.push_str(&other.text);
