@@ -273,15 +273,27 @@ fn read_input(
         skipping: None,
     };
     let mut first = true;
+    // Stdin is read one `read` at a time, so that a terminal's end of input (one `read` of 0
+    // bytes, which `read_to_end` would read past) ends it.
+    let mut buf = match input {
+        Input::Stdin => vec![0u8; CHUNK_BYTES],
+        Input::Path(_) => Vec::new(),
+    };
     loop {
-        // Read straight into the carried buffer (no copy), up to a chunk at a time.
         let from = cutter.carry.len();
         cutter.carry.reserve(CHUNK_BYTES);
-        let n = match reader
-            .by_ref()
-            .take(CHUNK_BYTES as u64)
-            .read_to_end(&mut cutter.carry)
-        {
+        let read = match input {
+            // Straight into the carried buffer (no copy), up to a chunk at a time.
+            Input::Path(_) => reader
+                .by_ref()
+                .take(CHUNK_BYTES as u64)
+                .read_to_end(&mut cutter.carry),
+            Input::Stdin => match reader.read(&mut buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => r.inspect(|&n| cutter.carry.extend_from_slice(&buf[..n])),
+            },
+        };
+        let n = match read {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) => return Err(err(e)),

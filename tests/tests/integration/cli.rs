@@ -28,6 +28,34 @@ fn exit_codes_follow_the_verdict() {
     }
 }
 
+/// On a terminal, the first Ctrl-D ends the input (a `read` of 0 bytes), as for `cat`: what
+/// is typed after it is not read.
+#[test]
+fn stdin_on_a_terminal_ends_at_the_first_end_of_input() {
+    let (c, _) = case("stale-fence");
+    let line = |ts: u64| {
+        format!(r#"{{"kind":"commit","ts":{ts},"scope":"o-1","epoch":1,"route":"api.write"}}"#)
+    };
+    let script = repo().join("tests/python/tty_check.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(fencewatch_tests::bin())
+        .arg(&c)
+        .arg(line(1_000_000_000))
+        .arg(line(2_000_000_000))
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(doc["events"], 1, "{stdout}");
+}
+
 #[test]
 fn reads_stdin_and_provenance_names_it() {
     let (c, e) = case("stale-fence");
