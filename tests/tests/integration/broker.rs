@@ -4,12 +4,11 @@
 //! one group, and the broker stopped and back.
 
 use super::kafka::{
-    CONTRACT, SEC, TOPIC, batches, fast_session, kafka_args, observations, single_then_pair,
+    CONTRACT, SEC, TOPIC, batches, kafka_args, killed_then_clean, single_then_pair,
 };
+use fencewatch_tests::commit_line;
 use fencewatch_tests::kafka::{Tansu, python_produce};
 use fencewatch_tests::service::{TestService, now_ns};
-use fencewatch_tests::{commit_line, xorshift};
-use std::collections::BTreeSet;
 
 fn lines(batch: &[(String, String)]) -> Vec<String> {
     batch.iter().map(|(_, v)| v.clone()).collect()
@@ -66,37 +65,22 @@ fn sigkill_mid_stream_and_restart_lose_and_duplicate_nothing() {
     let broker = Tansu::start();
     let all = batches(now_ns(), 16, 60);
     let total = (all.len() * all[0].len()) as u64;
-    let dir = tempfile::tempdir().unwrap();
-    let config = fast_session(dir.path());
-    let killed = dir.path().join("killed");
-    std::fs::create_dir_all(&killed).unwrap();
+    // The first batch creates the topic (4 partitions) before the instance starts.
     python_produce(&broker.brokers, TOPIC, 4, &lines(&all[0]));
-    let mut args = kafka_args(&broker.brokers, "killed");
-    args.extend(["--config", config.as_str()]);
-    let mut svc = TestService::start(&killed, CONTRACT, &args);
-    let mut rng = 0x1234_5678_9abc_def1u64;
-    let mut kills = 0;
-    for batch in &all[1..] {
+    let produce = |batch: &[(String, String)]| {
         python_produce(&broker.brokers, TOPIC, 0, &lines(batch));
-        xorshift(&mut rng);
-        if rng.is_multiple_of(3) {
-            std::thread::sleep(std::time::Duration::from_millis(rng % 500));
-            svc = TestService::restart(svc.kill9());
-            kills += 1;
-        }
-    }
+    };
+    let (kills, cxs) = killed_then_clean(
+        &broker.brokers,
+        &all[1..],
+        produce,
+        total,
+        0x1234_5678_9abc_def1,
+        500,
+        120,
+    );
     assert!(kills >= 2, "only {kills} kills");
-    svc.wait_for("every event assessed", 120, |s| observations(s) == total);
-    let got = svc.cx_ids();
-    let unique: BTreeSet<&String> = got.iter().collect();
-    assert_eq!(unique.len(), got.len(), "a counterexample twice: {got:?}");
-    let clean = dir.path().join("clean");
-    std::fs::create_dir_all(&clean).unwrap();
-    let once = TestService::start(&clean, CONTRACT, &kafka_args(&broker.brokers, "clean"));
-    once.wait_for("every event assessed", 120, |s| observations(s) == total);
-    let want = once.cx_ids();
-    assert!(want.len() >= 3, "{want:?}");
-    assert_eq!(got, want, "after {kills} kills");
+    assert!(cxs >= 3, "{cxs} counterexamples");
 }
 
 #[test]

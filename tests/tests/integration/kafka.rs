@@ -219,33 +219,41 @@ pub(crate) fn batches(now: i64, n: usize, per: usize) -> Vec<Vec<(String, String
         .collect()
 }
 
-#[test]
-fn kill_9_mid_stream_and_restart_loses_and_duplicates_nothing() {
-    let mock = MockCluster::new(1).unwrap();
-    mock.create_topic(TOPIC, 4, 1).unwrap();
-    let brokers = mock.bootstrap_servers();
-    let all = batches(now_ns(), 24, 50);
-    let total = (all.len() * all[0].len()) as u64;
+/// Produces `batches` with `produce` while one instance (group `killed`) is SIGKILLed and
+/// restarted at pseudo-random moments (from `seed`, after pauses under `max_pause_ms`); then,
+/// once it assessed all `total` events, checks that it holds every counterexample exactly once
+/// and the same ones as another group (`clean`) reading the topic uninterrupted. Returns the
+/// number of kills and of counterexamples, for the caller's bounds.
+pub(crate) fn killed_then_clean(
+    brokers: &str,
+    batches: &[Vec<(String, String)>],
+    mut produce: impl FnMut(&[(String, String)]),
+    total: u64,
+    seed: u64,
+    max_pause_ms: u64,
+    timeout_s: u64,
+) -> (u32, usize) {
     let dir = tempfile::tempdir().unwrap();
     let killed = dir.path().join("killed");
     std::fs::create_dir_all(&killed).unwrap();
     let config = fast_session(dir.path());
-    let mut args = kafka_args(&brokers, "killed");
+    let mut args = kafka_args(brokers, "killed");
     args.extend(["--config", &config]);
     let mut svc = TestService::start(&killed, CONTRACT, &args);
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut rng = seed;
     let mut kills = 0;
-    for batch in &all {
-        produce(&brokers, TOPIC, batch);
+    for batch in batches {
+        produce(batch);
         xorshift(&mut rng);
         if rng.is_multiple_of(3) {
-            std::thread::sleep(std::time::Duration::from_millis(rng % 400));
+            std::thread::sleep(std::time::Duration::from_millis(rng % max_pause_ms));
             svc = TestService::restart(svc.kill9());
             kills += 1;
         }
     }
-    assert!(kills >= 3, "only {kills} kills");
-    svc.wait_for("every event assessed", 90, |s| observations(s) == total);
+    svc.wait_for("every event assessed", timeout_s, |s| {
+        observations(s) == total
+    });
     let got = svc.cx_ids();
     let unique: BTreeSet<&String> = got.iter().collect();
     assert_eq!(unique.len(), got.len(), "a counterexample twice: {got:?}");
@@ -253,11 +261,34 @@ fn kill_9_mid_stream_and_restart_loses_and_duplicates_nothing() {
     // The same topic read once, uninterrupted, by another group.
     let clean = dir.path().join("clean");
     std::fs::create_dir_all(&clean).unwrap();
-    let once = TestService::start(&clean, CONTRACT, &kafka_args(&brokers, "clean"));
-    once.wait_for("every event assessed", 90, |s| observations(s) == total);
+    let once = TestService::start(&clean, CONTRACT, &kafka_args(brokers, "clean"));
+    once.wait_for("every event assessed", timeout_s, |s| {
+        observations(s) == total
+    });
     let want = once.cx_ids();
-    assert!(want.len() >= 5, "{want:?}");
     assert_eq!(got, want, "after {kills} kills");
+    (kills, want.len())
+}
+
+#[test]
+fn kill_9_mid_stream_and_restart_loses_and_duplicates_nothing() {
+    let mock = MockCluster::new(1).unwrap();
+    mock.create_topic(TOPIC, 4, 1).unwrap();
+    let brokers = mock.bootstrap_servers();
+    let all = batches(now_ns(), 24, 50);
+    let total = (all.len() * all[0].len()) as u64;
+    let produce = |batch: &[(String, String)]| produce(&brokers, TOPIC, batch);
+    let (kills, cxs) = killed_then_clean(
+        &brokers,
+        &all,
+        produce,
+        total,
+        0x2545_f491_4f6c_dd1d,
+        400,
+        90,
+    );
+    assert!(kills >= 3, "only {kills} kills");
+    assert!(cxs >= 5, "{cxs} counterexamples");
 }
 
 #[test]
