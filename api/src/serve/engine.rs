@@ -707,9 +707,13 @@ fn apply_group(engine: &Engine, metrics: &Metrics, group: Ready_) -> u64 {
     {
         let mut live = engine.live.write().unwrap_or_else(|p| p.into_inner());
         let nprops = engine.contract.properties.len();
-        let rejections_before: Vec<u64> = (0..nprops)
-            .map(|p| live.view().stale_rejections(p))
-            .collect();
+        let rejections = |live: &Live| {
+            let view = live.view();
+            (0..nprops)
+                .map(|p| view.stale_rejections(p))
+                .collect::<Vec<u64>>()
+        };
+        let rejections_before = rejections(&live);
         decoded.with_dependent_mut(|_, batches| {
             for ((j, &base), (batch, items)) in jobs.iter().zip(&bases).zip(batches.iter_mut()) {
                 let items = std::mem::take(items);
@@ -726,8 +730,12 @@ fn apply_group(engine: &Engine, metrics: &Metrics, group: Ready_) -> u64 {
                 });
             }
         });
-        for (p, before) in rejections_before.into_iter().enumerate() {
-            let n = live.view().stale_rejections(p) - before;
+        for (p, (after, before)) in rejections(&live)
+            .into_iter()
+            .zip(rejections_before)
+            .enumerate()
+        {
+            let n = after - before;
             if n > 0 {
                 let labels = crate::serve::metrics::PropertyLabels {
                     property: engine.contract.properties[p].name.clone(),
