@@ -99,6 +99,21 @@ fn ingest_then_verdict_counterexample_in_api_and_metrics() {
     let contract = svc.get("/v1/contract").json();
     assert_eq!(contract["properties"][0]["name"], "order-mutation");
     assert_eq!(contract["status"]["status"], "accepted");
+    // A stale commit the resource rejected (the fence worked) is counted, once per request
+    // that brought one.
+    let rejected = |ts: i64| {
+        format!(
+            r#"{{"kind":"commit","ts":{ts},"scope":"order-3","epoch":1,"route":"orders-api.transition","outcome":"rejected"}}"#
+        )
+    };
+    for k in 1..=2 {
+        let r = svc.post_ndjson(&(rejected(now - 20 * SEC + k) + "\n"));
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(
+            svc.metric("fencewatch_stale_rejections_total{property=\"order-mutation\"}"),
+            Some(k as f64)
+        );
+    }
 }
 
 #[test]
