@@ -69,7 +69,7 @@ pub fn committed(brokers: &str, group: &str, topic: &str, partitions: i32) -> Ve
 
 /// A `tansu` broker (a Kafka-compatible broker, in memory) on a free 127.0.0.1 port, killed
 /// when dropped. `cargo install tansu --locked --features dynostore` puts it on the path
-/// (`.ci/run` does).
+/// (`.ci/run` does); tests that start one begin with `require!(Tansu)`.
 #[derive(Debug)]
 pub struct Tansu {
     child: std::process::Child,
@@ -110,26 +110,22 @@ impl Tansu {
 
     /// Stops the broker process (SIGSTOP): it answers nothing until [`Tansu::resume`].
     pub fn pause(&self) {
-        signal(self.child.id(), "-STOP");
+        signal(self.child.id(), "STOP");
     }
 
     /// Resumes a paused broker (SIGCONT).
     pub fn resume(&self) {
-        signal(self.child.id(), "-CONT");
+        signal(self.child.id(), "CONT");
     }
 }
 
 fn signal(pid: u32, sig: &str) {
-    let ok = std::process::Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "kill {sig} {pid}");
+    assert!(crate::signal(pid, sig), "kill -s {sig} {pid}");
 }
 
 impl Drop for Tansu {
     fn drop(&mut self) {
-        signal(self.child.id(), "-CONT");
+        signal(self.child.id(), "CONT");
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

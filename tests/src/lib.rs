@@ -1,7 +1,12 @@
-//! Helpers for the black-box tests: locating the real `fencewatch` binary and running it.
+//! Helpers for the black-box tests: locating the real `fencewatch` binary and running it, and
+//! [`require!`]: a test that needs an external tool (tansu, Chromium, promtool, a Python
+//! module) is skipped when the tool is missing, unless `CI=true`, where it fails.
 
 pub mod kafka;
 pub mod service;
+mod tools;
+
+pub use tools::{CHROMIUM, Tool, require};
 
 /// The contract most service tests run under: one property, two fenced routes.
 pub const ORDERS_CONTRACT: &str = r#"
@@ -115,4 +120,14 @@ pub fn check_json(contract: &Path, files: &[&Path]) -> (i32, serde_json::Value) 
         )
     });
     (out.status.code().expect("exit code"), doc)
+}
+
+/// Sends signal `sig` (`TERM`, `STOP`, `CONT`, …) to process `pid` with the `kill` built into
+/// `sh`, so that the tests need no procps (`/usr/bin/kill`); whether it was delivered.
+pub fn signal(pid: u32, sig: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", "kill -s \"$1\" \"$2\"", "sh", sig, &pid.to_string()])
+        .stdin(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }

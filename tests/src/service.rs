@@ -255,8 +255,8 @@ impl TestService {
 
     /// Sends SIGTERM and waits for the exit.
     pub fn terminate(mut self) -> (ExitStatus, String) {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let pid = self.child.id();
+        let _ = crate::signal(pid, "TERM");
         let status = self.child.wait().expect("wait");
         (status, self.stderr())
     }
