@@ -1,7 +1,8 @@
 //! `fencewatch serve` against a real Kafka-compatible broker (`tansu`, started per test on a
 //! free 127.0.0.1 port), fed by a real client (the Python confluent-kafka package, through
 //! `tests/python/kafka_produce.py`): a stale commit found, SIGKILL mid-stream, two instances in
-//! one group, and the broker stopped and back.
+//! one group, and the broker stopped and back. Skipped without tansu or confluent-kafka,
+//! except under `CI=true` (see `fencewatch_tests::require!`).
 
 use super::kafka::{
     CONTRACT, SEC, TOPIC, batches, kafka_args, killed_then_clean, single_then_pair,
@@ -16,6 +17,7 @@ fn lines(batch: &[(String, String)]) -> Vec<String> {
 
 #[test]
 fn a_stale_commit_produced_by_a_real_client_is_found() {
+    fencewatch_tests::require!(Tansu, ConfluentKafka);
     let broker = Tansu::start();
     let now = now_ns();
     let t0 = now - 60 * SEC;
@@ -62,6 +64,7 @@ fn a_stale_commit_produced_by_a_real_client_is_found() {
 
 #[test]
 fn sigkill_mid_stream_and_restart_lose_and_duplicate_nothing() {
+    fencewatch_tests::require!(Tansu, ConfluentKafka);
     let broker = Tansu::start();
     let all = batches(now_ns(), 16, 60);
     let total = (all.len() * all[0].len()) as u64;
@@ -85,6 +88,7 @@ fn sigkill_mid_stream_and_restart_lose_and_duplicate_nothing() {
 
 #[test]
 fn two_instances_in_one_group_agree_with_a_single_instance() {
+    fencewatch_tests::require!(Tansu, ConfluentKafka);
     let broker = Tansu::start();
     let all: Vec<String> = batches(now_ns(), 8, 60)
         .iter()
@@ -99,6 +103,7 @@ fn two_instances_in_one_group_agree_with_a_single_instance() {
 
 #[test]
 fn a_stopped_broker_turns_readiness_false_and_the_verdict_unknown_then_recovers() {
+    fencewatch_tests::require!(Tansu, ConfluentKafka);
     let broker = Tansu::start();
     python_produce(&broker.brokers, TOPIC, 2, &[]);
     let contract = CONTRACT

@@ -32,6 +32,7 @@ fn exit_codes_follow_the_verdict() {
 /// is typed after it is not read.
 #[test]
 fn stdin_on_a_terminal_ends_at_the_first_end_of_input() {
+    fencewatch_tests::require!(Python3);
     let (c, _) = case("stale-fence");
     let line = |ts: u64| {
         format!(r#"{{"kind":"commit","ts":{ts},"scope":"o-1","epoch":1,"route":"api.write"}}"#)

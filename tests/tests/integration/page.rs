@@ -1,11 +1,12 @@
 //! The page at `GET /`, rendered by a real browser (headless Chromium): each property's
-//! verdict, timeline and counterexamples, from the running service.
+//! verdict, timeline and counterexamples, from the running service. Skipped without
+//! Chromium, except under `CI=true` (see `fencewatch_tests::require!`).
 
 use fencewatch_tests::service::{Demo, request};
 use std::process::{Command, Stdio};
 
 fn chromium() -> String {
-    for c in ["chromium", "chromium-browser", "google-chrome"] {
+    for c in fencewatch_tests::CHROMIUM {
         if Command::new(c)
             .arg("--version")
             .stdout(Stdio::null())
@@ -21,6 +22,7 @@ fn chromium() -> String {
 
 #[test]
 fn the_page_shows_verdicts_timelines_and_counterexamples_in_a_browser() {
+    fencewatch_tests::require!(Chromium);
     let browser = chromium();
     let dir = tempfile::tempdir().unwrap();
     let demo = Demo::start(dir.path(), 2000, 1);

@@ -122,6 +122,7 @@ fn serve_command() -> Command {
 
 #[test]
 fn compose_fencewatch_consumes_the_topics_its_kafka_creates() {
+    fencewatch_tests::require!(PyYaml);
     let services = &doc("compose.yaml")["services"];
     let (fw, kafka, init) = (
         &services["fencewatch"],
@@ -358,6 +359,7 @@ fn fencewatch_toml_kafka_example_is_accepted_by_the_service() {
 
 #[test]
 fn compose_simulator_produces_a_live_workload_under_the_deployed_contract() {
+    fencewatch_tests::require!(PyYaml);
     let services = &doc("compose.yaml")["services"];
     let sim = &services["simulator"];
     assert_eq!(sim["image"], services["fencewatch"]["image"]);
