@@ -222,9 +222,10 @@ fn extreme_seqs_neither_panic_nor_allocate() {
 }
 
 #[test]
-fn a_commit_whose_grant_was_folded_is_never_holds() {
-    // Grant epoch 2 to `b`, fold it away, then `c` commits with epoch 2: check says
-    // holder_mismatch; serve cannot know the grant's holder any more: late_evidence.
+fn a_commit_whose_grant_was_folded_is_checked_against_it() {
+    // Grant epoch 2 to `b`, fold it away, then `c` commits with epoch 2 in order: check says
+    // holder_mismatch, and so does serve once the watermark passes the commit: the grant kept
+    // its holder (SPEC §4), and the commit, not older than the horizon, is no late evidence.
     let c = contract(false, 5);
     let mut l = Live::new(
         c,
@@ -240,19 +241,104 @@ fn a_commit_whose_grant_was_folded_is_never_holds() {
     g.holder = Some("b");
     l.push(&g, src, 0, 1_000_000);
     l.push(&heartbeat(3990, "e", 1), src, 1, 1_000_000);
+    assert!(
+        l.scope(0, "s").unwrap().events.is_empty(),
+        "the grant was folded"
+    );
     let mut cm = Event::new(Kind::Commit, EventTime(4000));
     cm.scope = Some("s");
     cm.epoch = Some(Epoch(2));
     cm.route = Some("r1");
     cm.holder = Some("c");
     l.push(&cm, src, 2, 1_000_000);
+    l.push(&heartbeat(4100, "e", 2), src, 3, 1_000_000);
     let counts = l.view().unknown_counts(0);
-    assert!(
-        counts.contains_key(&Reason::LateEvidence) || l.view().counterexample_count(0) == 1,
-        "{counts:?}"
+    assert!(!counts.contains_key(&Reason::LateEvidence), "{counts:?}");
+    let page = l.view().counterexamples(None, None, None, None, None, 10);
+    assert_eq!(page.counterexamples.len(), 1, "{counts:?}");
+    let cx = &page.counterexamples[0];
+    assert_eq!(cx.kind.as_str(), "holder_mismatch");
+    assert_eq!(
+        (cx.stale.source.as_str(), cx.superseding.source.as_str()),
+        ("http:2", "http:0")
     );
     let a = l.view().assurance(0, 4000, 2000, 4000);
     assert_ne!(a.verdict, fencewatch_assess::Verdict::Holds, "{a:?}");
+}
+
+/// A lease held far longer than the horizon (issue 11, item 6): its grant outlives the
+/// folding, so the holder's commits hold, under `grants = "required"` too, exactly as in
+/// `check`; a late commit older than the horizon whose grant was dropped is late evidence.
+#[test]
+fn a_lease_outlives_the_horizon() {
+    for required in [false, true] {
+        let c = contract_with(required, 5, "10ns", "100000ns");
+        let mut l = Live::new(
+            c.clone(),
+            LiveOptions {
+                retention: Some(20),
+                ..LiveOptions::default()
+            },
+        );
+        let src = l.add_source("wal");
+        let mut events = Vec::new();
+        let ev = |kind, ts: i64, epoch: u64, holder: &'static str| {
+            let mut e = Event::new(kind, EventTime(ts));
+            e.scope = Some("s");
+            e.epoch = Some(Epoch(epoch));
+            e.route = Some("r1");
+            e.holder = Some(holder);
+            e
+        };
+        events.push(ev(Kind::Grant, 1_000, 1, "a"));
+        // Route r2 is observed once: with a long freshness it is never silent.
+        let mut beat = Event::new(Kind::Heartbeat, EventTime(1_000));
+        beat.route = Some("r2");
+        events.push(beat);
+        for i in 0..100 {
+            events.push(ev(Kind::Commit, 1_010 + i * 10, 1, "a"));
+        }
+        // The lease passes to `b`, who commits for as long again.
+        events.push(ev(Kind::Grant, 2_100, 2, "b"));
+        for i in 0..100 {
+            events.push(ev(Kind::Commit, 2_110 + i * 10, 2, "b"));
+        }
+        let mut h = History::new(c);
+        let hs = h.add_source("wal");
+        for (i, e) in events.iter().enumerate() {
+            l.push(e, src, i as u64, 1_000_000);
+            h.push(e, hs, i as u64);
+        }
+        let counts = l.view().unknown_counts(0);
+        assert_eq!(counts, BTreeMap::new(), "required: {required}");
+        assert_eq!(l.view().counterexample_count(0), 0);
+        let a = l.view().assurance(0, 3_000, 1_500, 3_000);
+        assert_eq!(a.verdict, fencewatch_assess::Verdict::Holds, "{a:?}");
+        l.close();
+        assert_eq!(l.view().unknown_counts(0), h.finish().properties[0].unknown);
+        // Late, older than the horizon: `a` commits with epoch 1, whose grant went when the
+        // higher epoch 2 folded.
+        let late = ev(Kind::Commit, 1_500, 1, "c");
+        let mut l2 = live_of_events(&contract_with(required, 5, "10ns", "100000ns"), &events, 20);
+        l2.push(&late, 0, 999, 1_000_000);
+        let counts = l2.view().unknown_counts(0);
+        assert!(counts.contains_key(&Reason::LateEvidence), "{counts:?}");
+    }
+}
+
+fn live_of_events(c: &Contract, events: &[Event<'_>], retention: i64) -> Live {
+    let mut l = Live::new(
+        c.clone(),
+        LiveOptions {
+            retention: Some(retention),
+            ..LiveOptions::default()
+        },
+    );
+    let src = l.add_source("wal");
+    for (i, e) in events.iter().enumerate() {
+        l.push(e, src, i as u64, 1_000_000);
+    }
+    l
 }
 
 #[test]

@@ -73,6 +73,9 @@ const AMBIGUOUS: u8 = 32;
 const UNGRANTED: u8 = 64;
 /// The synthetic index of a scope's folded high-water mark in a sweep.
 const MARK_IDX: u32 = u32::MAX - 1;
+/// Synthetic indices of a scope's folded grants in a sweep start here (kept events' indices
+/// are below it).
+const FOLDED_IDX: u32 = 1 << 31;
 /// Malformed events whose message is kept (the most recent).
 pub const MALFORMED_SAMPLES: usize = 100;
 /// Samples kept per (property, reason): the first ones seen.
@@ -920,21 +923,24 @@ impl Live {
         }
         let skew = self.contract.properties[p].clock_skew.0;
         let grants_required = self.contract.properties[p].grants == Grants::Required;
-        let quiet = !grants_required && changes_nothing(st, &rec, skew, horizon);
+        let quiet = changes_nothing(st, &rec, skew, horizon)
+            && grant_settled(st.folded_grants(), &rec, grants_required);
         let new = st.push(rec);
-        // A commit whose holder check or grant requirement would need grants that were folded.
-        let needs_folded_grants = rec.class() == 0
-            && st.grants_folded
-            && (rec.holder != NONE || grants_required)
-            && !st.has_grant(rec.inc, rec.epoch);
+        // A commit older than the horizon whose holder check or grant requirement would need
+        // grants dropped below the mark (an event arriving in order never does: SPEC §4).
+        let needs_dropped_grants = rec.class() == 0
+            && rec.ts < horizon
+            && st.grants_unknown(rec.inc, rec.epoch)
+            && ((rec.holder != NONE && !st.has_grant(rec.inc, rec.epoch, Some(rec.holder)))
+                || (grants_required && !st.has_grant(rec.inc, rec.epoch, None)));
         self.state.props[p].scopes.note_kept();
         if rec.class() < 2 && !quiet {
             self.decide_scope(p, scope, Some(new), horizon);
         }
-        if needs_folded_grants {
+        if needs_dropped_grants {
             self.raise(p, &rec, Reason::LateEvidence, |_| {
                 format!(
-                    "grants of scope `{scope}` were folded: whether epoch {} was granted to this holder is not known",
+                    "epoch {} of scope `{scope}` arrived older than the retained horizon, and grants of that epoch were folded: whether it was granted to this holder is not known",
                     rec.epoch
                 )
             });
@@ -960,6 +966,19 @@ impl Live {
                 holder: e.holder,
                 prop: 0,
                 class: e.class(),
+            });
+        }
+        // Folded grants at or above the mark take part as the kept events do.
+        for (j, g) in st.folded_grants().iter().enumerate() {
+            self.slots.push(Slot {
+                inc: g.inc,
+                epoch: g.epoch,
+                ts: g.ts,
+                order: g.order(),
+                idx: FOLDED_IDX + j as u32,
+                holder: g.holder,
+                prop: 0,
+                class: 1,
             });
         }
         let mark = st.tracker.high_water();
@@ -993,7 +1012,8 @@ impl Live {
                 }
             }
         }
-        cxs.retain(|c| c.1 != MARK_IDX);
+        // Folded grants and the mark were decided when they were kept.
+        cxs.retain(|c| c.1 < FOLDED_IDX);
         // A holder mismatch is final only once the watermark passed the commit: until then a
         // grant to its holder may still arrive.
         let wm = self.partition_watermark(p).0;
@@ -1018,9 +1038,9 @@ impl Live {
         let mut toggles: Vec<(usize, u8)> = Vec::new();
         for (i, e) in st.events().iter().enumerate() {
             let amb = ambiguous.binary_search(&(i as u32)).is_ok();
-            // With grants folded, a missing grant is not known to be missing (late evidence).
+            // Below the mark, with grants dropped, a missing grant is not known to be missing.
             let ungr = grants_required
-                && !st.grants_folded
+                && !st.grants_unknown(e.inc, e.epoch)
                 && e.class() == 0
                 && ungranted.contains(&(i as u32));
             for (now, flag, reason) in [
@@ -1062,6 +1082,7 @@ impl Live {
         }
         let prop_name = self.contract.properties[p].name.clone();
         let events = self.state.props[p].scopes[scope].events();
+        let folded = self.state.props[p].scopes[scope].folded_grants();
         let mut by_time: Vec<u32> = (0..events.len() as u32).collect();
         by_time.sort_unstable_by_key(|&i| (events[i as usize].ts, i));
         let mut out = Vec::new();
@@ -1077,10 +1098,10 @@ impl Live {
                 .iter()
                 .map(|&i| events[i as usize])
                 .collect();
-            let (witness, m) = if witness == MARK_IDX {
-                (None, mark)
-            } else {
-                (Some(events[witness as usize]), None)
+            let (witness, m) = match witness {
+                MARK_IDX => (None, mark),
+                w if w >= FOLDED_IDX => (Some(folded[(w - FOLDED_IDX) as usize]), None),
+                w => (Some(events[w as usize]), None),
             };
             out.push(Cx {
                 id,
@@ -1296,6 +1317,25 @@ fn changes_nothing(st: &scopes::ScopeState, rec: &Ev, skew: i64, horizon: i64) -
                         || s.top_holder == rec.holder)
             }
         }
+}
+
+/// Whether the folded grants settle the grant checks of `rec` (a commit that
+/// [`changes_nothing`] lets through, with no grant among the kept events): no holder mismatch
+/// and, when grants are required, granted.
+fn grant_settled(folded: &[Ev], rec: &Ev, required: bool) -> bool {
+    let mut granted = false;
+    let mut holders = false;
+    let mut matched = false;
+    for g in folded
+        .iter()
+        .filter(|g| (g.inc, g.epoch) == (rec.inc, rec.epoch))
+    {
+        granted = true;
+        holders |= g.holder != NONE;
+        matched |= g.holder != NONE && g.holder == rec.holder;
+    }
+    let no_mismatch = rec.holder == NONE || !holders || matched;
+    no_mismatch && (granted || !required)
 }
 
 fn content_hash(ev: &Event<'_>) -> u64 {

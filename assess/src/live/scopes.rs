@@ -1,8 +1,19 @@
 //! The per-property scope table of the live assessor: scope ids interned in one arena, states
 //! in one dense vector by id. An idle scope costs its id bytes, about 13 bytes of interner
-//! overhead and one [`ScopeState`] (56 bytes): no per-scope allocation (SPEC §7, at most 150
-//! bytes per idle scope; `cargo run --release -p fencewatch-assess --example idle_live_scopes`).
-//! A scope is never removed: its high-water mark is never forgotten.
+//! overhead and one [`ScopeState`] (56 bytes): no per-scope allocation unless it folded an
+//! `order` or grants (SPEC §7, at most 150 bytes per idle scope; `cargo run --release -p
+//! fencewatch-assess --example idle_live_scopes`). A scope is never removed: its high-water
+//! mark is never forgotten.
+//!
+//! **Grants outlive the horizon** (SPEC §4 "`serve` is exact within the lateness horizon"): a
+//! lease may be held far longer than the retention margin, and its commits must still be
+//! checked against its grant. So folding keeps, per scope, the grants whose (incarnation,
+//! epoch) is at or above the folded high-water mark, whole (holder, time, provenance), and
+//! they take part in every later decision as the kept events do. Grants below the mark go (a
+//! commit of such an epoch arriving in order is stale against the mark anyway); that some
+//! went is remembered, so a commit that would need one of them is `late_evidence` when it is
+//! itself older than the horizon and is never called ungranted. What is kept is bounded per
+//! scope by the epochs granted above the highest folded commit.
 
 use super::{ASIDE, Ev, HAS_ORDER, NONE};
 use crate::intern::Interner;
@@ -14,15 +25,30 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub(super) struct ScopeState {
     /// The folded high-water mark (no intervals are kept in it: recent events are).
     pub(super) tracker: Tracker,
-    /// The smallest `order` among the folded events of the mark's (incarnation, epoch);
-    /// `u64::MAX` when none (packed beside `grants_folded` to keep idle scopes small).
-    mark_order: u64,
-    /// Whether grants of this scope were folded: a later commit's holder check or grant
-    /// requirement may then need folded detail (`late_evidence`).
-    pub(super) grants_folded: bool,
+    /// What folding keeps besides the mark; `None` (a null pointer) while there is nothing.
+    cold: Option<Box<Cold>>,
     /// Events of the scope (not heartbeats) inside the horizon, in arrival order, with their
     /// summary; `None` when there are none, so an idle scope holds a null pointer.
     recent: Option<Box<Active>>,
+}
+
+/// What a scope keeps of its folded events besides the high-water mark.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Cold {
+    /// The smallest `order` among the folded events of the mark's (incarnation, epoch);
+    /// `u64::MAX` when none.
+    mark_order: u64,
+    /// Whether grants below the mark were dropped: a commit of such an epoch can then not be
+    /// told ungranted, and its holder not checked.
+    grants_dropped: bool,
+    /// Folded grants at or above the mark, the earliest per (incarnation, epoch, holder).
+    grants: Vec<Ev>,
+}
+
+impl Cold {
+    fn is_empty(&self) -> bool {
+        self.mark_order == u64::MAX && !self.grants_dropped && self.grants.is_empty()
+    }
 }
 
 /// The kept events of an active scope and a summary of them, on one cache line with the
@@ -106,8 +132,7 @@ impl Default for ScopeState {
     fn default() -> ScopeState {
         ScopeState {
             tracker: Tracker::default(),
-            mark_order: u64::MAX,
-            grants_folded: false,
+            cold: None,
             recent: None,
         }
     }
@@ -116,14 +141,35 @@ impl Default for ScopeState {
 impl ScopeState {
     /// The smallest `order` of the mark's folded events, if any carried one.
     pub(super) fn mark_order(&self) -> Option<u64> {
-        (self.mark_order != u64::MAX).then_some(self.mark_order)
+        self.cold
+            .as_deref()
+            .map(|c| c.mark_order)
+            .filter(|&o| o != u64::MAX)
     }
 
-    /// Whether a grant of (`inc`, `epoch`) is kept.
-    pub(super) fn has_grant(&self, inc: u64, epoch: u64) -> bool {
+    /// The folded grants kept (at or above the mark).
+    pub(super) fn folded_grants(&self) -> &[Ev] {
+        self.cold.as_deref().map_or(&[], |c| c.grants.as_slice())
+    }
+
+    /// Whether the grants of (`inc`, `epoch`) may be incomplete: grants below the mark were
+    /// dropped and (`inc`, `epoch`) is below it.
+    pub(super) fn grants_unknown(&self, inc: u64, epoch: u64) -> bool {
+        self.cold.as_deref().is_some_and(|c| c.grants_dropped)
+            && self
+                .tracker
+                .high_water()
+                .is_some_and(|m| (inc, epoch) < (m.incarnation, m.epoch))
+    }
+
+    /// Whether a grant of (`inc`, `epoch`), kept or folded, is known; with `holder`, one to
+    /// that holder.
+    pub(super) fn has_grant(&self, inc: u64, epoch: u64, holder: Option<u32>) -> bool {
         self.events()
             .iter()
-            .any(|e| e.class() == 1 && !e.has(ASIDE) && (e.inc, e.epoch) == (inc, epoch))
+            .filter(|e| e.class() == 1 && !e.has(ASIDE))
+            .chain(self.folded_grants())
+            .any(|e| (e.inc, e.epoch) == (inc, epoch) && holder.is_none_or(|h| e.holder == h))
     }
 
     /// Events inside the horizon.
@@ -177,8 +223,9 @@ impl ScopeState {
         }
     }
 
-    /// Folds the committed events older than `horizon` into the high-water mark and drops
-    /// every event older than it.
+    /// Folds the committed events older than `horizon` into the high-water mark, keeps the
+    /// older grants at or above the new mark (see the module doc) and drops every other event
+    /// older than it.
     pub(super) fn fold(&mut self, horizon: i64, skew: i64) {
         let Some(events) = self.recent.as_ref().map(|a| &a.events) else {
             return;
@@ -187,25 +234,53 @@ impl ScopeState {
             return;
         }
         let before = self.tracker.high_water().map(|m| (m.incarnation, m.epoch));
-        let folding = |e: &&Ev| e.ts < horizon && e.class() == 0 && !e.has(super::ASIDE);
-        self.grants_folded |= events
-            .iter()
-            .any(|e| e.ts < horizon && e.class() == 1 && !e.has(super::ASIDE));
+        let folding = |e: &&Ev| e.ts < horizon && e.class() == 0 && !e.has(ASIDE);
         for e in events.iter().filter(folding) {
             self.tracker.observe(e.inc, e.epoch, e.ts, skew, i64::MIN);
         }
         self.tracker.fold(i64::MAX);
-        if let Some(m) = self.tracker.high_water() {
+        let mark = self.tracker.high_water();
+        let cold = self.cold.get_or_insert_with(|| {
+            Box::new(Cold {
+                mark_order: u64::MAX,
+                grants_dropped: false,
+                grants: Vec::new(),
+            })
+        });
+        if let Some(m) = mark {
             if before != Some((m.incarnation, m.epoch)) {
-                self.mark_order = u64::MAX;
+                cold.mark_order = u64::MAX;
             }
             for e in events.iter().filter(folding) {
                 if (e.inc, e.epoch) == (m.incarnation, m.epoch)
                     && let Some(o) = e.order()
                 {
-                    self.mark_order = self.mark_order.min(o);
+                    cold.mark_order = cold.mark_order.min(o);
                 }
             }
+        }
+        let at_or_above =
+            |e: &Ev| mark.is_none_or(|m| (e.inc, e.epoch) >= (m.incarnation, m.epoch));
+        let kept = cold.grants.len();
+        cold.grants.retain(|g| at_or_above(g));
+        cold.grants_dropped |= cold.grants.len() < kept;
+        for g in events
+            .iter()
+            .filter(|e| e.ts < horizon && e.class() == 1 && !e.has(ASIDE))
+        {
+            if !at_or_above(g) {
+                cold.grants_dropped = true;
+                continue;
+            }
+            let same = |o: &Ev| (o.inc, o.epoch, o.holder) == (g.inc, g.epoch, g.holder);
+            match cold.grants.iter_mut().find(|o| same(o)) {
+                Some(o) if (g.ts, g.source, g.position) < (o.ts, o.source, o.position) => *o = *g,
+                Some(_) => {}
+                None => cold.grants.push(*g),
+            }
+        }
+        if cold.is_empty() {
+            self.cold = None;
         }
         self.retain_events(|e| e.ts >= horizon);
     }
@@ -218,6 +293,8 @@ pub(super) struct Scopes {
     states: Vec<ScopeState>,
     /// Events kept over all scopes, for [`Scopes::heap_bytes`] without a walk.
     retained: usize,
+    /// Folded grants kept over all scopes, likewise.
+    cold_grants: usize,
 }
 
 impl PartialEq for Scopes {
@@ -260,6 +337,7 @@ impl Scopes {
             st.fold(horizon, skew);
         }
         self.retained = self.states.iter().map(|s| s.events().len()).sum();
+        self.cold_grants = self.states.iter().map(|s| s.folded_grants().len()).sum();
     }
 
     /// Counts one more kept event.
@@ -271,7 +349,7 @@ impl Scopes {
     pub(super) fn heap_bytes(&self) -> usize {
         self.ids.heap_bytes()
             + self.states.capacity() * std::mem::size_of::<ScopeState>()
-            + self.retained * std::mem::size_of::<Ev>() * 5 / 4
+            + (self.retained + self.cold_grants) * std::mem::size_of::<Ev>() * 5 / 4
     }
 }
 
@@ -309,10 +387,12 @@ impl<'de> Deserialize<'de> for Scopes {
             return Err(serde::de::Error::custom("duplicate scope ids"));
         }
         let retained = states.iter().map(|s| s.events().len()).sum();
+        let cold_grants = states.iter().map(|s| s.folded_grants().len()).sum();
         Ok(Scopes {
             ids: interner,
             states,
             retained,
+            cold_grants,
         })
     }
 }
