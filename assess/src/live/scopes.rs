@@ -21,7 +21,7 @@ use crate::tracker::Tracker;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// What one (property, scope) keeps.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct ScopeState {
     /// The folded high-water mark (no intervals are kept in it: recent events are).
     pub(super) tracker: Tracker,
@@ -128,15 +128,6 @@ impl Summary {
     }
 }
 
-impl Default for ScopeState {
-    fn default() -> ScopeState {
-        ScopeState {
-            tracker: Tracker::default(),
-            cold: None,
-            recent: None,
-        }
-    }
-}
 
 impl ScopeState {
     /// The smallest `order` of the mark's folded events, if any carried one.
