@@ -265,9 +265,47 @@ pub struct Counterexample {
     pub context: Vec<EventView>,
     /// One sentence a human can act on.
     pub explanation: String,
+    /// Whether it can no longer be withdrawn (serialized as `final`). `check`'s always are
+    /// (its end of input is the end of time). In `serve` a counterexample is provisional until
+    /// the watermark has passed both its stale and its superseding event by the retention
+    /// margin, and final after (SPEC §4 "Provisional counterexamples"). A withdrawn one is not
+    /// final.
+    #[serde(rename = "final")]
+    pub is_final: bool,
+    /// Why it was withdrawn: serialized as `"withdrawn": "conflicting_duplicate"`, and left out
+    /// while it stands. A withdrawn counterexample stays listed, so that consumers tracking ids
+    /// see why it went, but refutes nothing: its windows were revised to
+    /// `unknown(conflicting_duplicate)`. `check`'s report leaves out both this and `final`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub withdrawn: Option<Withdrawal>,
     /// Event time of the stale event (ns), which places it in a window.
     #[serde(skip)]
     pub at: i64,
+}
+
+/// Why a provisional counterexample was withdrawn (SPEC §4 "Provisional counterexamples").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Withdrawal {
+    /// Its stale or superseding event turned out to be one of conflicting deliveries of one
+    /// duplicate key, which are all set aside (SPEC §4 "Duplicates").
+    ConflictingDuplicate,
+}
+
+impl Withdrawal {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Withdrawal::ConflictingDuplicate => "conflicting_duplicate",
+        }
+    }
+
+    /// The unknown reason its windows are revised to.
+    pub fn reason(self) -> Reason {
+        match self {
+            Withdrawal::ConflictingDuplicate => Reason::ConflictingDuplicate,
+        }
+    }
 }
 
 /// The deterministic counterexample id.

@@ -1280,6 +1280,8 @@ impl History {
                 stale: self.view(s),
                 superseding: self.view(w),
                 context,
+                is_final: true,
+                withdrawn: None,
                 at: s.ts,
             };
             acc.series.add_counterexample(s.ts);

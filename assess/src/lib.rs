@@ -35,7 +35,7 @@ pub mod window;
 
 pub use contract::Contract;
 pub use event::{Epoch, Event, Incarnation, Kind, Order, Outcome, Seq};
-pub use finding::{Counterexample, CounterexampleKind, Reason, Verdict};
+pub use finding::{Counterexample, CounterexampleKind, Reason, Verdict, Withdrawal};
 pub use history::{History, SourceId};
 pub use report::Report;
 pub use time::{Duration, EventTime};

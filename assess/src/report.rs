@@ -2,9 +2,9 @@
 //! report and the page use.
 
 use crate::contract::{Compiled, Missing, Status};
-use crate::finding::{Counterexample, Reason, Verdict};
+use crate::finding::{Counterexample, CounterexampleKind, EventView, Reason, Verdict};
 use crate::window::WindowRun;
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 
 /// The whole assessment.
@@ -59,7 +59,10 @@ pub struct PropertyReport {
     pub property: String,
     /// refuted if any counterexample; else unknown if any reason; else holds.
     pub verdict: Verdict,
-    /// Every counterexample, uncapped, ordered by stale event time.
+    /// Every counterexample, uncapped, ordered by stale event time. Serialized without
+    /// `final` and `withdrawn` (see [`offline`]): in `check` every counterexample is final and
+    /// none is withdrawn, and its JSON shape predates them.
+    #[serde(serialize_with = "offline")]
     pub counterexamples: Vec<Counterexample>,
     /// Each reason with a count of at least 1.
     pub unknown: BTreeMap<Reason, u64>,
@@ -129,4 +132,31 @@ pub struct EmitterReport {
     pub gaps: u64,
     /// Missing seqs in all.
     pub missing: u64,
+}
+
+/// Counterexamples as `check` reports them: every field but `final` and `withdrawn`.
+fn offline<S: Serializer>(cxs: &[Counterexample], s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Offline<'a> {
+        id: &'a str,
+        kind: CounterexampleKind,
+        property: &'a str,
+        scope: &'a str,
+        incarnation: u64,
+        stale: &'a EventView,
+        superseding: &'a EventView,
+        context: &'a [EventView],
+        explanation: &'a str,
+    }
+    s.collect_seq(cxs.iter().map(|c| Offline {
+        id: &c.id,
+        kind: c.kind,
+        property: &c.property,
+        scope: &c.scope,
+        incarnation: c.incarnation,
+        stale: &c.stale,
+        superseding: &c.superseding,
+        context: &c.context,
+        explanation: &c.explanation,
+    }))
 }

@@ -163,6 +163,33 @@ impl WindowSeries {
         }
     }
 
+    /// Withdraws a counterexample placed at `t` (SPEC §4 "Provisional counterexamples"): its
+    /// window gets `reason` instead, and a final window whose verdict changes (`refuted` →
+    /// `unknown`) is marked `revised` — one of the two exceptions to "verdicts only drop".
+    pub fn withdraw_counterexample(&mut self, t: i64, reason: Reason) {
+        let k = self.clamp(self.index(t));
+        let before = self.summary(k).verdict();
+        let p = self.points.entry(k).or_default();
+        p.counterexamples = p.counterexamples.saturating_sub(1);
+        p.unknown[reason as usize] += 1;
+        if self.is_final(k) && self.summary(k).verdict() != before {
+            self.revised.insert(k);
+        }
+    }
+
+    /// Places a reason on every window intersecting `[a, b]` (times in ns, either order), as
+    /// late evidence: the windows of `a` and `b` as points (a final one whose verdict drops is
+    /// `revised`), those between as a span.
+    pub fn add_reason_span(&mut self, a: i64, b: i64, reason: Reason) {
+        let (a, b) = (a.min(b), a.max(b));
+        self.add_reason(a, reason);
+        let (ka, kb) = (self.clamp(self.index(a)), self.clamp(self.index(b)));
+        if kb != ka {
+            self.add_reason(b, reason);
+            self.add_span(ka + 1, kb - 1, reason);
+        }
+    }
+
     /// Sum of the point summaries of windows `from..=to` (spans excluded).
     pub fn points_between(&self, from: i64, to: i64) -> WindowSummary {
         let mut s = WindowSummary::default();

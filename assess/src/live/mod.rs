@@ -14,8 +14,11 @@
 //! route silence from per-window observation bounds (min and max per window decide silence
 //! exactly), telemetry gaps from per-emitter runs of contiguous `seq`s. Reasons that later
 //! evidence can resolve (`ambiguous_order`, `ungranted_epoch`) are withdrawn from provisional
-//! windows when resolved; final windows only ever get worse (`revised`). A counterexample, once
-//! found, is never withdrawn.
+//! windows when resolved; final windows only ever get worse (`revised`). A counterexample is
+//! provisional until the horizon has passed its stale and superseding events, and is withdrawn
+//! if one of them turns out to be one of conflicting deliveries (the `cxs` and `dups`
+//! modules); a final one is never withdrawn. Grants at or above the folded mark outlive the
+//! horizon with their holders (the `scopes` module).
 //!
 //! Wall time enters only as a parameter: the time a batch was received (recorded in the WAL, so
 //! replay decides `future timestamp` the same way) and the time of a query.
@@ -39,6 +42,8 @@
 //! left out, the maximum when all are idle. Per-scope detail ([`Live::scope`]) stays local to
 //! its partition.
 
+mod cxs;
+mod dups;
 mod query;
 mod scopes;
 mod summary;
@@ -58,6 +63,7 @@ use crate::scope::{self, Slot};
 use crate::time::EventTime;
 use crate::tracker::Judgement;
 use crate::window::WindowSeries;
+use dups::{Attributed, Seen};
 use scopes::Scopes;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -188,6 +194,9 @@ struct Cx {
     witness: Option<Ev>,
     mark: Option<crate::tracker::Mark>,
     context: Vec<Ev>,
+    /// See [`Counterexample::is_final`] and the `cxs` module.
+    is_final: bool,
+    withdrawn: Option<crate::finding::Withdrawal>,
 }
 
 /// Observation bounds of one route in one window: enough to decide silence exactly.
@@ -211,6 +220,11 @@ struct Prop {
     /// Holder mismatches waiting for the watermark to pass the commit (a matching grant may
     /// still arrive): (commit time, scope).
     pending: std::collections::BTreeSet<(i64, String)>,
+    /// Provisional counterexamples by (due time, key): final once the horizon passes the due
+    /// time (see the `cxs` module).
+    provisional: std::collections::BTreeSet<(i64, cxs::Key)>,
+    /// How many of `cxs` are withdrawn.
+    withdrawn: usize,
 }
 
 /// A run of contiguous `seq`s of one emitter, with the times of the events at its ends.
@@ -225,71 +239,11 @@ struct Run {
 struct Emitter {
     /// Runs by first seq.
     runs: BTreeMap<u64, Run>,
-    /// Content hashes of recent deliveries by seq, for duplicate settlement inside the horizon.
-    recent: SeqWindow,
+    /// Recent deliveries by seq, for duplicate settlement inside the horizon.
+    recent: dups::SeqWindow,
     /// Properties it fed.
     props: Vec<u16>,
     events: u64,
-}
-
-/// Content hashes of one emitter's recent deliveries, by seq: a ring over the dense seq range
-/// (seqs rise by one per event), so settling duplicates touches contiguous memory.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-struct SeqWindow {
-    /// Seq of the first slot.
-    base: u64,
-    /// (content hash, event time); time `i64::MIN` marks an empty slot.
-    slots: VecDeque<(u64, i64)>,
-}
-
-impl SeqWindow {
-    /// Seqs further than this ahead of the oldest kept one are not kept (a jump in an
-    /// emitter's counter must not allocate its size).
-    const SPAN: u64 = 1 << 22;
-
-    fn get(&self, seq: u64) -> Option<u64> {
-        let i = seq.checked_sub(self.base)?;
-        self.slots
-            .get(usize::try_from(i).ok()?)
-            .filter(|s| s.1 != i64::MIN)
-            .map(|s| s.0)
-    }
-
-    fn insert(&mut self, seq: u64, hash: u64, ts: i64) {
-        if self.slots.is_empty() {
-            self.base = seq;
-        }
-        if seq < self.base {
-            let grow = self.base - seq;
-            if grow.saturating_add(self.slots.len() as u64) > Self::SPAN {
-                return;
-            }
-            for _ in 0..grow {
-                self.slots.push_front((0, i64::MIN));
-            }
-            self.base = seq;
-        }
-        let i = seq - self.base;
-        if i >= Self::SPAN {
-            return;
-        }
-        let i = i as usize;
-        if i >= self.slots.len() {
-            self.slots.resize(i + 1, (0, i64::MIN));
-        }
-        self.slots[i] = (hash, ts);
-    }
-
-    /// Drops the leading deliveries older than `horizon` (and empty slots before them).
-    fn forget_before(&mut self, horizon: i64) {
-        while let Some(&(_, ts)) = self.slots.front() {
-            if ts >= horizon {
-                break;
-            }
-            self.slots.pop_front();
-            self.base += 1;
-        }
-    }
 }
 
 /// What one pushed event came to.
@@ -350,6 +304,7 @@ pub struct Live {
     work: scope::Workspace,
     slots: Vec<Slot>,
     new_cxs: Vec<NewCounterexample>,
+    withdrawn_cxs: Vec<NewCounterexample>,
 }
 
 /// A checkpoint that does not belong to this contract.
@@ -402,6 +357,8 @@ impl Live {
                 cxs: BTreeMap::new(),
                 horizon: i64::MIN,
                 pending: Default::default(),
+                provisional: Default::default(),
+                withdrawn: 0,
             })
             .collect();
         let state = LiveState {
@@ -452,6 +409,7 @@ impl Live {
             work: scope::Workspace::default(),
             slots: Vec::new(),
             new_cxs: Vec::new(),
+            withdrawn_cxs: Vec::new(),
         };
         let names: Vec<Vec<String>> = live
             .contract
@@ -730,48 +688,33 @@ impl Live {
             kind: ev.kind as u8,
             flags,
         };
-        // Duplicates by (emitter, seq), over every valid event.
-        if rec.emitter != NONE && rec.has(HAS_SEQ) {
-            let hash = content_hash(ev);
-            let e = self.state.emitters.entry(rec.emitter).or_default();
-            if let Some(h) = e.recent.get(rec.seq) {
-                self.state.duplicates += 1;
-                if h != hash
-                    && let Some(p) = prop
-                {
-                    let emitter = ev.emitter.unwrap_or_default();
-                    self.raise(p, &rec, Reason::ConflictingDuplicate, |_| {
-                        format!(
-                            "two different events carry emitter `{emitter}` seq {}",
-                            rec.seq
-                        )
-                    });
-                }
-                return Pushed::Duplicate;
-            }
-            if runs_contain(&e.runs, rec.seq) {
-                // Seen before, but its content was folded: an old delivery again.
-                self.state.duplicates += 1;
-                return Pushed::Duplicate;
-            }
-            e.recent.insert(rec.seq, hash, rec.ts);
-            e.events += 1;
-            add_to_runs(&mut e.runs, rec.seq, rec.ts);
-            if let Some(p) = prop
-                && !e.props.contains(&(p as u16))
-            {
-                e.props.push(p as u16);
-            }
-        }
-        let outcome = match prop {
-            None => {
+        // Duplicates by (emitter, seq), over every valid event (the `dups` module).
+        let keyed = rec.emitter != NONE && rec.has(HAS_SEQ);
+        let seen = if keyed {
+            self.settle_seq(prop, &rec, ev)
+        } else {
+            Seen::New
+        };
+        let outcome = match (seen, prop) {
+            (Seen::Duplicate, _) => return Pushed::Duplicate,
+            (_, None) => {
                 self.state.unattributed += 1;
                 Pushed::Unattributed
             }
-            Some(p) => {
-                self.push_attributed(p, rec, ev.scope);
+            (Seen::Aside, Some(p)) => {
+                self.count_aside(p, &rec);
                 Pushed::Assessed
             }
+            (Seen::New, Some(p)) => match self.push_attributed(p, rec, ev.scope) {
+                Attributed::Applied { scope, reasons } => {
+                    if keyed {
+                        self.note_applied(&rec, scope, reasons);
+                    }
+                    Pushed::Assessed
+                }
+                Attributed::Duplicate => Pushed::Duplicate,
+                Attributed::Aside => Pushed::Assessed,
+            },
         };
         // The watermark is shared: every property moves with any valid event (their pending
         // decisions, finality and folding too).
@@ -804,14 +747,66 @@ impl Live {
         }
     }
 
-    fn withdraw(&mut self, p: usize, rec: &Ev, reason: Reason) {
-        let prop = &mut self.state.props[p].tally;
-        prop.counts[reason as usize] = prop.counts[reason as usize].saturating_sub(1);
-        prop.series.retract_reason(rec.ts, reason);
+    /// Counts `reason` once for `rec`, placed on every window from `other` (the time of
+    /// another delivery of its key) to `rec`'s.
+    fn raise_span(
+        &mut self,
+        p: usize,
+        rec: &Ev,
+        other: i64,
+        reason: Reason,
+        detail: impl FnOnce(&Live) -> String,
+    ) {
+        self.raise(p, rec, reason, detail);
+        let series = &mut self.state.props[p].tally.series;
+        series.retract_reason(rec.ts, reason);
+        series.add_reason_span(other, rec.ts, reason);
     }
 
-    fn push_attributed(&mut self, p: usize, rec: Ev, scope: Option<&str>) {
+    fn withdraw(&mut self, p: usize, ts: i64, reason: Reason) {
+        let prop = &mut self.state.props[p].tally;
+        prop.counts[reason as usize] = prop.counts[reason as usize].saturating_sub(1);
+        prop.series.retract_reason(ts, reason);
+    }
+
+    /// A route's index in property `p`'s declared routes: `None` without a route,
+    /// `Some(None)` for an undeclared one.
+    fn route_index(&self, p: usize, route: u32) -> Option<Option<usize>> {
+        (route != NONE).then(|| {
+            self.route_ids[p]
+                .iter()
+                .find(|(id, _)| *id == route)
+                .map(|&(_, i)| i)
+        })
+    }
+
+    /// The [`dups::STATIC_REASONS`] applying `rec` raises, by bit (`scoped`: it has a scope).
+    fn static_reasons(&self, p: usize, rec: &Ev, scoped: bool) -> u8 {
+        if !rec.committed_mutation() {
+            return 0;
+        }
+        let mut m = u8::from(!scoped) | (u8::from(!rec.has(HAS_EPOCH)) << 1);
+        match self.route_index(p, rec.route) {
+            None => m |= 4,
+            Some(None) => m |= 8,
+            Some(Some(i)) if !self.contract.properties[p].routes[i].fenced => m |= 16,
+            Some(Some(_)) => {}
+        }
+        m
+    }
+
+    fn push_attributed(&mut self, p: usize, rec: Ev, scope: Option<&str>) -> Attributed {
         let kind = rec.kind();
+        // Duplicates by (scope, incarnation, order, epoch) among commit/fence events, first: a
+        // delivery set aside takes no part (the `dups` module).
+        if let Some(scope) = scope
+            && kind.is_mutation()
+            && rec.has(HAS_ORDER)
+            && rec.has(HAS_EPOCH)
+            && let Some(settled) = self.settle_order(p, &rec, scope)
+        {
+            return settled;
+        }
         {
             let prop = &mut self.state.props[p].tally;
             prop.max_ts = Some(prop.max_ts.map_or(rec.ts, |m| m.max(rec.ts)));
@@ -822,12 +817,7 @@ impl Live {
             }
         }
         // Route observation.
-        let route_idx = (rec.route != NONE).then(|| {
-            self.route_ids[p]
-                .iter()
-                .find(|(id, _)| *id == rec.route)
-                .map(|&(_, i)| i)
-        });
+        let route_idx = self.route_index(p, rec.route);
         if kind == Kind::Heartbeat || kind.is_mutation() {
             let prop = &mut self.state.props[p].tally;
             match route_idx {
@@ -855,72 +845,38 @@ impl Live {
                 _ => {}
             }
         }
-        if rec.committed_mutation() {
+        let reasons = self.static_reasons(p, &rec, scope.is_some());
+        if reasons != 0 {
             let k = kind.as_str();
-            if scope.is_none() {
-                self.raise(p, &rec, Reason::MissingScope, |_| {
-                    format!("{k} without `scope`")
-                });
-            }
-            if !rec.has(HAS_EPOCH) {
-                self.raise(p, &rec, Reason::MissingEpoch, |_| {
-                    format!("{k} without `epoch`")
-                });
-            }
-            match route_idx {
-                None => self.raise(p, &rec, Reason::MissingRoute, |_| {
-                    format!("{k} without `route`")
-                }),
-                Some(None) => self.raise(p, &rec, Reason::UndeclaredRoute, |l| {
-                    format!(
+            for (bit, reason) in dups::STATIC_REASONS.into_iter().enumerate() {
+                if reasons & (1 << bit) == 0 {
+                    continue;
+                }
+                self.raise(p, &rec, reason, |l| match reason {
+                    Reason::MissingScope => format!("{k} without `scope`"),
+                    Reason::MissingEpoch => format!("{k} without `epoch`"),
+                    Reason::MissingRoute => format!("{k} without `route`"),
+                    Reason::UndeclaredRoute => format!(
                         "route `{}` is not in the contract",
                         l.state.names[rec.route as usize]
-                    )
-                }),
-                Some(Some(i)) if !self.contract.properties[p].routes[i].fenced => {
-                    self.raise(p, &rec, Reason::UnfencedRoute, |l| {
-                        format!(
-                            "route `{}` is declared `fenced = false`",
-                            l.contract.properties[p].routes[i].name
-                        )
-                    })
-                }
-                Some(Some(_)) => {}
+                    ),
+                    _ => format!(
+                        "route `{}` is declared `fenced = false`",
+                        l.state.names[rec.route as usize]
+                    ),
+                });
             }
         }
-        let Some(scope) = scope else { return };
+        let not_kept = Attributed::Applied {
+            scope: NONE,
+            reasons,
+        };
+        let Some(scope) = scope else { return not_kept };
         if kind == Kind::Heartbeat {
-            return;
+            return not_kept;
         }
         let horizon = self.state.props[p].horizon;
-        let st = self.state.props[p].scopes.get_or_insert(scope);
-        // Duplicates by (scope, incarnation, order, epoch) among commit/fence events.
-        if kind.is_mutation() && rec.has(HAS_ORDER) && rec.has(HAS_EPOCH) {
-            let same_key = |e: &Ev| {
-                e.kind().is_mutation()
-                    && e.has(HAS_ORDER)
-                    && e.has(HAS_EPOCH)
-                    && (e.inc, e.order, e.epoch) == (rec.inc, rec.order, rec.epoch)
-            };
-            if let Some(i) = st.events().iter().position(same_key) {
-                if st.events()[i].same_content(&rec) {
-                    self.state.duplicates += 1;
-                    return;
-                }
-                let first_aside = !st.events()[i].has(ASIDE);
-                st.set_aside(i);
-                if first_aside {
-                    self.raise(p, &rec, Reason::ConflictingDuplicate, |_| {
-                        format!(
-                            "two different events of scope `{scope}` carry incarnation {}, order {} and epoch {}",
-                            rec.inc, rec.order, rec.epoch
-                        )
-                    });
-                }
-                self.decide_scope(p, scope, None, horizon);
-                return;
-            }
-        }
+        let (scope_id, st) = self.state.props[p].scopes.get_or_insert(scope);
         let skew = self.contract.properties[p].clock_skew.0;
         let grants_required = self.contract.properties[p].grants == Grants::Required;
         let quiet = changes_nothing(st, &rec, skew, horizon)
@@ -944,6 +900,10 @@ impl Live {
                     rec.epoch
                 )
             });
+        }
+        Attributed::Applied {
+            scope: scope_id,
+            reasons,
         }
     }
 
@@ -1068,7 +1028,7 @@ impl Live {
                     _ => format!("epoch {} of scope `{scope}` was never granted", e.epoch),
                 });
             } else {
-                self.withdraw(p, &e, reason);
+                self.withdraw(p, e.ts, reason);
             }
         }
         for n in late {
@@ -1111,42 +1071,12 @@ impl Live {
                 witness,
                 mark: m,
                 context,
+                is_final: false,
+                withdrawn: None,
             });
         }
         for cx in out {
-            let key = (cx.stale.ts, cx.id.clone());
-            let prop = &mut self.state.props[p];
-            match prop.cxs.get_mut(&key) {
-                Some(old) => *old = cx,
-                None => {
-                    prop.tally.series.add_counterexample(cx.stale.ts);
-                    if cx.kind == CounterexampleKind::EpochReuse {
-                        // One per (scope, incarnation, epoch, commits or grants), represented by
-                        // the group's latest event, which later evidence can change: the new
-                        // representative replaces the old one (the verdict stays refuted).
-                        let grant = cx.stale.kind() == Kind::Grant;
-                        let old = prop.cxs.iter().find(|(_, o)| {
-                            o.kind == CounterexampleKind::EpochReuse
-                                && o.scope == cx.scope
-                                && (o.stale.inc, o.stale.epoch) == (cx.stale.inc, cx.stale.epoch)
-                                && (o.stale.kind() == Kind::Grant) == grant
-                        });
-                        if let Some(k) = old.map(|(k, _)| k.clone()) {
-                            prop.cxs.remove(&k);
-                            prop.cxs.insert(key, cx);
-                            continue;
-                        }
-                    }
-                    let route = self.name(cx.stale.route).unwrap_or_default().to_string();
-                    self.new_cxs.push(NewCounterexample {
-                        property: p,
-                        kind: cx.kind,
-                        route,
-                        id: cx.id.clone(),
-                    });
-                    self.state.props[p].cxs.insert(key, cx);
-                }
-            }
+            self.record_cx(p, cx);
         }
     }
 
@@ -1171,6 +1101,7 @@ impl Live {
         prop.horizon = horizon;
         let skew = prop_c.clock_skew.0;
         prop.scopes.fold(horizon, skew);
+        self.finalize_cxs(p);
         // Per-emitter content hashes fall out with the horizon too.
         let min_horizon = self
             .state
@@ -1210,6 +1141,7 @@ impl Live {
         self.state.closed = true;
         for p in 0..self.state.props.len() {
             self.settle_pending(p, i64::MAX);
+            self.finalize_cxs(p);
             self.state.props[p]
                 .tally
                 .series
@@ -1267,6 +1199,8 @@ impl Live {
             stale,
             superseding,
             context: cx.context.iter().map(|e| self.event_view(e)).collect(),
+            is_final: cx.is_final,
+            withdrawn: cx.withdrawn,
             at: cx.stale.ts,
         }
     }

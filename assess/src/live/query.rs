@@ -37,7 +37,8 @@ pub struct Assurance {
     pub lag_seconds: Option<f64>,
     /// Whether the wall clock ran more than `route_freshness` ahead of the watermark.
     pub stale_evidence: bool,
-    /// Counterexamples whose stale event lies in the window (first 100 by time).
+    /// Counterexamples whose stale event lies in the window (first 100 by time), withdrawn
+    /// ones left out.
     pub counterexamples: Vec<String>,
     /// How many counterexamples lie in the window.
     pub counterexample_count: u64,
@@ -52,7 +53,7 @@ pub struct Assurance {
 /// One page of counterexamples.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CxPage {
-    /// The counterexamples, by stale event time then id.
+    /// The counterexamples, by stale event time then id, withdrawn ones included (marked).
     pub counterexamples: Vec<Counterexample>,
     /// Pass as `cursor` for the next page; absent on the last page.
     pub next_cursor: Option<String>,
@@ -156,11 +157,12 @@ impl<'a> View<'a> {
         let pc = &self.contract().properties[p];
         let wm = self.watermark(p);
         let lo = at.saturating_sub(window);
+        // Withdrawn counterexamples refute nothing.
         let in_window = self.cxs(
             p,
             Bound::Included((lo.saturating_add(1), String::new())),
             |t| t > at,
-            |_, _| true,
+            |_, c| !c.withdrawn(),
             usize::MAX,
         );
         let series = self.series(p);

@@ -128,7 +128,6 @@ impl Summary {
     }
 }
 
-
 impl ScopeState {
     /// The smallest `order` of the mark's folded events, if any carried one.
     pub(super) fn mark_order(&self) -> Option<u64> {
@@ -306,12 +305,23 @@ impl Scopes {
         self.ids.get(scope).map(|i| &mut self.states[i as usize])
     }
 
-    pub(super) fn get_or_insert(&mut self, scope: &str) -> &mut ScopeState {
-        let id = self.ids.intern(scope) as usize;
-        if id == self.states.len() {
+    /// The state of `scope`, created empty on first use, and its id.
+    pub(super) fn get_or_insert(&mut self, scope: &str) -> (u32, &mut ScopeState) {
+        let id = self.ids.intern(scope);
+        if id as usize == self.states.len() {
             self.states.push(ScopeState::default());
         }
-        &mut self.states[id]
+        (id, &mut self.states[id as usize])
+    }
+
+    /// The name of scope `id`.
+    pub(super) fn name(&self, id: u32) -> &str {
+        self.ids.resolve(id)
+    }
+
+    /// The id of `scope`, if known.
+    pub(super) fn id(&self, scope: &str) -> Option<u32> {
+        self.ids.get(scope)
     }
 
     pub(super) fn contains(&self, scope: &str) -> bool {

@@ -9,7 +9,7 @@
 
 use super::{Kept, Live, Run};
 use crate::event::{Kind, Outcome};
-use crate::finding::{Counterexample, CounterexampleKind, EventView, Reason};
+use crate::finding::{Counterexample, CounterexampleKind, EventView, Reason, Withdrawal};
 use crate::time::EventTime;
 use crate::window::WindowSeries;
 use serde::{Deserialize, Serialize};
@@ -141,7 +141,8 @@ impl Live {
 }
 
 /// Counterexamples on the wire: a sequence (a JSON map cannot have tuple keys) of mirrors of
-/// [`Counterexample`] with every field present ([`EventView`] skips absent fields in JSON
+/// [`Counterexample`] with every field present (`final` and `withdrawn` included, so a view
+/// merging this summary knows which are provisional and which another instance withdrew) ([`EventView`] skips absent fields in JSON
 /// reports, which postcard could not read back) and the stale event time kept.
 mod wire {
     use super::*;
@@ -189,6 +190,8 @@ mod wire {
         superseding: EventOut<'a>,
         context: Vec<EventOut<'a>>,
         explanation: &'a str,
+        is_final: bool,
+        withdrawn: Option<Withdrawal>,
         at: i64,
     }
 
@@ -203,6 +206,8 @@ mod wire {
         superseding: EventIn,
         context: Vec<EventIn>,
         explanation: String,
+        is_final: bool,
+        withdrawn: Option<Withdrawal>,
         at: i64,
     }
 
@@ -256,6 +261,8 @@ mod wire {
             superseding: event_out(&c.superseding),
             context: c.context.iter().map(event_out).collect(),
             explanation: &c.explanation,
+            is_final: c.is_final,
+            withdrawn: c.withdrawn,
             at: c.at,
         }))
     }
@@ -279,6 +286,8 @@ mod wire {
                     .map(event_in)
                     .collect::<Result<_, _>>()?,
                 explanation: c.explanation,
+                is_final: c.is_final,
+                withdrawn: c.withdrawn,
                 at: c.at,
             };
             if out.insert((cx.at, cx.id.clone()), cx).is_some() {

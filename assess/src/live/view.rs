@@ -11,7 +11,8 @@
 //! - route observations per window: min of mins, max of maxes, counts added (silence stays
 //!   exact);
 //! - counterexamples united by (stale event time, id): ids are deterministic, so one present in
-//!   two partitions during a handover counts once;
+//!   two partitions during a handover counts once, as the most settled of its copies (final,
+//!   else withdrawn, else provisional: a summary from another instance may say withdrawn);
 //! - emitters by name, their runs of contiguous seqs united (adjacent or overlapping runs join,
 //!   keeping the times of the events at the joined ends), gaps derived after the merge;
 //! - samples: the first [`SAMPLES_PER_REASON`] by (time, source, detail); malformed samples
@@ -131,6 +132,31 @@ impl<'a> CxRef<'a> {
             CxRef::Rendered(c) => (*c).clone(),
         }
     }
+
+    /// Whether it was withdrawn (it refutes nothing).
+    pub(super) fn withdrawn(&self) -> bool {
+        match self {
+            CxRef::Kept(_, _, c) => c.withdrawn.is_some(),
+            CxRef::Rendered(c) => c.withdrawn.is_some(),
+        }
+    }
+
+    fn is_final(&self) -> bool {
+        match self {
+            CxRef::Kept(_, _, c) => c.is_final,
+            CxRef::Rendered(c) => c.is_final,
+        }
+    }
+
+    /// How settled it is, to choose among partitions holding one id: final (never withdrawn)
+    /// over withdrawn over provisional.
+    fn settled(&self) -> u8 {
+        if self.is_final() {
+            2
+        } else {
+            u8::from(self.withdrawn())
+        }
+    }
 }
 
 /// A counterexample's key: (stale event time, id).
@@ -196,6 +222,28 @@ impl<'a> Src<'a> {
         match self {
             Src::Live(l) => l.state.props[p].cxs.len(),
             Src::Summary(s) => s.props[p].cxs.len(),
+        }
+    }
+
+    fn withdrawn_count(self, p: usize) -> usize {
+        match self {
+            Src::Live(l) => l.state.props[p].withdrawn,
+            Src::Summary(s) => s.props[p]
+                .cxs
+                .values()
+                .filter(|c| c.withdrawn.is_some())
+                .count(),
+        }
+    }
+
+    fn provisional_count(self, p: usize) -> usize {
+        match self {
+            Src::Live(l) => l.state.props[p].provisional.len(),
+            Src::Summary(s) => s.props[p]
+                .cxs
+                .values()
+                .filter(|c| !c.is_final && c.withdrawn.is_none())
+                .count(),
         }
     }
 
@@ -369,12 +417,48 @@ impl<'a> View<'a> {
         self.tallies(p).map(|t| t.stale_rejections).sum()
     }
 
-    /// Counterexamples of property `p` (one per id).
+    /// Counterexamples of property `p` that stand (one per id): final or provisional, not
+    /// withdrawn.
     pub fn counterexample_count(&self, p: usize) -> usize {
         match self.parts.as_slice() {
-            [one] => one.src.cx_count(p),
+            [one] => one.src.cx_count(p) - one.src.withdrawn_count(p),
+            _ => self
+                .cxs(
+                    p,
+                    Bound::Unbounded,
+                    |_| false,
+                    |_, c| !c.withdrawn(),
+                    usize::MAX,
+                )
+                .len(),
+        }
+    }
+
+    /// Provisional counterexamples of property `p` (one per id): not yet final, not withdrawn
+    /// (the gauge `fencewatch_counterexamples_provisional`).
+    pub fn provisional_count(&self, p: usize) -> usize {
+        match self.parts.as_slice() {
+            [one] => one.src.provisional_count(p),
             _ => self
                 .cxs(p, Bound::Unbounded, |_| false, |_, _| true, usize::MAX)
+                .iter()
+                .filter(|(_, c)| c.settled() == 0)
+                .count(),
+        }
+    }
+
+    /// Withdrawn counterexamples of property `p` (one per id), still listed.
+    pub fn withdrawn_count(&self, p: usize) -> usize {
+        match self.parts.as_slice() {
+            [one] => one.src.withdrawn_count(p),
+            _ => self
+                .cxs(
+                    p,
+                    Bound::Unbounded,
+                    |_| false,
+                    |_, c| c.withdrawn(),
+                    usize::MAX,
+                )
                 .len(),
         }
     }
@@ -502,9 +586,10 @@ impl<'a> View<'a> {
             .collect()
     }
 
-    /// Counterexamples of property `p` from `start` on, by key, one per key: until `stop` holds
-    /// for a stale event time; only those `keep` accepts; at most `cap` from each partition
-    /// (the first `cap` merged ones are always among them).
+    /// Counterexamples of property `p` from `start` on, by key, one per key (of a key in
+    /// several partitions, the most settled: final, else withdrawn, else provisional): until
+    /// `stop` holds for a stale event time; only those `keep` accepts; at most `cap` from each
+    /// partition (the first `cap` merged ones are always among them).
     pub(super) fn cxs(
         &self,
         p: usize,
@@ -528,20 +613,31 @@ impl<'a> View<'a> {
         }
         if self.parts.len() > 1 {
             out.sort_by(|a, b| a.0.cmp(b.0));
-            out.dedup_by(|a, b| a.0 == b.0);
+            out.dedup_by(|later, kept| {
+                if later.0 != kept.0 {
+                    return false;
+                }
+                if later.1.settled() > kept.1.settled() {
+                    std::mem::swap(later, kept);
+                }
+                true
+            });
         }
         out
     }
 
-    /// One counterexample by id, in any partition.
+    /// One counterexample by id, in any partition (the most settled, as [`View::cxs`]).
     pub(super) fn find_cx(&self, id: &str) -> Option<Counterexample> {
         (0..self.contract.properties.len()).find_map(|p| {
-            self.parts.iter().find_map(|x| {
-                x.src
-                    .cxs(p, Bound::Unbounded)
-                    .find(|(_, c)| c.id() == id)
-                    .map(|(_, c)| c.render())
-            })
+            let mut best: Option<CxRef<'a>> = None;
+            for x in &self.parts {
+                if let Some((_, c)) = x.src.cxs(p, Bound::Unbounded).find(|(_, c)| c.id() == id)
+                    && best.is_none_or(|b| c.settled() > b.settled())
+                {
+                    best = Some(c);
+                }
+            }
+            best.map(|c| c.render())
         })
     }
 }

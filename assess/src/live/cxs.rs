@@ -1,0 +1,168 @@
+//! The life of a counterexample in `serve` (SPEC §4 "Provisional counterexamples"): found,
+//! provisional, then final or withdrawn.
+//!
+//! A counterexample is recorded as soon as a scope's decision finds it, and is *provisional*
+//! while a later conflicting delivery could still take away the evidence it rests on: until
+//! the property's horizon (its watermark minus the retention margin) has passed both its stale
+//! and its superseding event. Past that, both events are folded, a delivery of their keys can
+//! no longer be compared with them, and the counterexample is *final*: never withdrawn. Each
+//! property keeps its provisional ones by that due time, so finalizing costs nothing per event.
+//!
+//! When a duplicate key turns out to have conflicting deliveries, they are all set aside and
+//! the scope is decided again. A provisional counterexample whose stale or superseding event
+//! was one of them, and that the new decision does not find again with other evidence (the same
+//! stale event with another witness keeps its id and stands), is *withdrawn*: its window is
+//! revised to `unknown(conflicting_duplicate)` (`refuted` → `unknown`, marked `revised` when the
+//! window was final), it stays listed with its [`Withdrawal`], and it is reported by
+//! [`Live::take_withdrawn_counterexamples`]. Should later evidence find it again, it stands
+//! again and is reported as found again.
+
+use super::{Cx, Ev, Kind, Live, NewCounterexample};
+use crate::finding::{CounterexampleKind, Withdrawal};
+
+/// A counterexample's key: (stale event time, id).
+pub(super) type Key = (i64, String);
+
+impl Cx {
+    /// The time past which the horizon makes it final: the later of its stale and its
+    /// superseding event (the folded mark is folded already).
+    pub(super) fn due(&self) -> i64 {
+        self.witness
+            .map_or(self.stale.ts, |w| w.ts.max(self.stale.ts))
+    }
+
+    fn note(&self, p: usize, live: &Live) -> NewCounterexample {
+        NewCounterexample {
+            property: p,
+            kind: self.kind,
+            route: live.name(self.stale.route).unwrap_or_default().to_string(),
+            id: self.id.clone(),
+        }
+    }
+}
+
+impl Live {
+    /// Records a counterexample a scope's decision found: new, found again (its witness may
+    /// have changed), found again after a withdrawal, or an epoch reuse's new representative.
+    pub(super) fn record_cx(&mut self, p: usize, mut cx: Cx) {
+        let key = (cx.stale.ts, cx.id.clone());
+        let horizon = self.state.props[p].horizon;
+        let closed = self.state.closed;
+        let prop = &mut self.state.props[p];
+        if let Some(old) = prop.cxs.get(&key) {
+            let (was_final, was_withdrawn, old_due) = (old.is_final, old.withdrawn, old.due());
+            cx.is_final = was_final || closed || cx.due() < horizon;
+            prop.provisional.remove(&(old_due, key.clone()));
+            if !cx.is_final {
+                prop.provisional.insert((cx.due(), key.clone()));
+            }
+            if was_withdrawn.is_some() {
+                prop.withdrawn -= 1;
+                prop.tally.series.add_counterexample(cx.stale.ts);
+                let note = cx.note(p, self);
+                self.new_cxs.push(note);
+            }
+            self.state.props[p].cxs.insert(key, cx);
+            return;
+        }
+        cx.is_final = closed || cx.due() < horizon;
+        prop.tally.series.add_counterexample(cx.stale.ts);
+        let mut report = true;
+        if cx.kind == CounterexampleKind::EpochReuse {
+            // One per (scope, incarnation, epoch, commits or grants), represented by the group's
+            // latest event, which later evidence can change: the new representative replaces
+            // the old one (the verdict stays refuted).
+            let grant = cx.stale.kind() == Kind::Grant;
+            let old = prop.cxs.iter().find(|(_, o)| {
+                o.kind == CounterexampleKind::EpochReuse
+                    && o.scope == cx.scope
+                    && (o.stale.inc, o.stale.epoch) == (cx.stale.inc, cx.stale.epoch)
+                    && (o.stale.kind() == Kind::Grant) == grant
+            });
+            if let Some(k) = old.map(|(k, _)| k.clone()) {
+                let old = prop.cxs.remove(&k).expect("found");
+                prop.provisional.remove(&(old.due(), k));
+                cx.is_final |= old.is_final;
+                report = old.withdrawn.is_some();
+                if report {
+                    prop.withdrawn -= 1;
+                }
+            }
+        }
+        if !cx.is_final {
+            prop.provisional.insert((cx.due(), key.clone()));
+        }
+        if report {
+            let note = cx.note(p, self);
+            self.new_cxs.push(note);
+        }
+        self.state.props[p].cxs.insert(key, cx);
+    }
+
+    /// Makes final the provisional counterexamples of property `p` whose events the horizon
+    /// passed (all of them once the input is closed).
+    pub(super) fn finalize_cxs(&mut self, p: usize) {
+        let closed = self.state.closed;
+        let prop = &mut self.state.props[p];
+        while let Some(first) = prop.provisional.first() {
+            if !closed && first.0 >= prop.horizon {
+                break;
+            }
+            let (_, key) = prop.provisional.pop_first().expect("first");
+            if let Some(c) = prop.cxs.get_mut(&key) {
+                c.is_final = true;
+            }
+        }
+    }
+
+    /// Withdraws the provisional counterexamples of `scope` (property `p`) whose stale or
+    /// superseding event `set_aside` accepts (events just set aside as conflicting deliveries),
+    /// after the scope was decided again without them.
+    pub(super) fn withdraw_resting_on(
+        &mut self,
+        p: usize,
+        scope: &str,
+        set_aside: impl Fn(&Ev) -> bool,
+    ) {
+        let prop = &self.state.props[p];
+        let keys: Vec<Key> = prop
+            .cxs
+            .iter()
+            .filter(|(_, c)| {
+                c.scope == scope
+                    && !c.is_final
+                    && c.withdrawn.is_none()
+                    && (set_aside(&c.stale) || c.witness.as_ref().is_some_and(&set_aside))
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            let why = Withdrawal::ConflictingDuplicate;
+            let prop = &mut self.state.props[p];
+            let c = prop.cxs.get_mut(&key).expect("listed");
+            c.withdrawn = Some(why);
+            let due = c.due();
+            prop.provisional.remove(&(due, key.clone()));
+            prop.withdrawn += 1;
+            prop.tally
+                .series
+                .withdraw_counterexample(key.0, why.reason());
+            let note = self.state.props[p].cxs[&key].note(p, self);
+            self.withdrawn_cxs.push(note);
+        }
+    }
+
+    /// Counterexamples withdrawn since the last call, for metrics
+    /// (`fencewatch_counterexamples_withdrawn_total`): the same fields as
+    /// [`Live::take_new_counterexamples`] reports when they were found.
+    pub fn take_withdrawn_counterexamples(&mut self) -> Vec<NewCounterexample> {
+        std::mem::take(&mut self.withdrawn_cxs)
+    }
+
+    /// Counterexamples not yet final and not withdrawn, over all properties (the gauge
+    /// `fencewatch_counterexamples_provisional`). Per property, and over merged partitions:
+    /// [`super::View::provisional_count`].
+    pub fn provisional_counterexamples(&self) -> usize {
+        self.state.props.iter().map(|p| p.provisional.len()).sum()
+    }
+}

@@ -1,0 +1,325 @@
+//! Duplicate settlement in `serve` (SPEC §4 "Duplicates", and "`serve` is exact within the
+//! lateness horizon" on re-sends of folded events).
+//!
+//! Events sharing (emitter, seq), or commit/fence events sharing (scope, incarnation, order,
+//! epoch), are one event delivered twice when equal in content: one is kept. When they differ,
+//! **all** of them are set aside, whatever the arrival order: the later delivery is not
+//! applied; the earlier one, already applied, is set aside in its scope (its per-event reasons
+//! withdrawn, the scope decided again without it) and the provisional counterexamples that
+//! rested on it are withdrawn (the `cxs` module). `conflicting_duplicate` is raised once per key
+//! and property named, over the windows from the earliest to the latest delivery, as `check`
+//! places it. Further deliveries of a key already set aside are set aside too.
+//!
+//! To find the earlier delivery of an (emitter, seq), each emitter keeps a [`SeqWindow`] of its
+//! recent deliveries: per seq a content hash, the event time, and where it went (property and
+//! scope id, and the per-event reasons it raised), 24 bytes, dropped with the horizon. An
+//! (emitter, seq) whose delivery was dropped so (a *folded* event: its seq lies in the emitter's
+//! runs, below the window) can no longer be compared: a re-send is never dropped as a
+//! duplicate, nor applied; it is `unknown(late_evidence)` when itself older than the horizon,
+//! else `unknown(conflicting_duplicate)` (its time differs from the folded event's, so its
+//! content does). An emitter that restarts its seq without a new id is seen so. A seq at or
+//! above the window's start that the emitter's runs hold but the window does not (seen by
+//! another partition, through [`Live::absorb_seq_runs`], or beyond the window's span) is
+//! dropped as a duplicate, as before: its content was never here to compare.
+//!
+//! Of a (scope, incarnation, order, epoch) key, only kept events are compared: a delivery whose
+//! order key belongs to a folded event is judged against the mark like any late event.
+
+use super::{ASIDE, Ev, HAS_EPOCH, HAS_SEQ, Live, NONE, REJECTED, content_hash, runs_contain};
+use crate::event::Event;
+use crate::finding::Reason;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+/// [`Delivery::prop`] of an unattributed event.
+const NO_PROP: u16 = u16::MAX;
+
+/// The per-event reasons a committed commit/fence can raise when applied, by bit.
+pub(super) const STATIC_REASONS: [Reason; 5] = [
+    Reason::MissingScope,
+    Reason::MissingEpoch,
+    Reason::MissingRoute,
+    Reason::UndeclaredRoute,
+    Reason::UnfencedRoute,
+];
+
+/// One recent delivery of an (emitter, seq).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Delivery {
+    hash: u64,
+    /// Event time; `i64::MIN` marks an empty slot.
+    ts: i64,
+    /// The scope id it was kept under in its property, `NONE` when it was not kept.
+    scope: u32,
+    /// Its property, [`NO_PROP`] when unattributed.
+    prop: u16,
+    /// The [`STATIC_REASONS`] it raised, by bit.
+    reasons: u8,
+    /// Conflicting deliveries of this key were seen: all are set aside.
+    conflicted: bool,
+}
+
+const EMPTY: Delivery = Delivery {
+    hash: 0,
+    ts: i64::MIN,
+    scope: NONE,
+    prop: NO_PROP,
+    reasons: 0,
+    conflicted: false,
+};
+
+/// One emitter's recent deliveries, by seq: a ring over the dense seq range (seqs rise by one
+/// per event), so settling duplicates touches contiguous memory.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct SeqWindow {
+    /// Seq of the first slot: seqs below it that the emitter's runs hold were folded.
+    base: u64,
+    slots: VecDeque<Delivery>,
+}
+
+impl SeqWindow {
+    /// Seqs further than this ahead of the oldest kept one are not kept (a jump in an
+    /// emitter's counter must not allocate its size).
+    const SPAN: u64 = 1 << 22;
+
+    fn slot(&self, seq: u64) -> Option<usize> {
+        let i = usize::try_from(seq.checked_sub(self.base)?).ok()?;
+        (i < self.slots.len() && self.slots[i].ts != i64::MIN).then_some(i)
+    }
+
+    fn get(&self, seq: u64) -> Option<Delivery> {
+        self.slot(seq).map(|i| self.slots[i])
+    }
+
+    fn get_mut(&mut self, seq: u64) -> Option<&mut Delivery> {
+        self.slot(seq).map(|i| &mut self.slots[i])
+    }
+
+    fn insert(&mut self, seq: u64, d: Delivery) {
+        if self.slots.is_empty() {
+            self.base = seq;
+        }
+        if seq < self.base {
+            let grow = self.base - seq;
+            if grow.saturating_add(self.slots.len() as u64) > Self::SPAN {
+                return;
+            }
+            for _ in 0..grow {
+                self.slots.push_front(EMPTY);
+            }
+            self.base = seq;
+        }
+        let i = seq - self.base;
+        if i >= Self::SPAN {
+            return;
+        }
+        let i = i as usize;
+        if i >= self.slots.len() {
+            self.slots.resize(i + 1, EMPTY);
+        }
+        self.slots[i] = d;
+    }
+
+    /// Drops the leading deliveries older than `horizon` (and empty slots before them).
+    pub(super) fn forget_before(&mut self, horizon: i64) {
+        while let Some(d) = self.slots.front() {
+            if d.ts >= horizon {
+                break;
+            }
+            self.slots.pop_front();
+            self.base += 1;
+        }
+    }
+}
+
+/// How an (emitter, seq) stands against the deliveries seen.
+pub(super) enum Seen {
+    /// A new key: apply the event.
+    New,
+    /// An equal delivery of a key seen: drop it.
+    Duplicate,
+    /// A delivery to set aside (conflicting, or of a folded key): not applied.
+    Aside,
+}
+
+/// How an attributed event was taken by its property.
+pub(super) enum Attributed {
+    /// Applied: kept under scope id `scope` (`NONE` when not kept), having raised `reasons`.
+    Applied { scope: u32, reasons: u8 },
+    /// An equal delivery of a kept event's order key: dropped.
+    Duplicate,
+    /// Set aside as a conflicting delivery of an order key.
+    Aside,
+}
+
+impl Live {
+    /// Settles the (emitter, seq) of `rec` (of property `prop`, if attributed): see the module
+    /// doc. A new key is recorded.
+    pub(super) fn settle_seq(&mut self, prop: Option<usize>, rec: &Ev, ev: &Event<'_>) -> Seen {
+        let hash = content_hash(ev);
+        let e = self.state.emitters.entry(rec.emitter).or_default();
+        if let Some(p) = prop
+            && !e.props.contains(&(p as u16))
+        {
+            e.props.push(p as u16);
+        }
+        if let Some(d) = e.recent.get(rec.seq) {
+            if d.conflicted {
+                // One more delivery of a key already set aside.
+                if let Some(p) = prop {
+                    let t = &mut self.state.props[p].tally;
+                    t.series.add_reason(rec.ts, Reason::ConflictingDuplicate);
+                }
+                return Seen::Aside;
+            }
+            if d.hash == hash {
+                self.state.duplicates += 1;
+                return Seen::Duplicate;
+            }
+            e.recent.get_mut(rec.seq).expect("kept").conflicted = true;
+            self.conflicting_seq(prop, rec, d);
+            return Seen::Aside;
+        }
+        if runs_contain(&e.runs, rec.seq) {
+            if rec.seq >= e.recent.base {
+                // Seen elsewhere (another partition) or beyond the window: never comparable.
+                self.state.duplicates += 1;
+                return Seen::Duplicate;
+            }
+            if let Some(p) = prop {
+                let emitter = self.state.names[rec.emitter as usize].clone();
+                if rec.ts < self.state.props[p].horizon {
+                    self.raise(p, rec, Reason::LateEvidence, |_| format!(
+                        "emitter `{emitter}` seq {} was delivered before and folded: this delivery, older than the retained horizon, can no longer be compared with it", rec.seq
+                    ));
+                } else {
+                    self.raise(p, rec, Reason::ConflictingDuplicate, |_| format!(
+                        "emitter `{emitter}` seq {} was delivered before, older than the retained horizon: this delivery differs from it (an emitter that restarted its seq without a new id?)", rec.seq
+                    ));
+                }
+            }
+            return Seen::Aside;
+        }
+        e.recent.insert(
+            rec.seq,
+            Delivery {
+                hash,
+                ts: rec.ts,
+                prop: prop.map_or(NO_PROP, |p| p as u16),
+                ..EMPTY
+            },
+        );
+        e.events += 1;
+        super::add_to_runs(&mut e.runs, rec.seq, rec.ts);
+        Seen::New
+    }
+
+    /// Notes where the applied delivery of (emitter, seq) went, for setting it aside later.
+    pub(super) fn note_applied(&mut self, rec: &Ev, scope: u32, reasons: u8) {
+        if let Some(d) = self
+            .state
+            .emitters
+            .get_mut(&rec.emitter)
+            .and_then(|e| e.recent.get_mut(rec.seq))
+        {
+            d.scope = scope;
+            d.reasons = reasons;
+        }
+    }
+
+    /// `rec` and the earlier delivery `first` of its (emitter, seq) differ: raise
+    /// `conflicting_duplicate` for the properties they name and set `first` aside.
+    fn conflicting_seq(&mut self, prop: Option<usize>, rec: &Ev, first: Delivery) {
+        let first_prop = (first.prop != NO_PROP).then_some(first.prop as usize);
+        let emitter = self.state.names[rec.emitter as usize].clone();
+        for p in [prop, first_prop.filter(|&f| Some(f) != prop)]
+            .into_iter()
+            .flatten()
+        {
+            self.raise_span(p, rec, first.ts, Reason::ConflictingDuplicate, |_| {
+                format!(
+                    "two different events carry emitter `{emitter}` seq {}",
+                    rec.seq
+                )
+            });
+        }
+        let Some(p) = first_prop else { return };
+        self.withdraw_reasons(p, first.ts, first.reasons);
+        if first.scope != NONE {
+            let (em, seq) = (rec.emitter, rec.seq);
+            self.set_aside_kept(p, first.scope, move |e: &Ev| {
+                e.emitter == em && e.has(HAS_SEQ) && e.seq == seq
+            });
+        }
+    }
+
+    /// Settles the (scope, incarnation, order, epoch) key of `rec` against the kept events of
+    /// `scope`: `None` when no kept event shares it.
+    pub(super) fn settle_order(&mut self, p: usize, rec: &Ev, scope: &str) -> Option<Attributed> {
+        let st = self.state.props[p].scopes.get(scope)?;
+        let same_key = |e: &Ev| {
+            e.kind().is_mutation()
+                && e.has(super::HAS_ORDER)
+                && e.has(HAS_EPOCH)
+                && (e.inc, e.order, e.epoch) == (rec.inc, rec.order, rec.epoch)
+        };
+        let first = *st.events().iter().find(|e| same_key(e))?;
+        if first.same_content(rec) {
+            self.state.duplicates += 1;
+            return Some(Attributed::Duplicate);
+        }
+        self.count_aside(p, rec);
+        if first.has(ASIDE) {
+            let t = &mut self.state.props[p].tally;
+            t.series.add_reason(rec.ts, Reason::ConflictingDuplicate);
+            return Some(Attributed::Aside);
+        }
+        self.raise_span(p, rec, first.ts, Reason::ConflictingDuplicate, |_| {
+            format!(
+                "two different events of scope `{scope}` carry incarnation {}, order {} and epoch {}",
+                rec.inc, rec.order, rec.epoch
+            )
+        });
+        let reasons = self.static_reasons(p, &first, true);
+        self.withdraw_reasons(p, first.ts, reasons);
+        let id = self.state.props[p].scopes.id(scope).expect("kept");
+        let (src, pos) = (first.source, first.position);
+        self.set_aside_kept(p, id, move |e: &Ev| (e.source, e.position) == (src, pos));
+        Some(Attributed::Aside)
+    }
+
+    /// Counts a delivery set aside as an event of property `p` (as `check` does), nothing more.
+    pub(super) fn count_aside(&mut self, p: usize, rec: &Ev) {
+        let t = &mut self.state.props[p].tally;
+        t.max_ts = Some(t.max_ts.map_or(rec.ts, |m| m.max(rec.ts)));
+        t.series.add_event(rec.ts);
+        t.events += 1;
+    }
+
+    /// Sets aside the kept event of scope `scope` (property `p`) that `is_it` accepts, decides
+    /// the scope again without it and withdraws the provisional counterexamples resting on it.
+    fn set_aside_kept(&mut self, p: usize, scope: u32, is_it: impl Fn(&Ev) -> bool) {
+        let name = self.state.props[p].scopes.name(scope).to_string();
+        let st = self.state.props[p].scopes.get_mut(&name).expect("known");
+        if let Some(i) = st.events().iter().position(|e| !e.has(ASIDE) && is_it(e)) {
+            let e = st.events()[i];
+            st.set_aside(i);
+            if e.kind().is_mutation() && e.has(REJECTED) {
+                let t = &mut self.state.props[p].tally;
+                t.stale_rejections = t.stale_rejections.saturating_sub(1);
+            }
+            let horizon = self.state.props[p].horizon;
+            self.decide_scope(p, &name, None, horizon);
+        }
+        self.withdraw_resting_on(p, &name, is_it);
+    }
+
+    /// Withdraws the [`STATIC_REASONS`] in `mask` raised at `ts`.
+    fn withdraw_reasons(&mut self, p: usize, ts: i64, mask: u8) {
+        for (bit, r) in STATIC_REASONS.iter().enumerate() {
+            if mask & (1 << bit) != 0 {
+                self.withdraw(p, ts, *r);
+            }
+        }
+    }
+}
