@@ -116,24 +116,25 @@ fn decode_chunk(chunk: Chunk, max_line_bytes: usize, contract: &Contract) -> Par
     // Simulated and typical events are 120-200 bytes a line.
     let mut batch = Batch::with_capacity(chunk.source, chunk.data.len() / 100);
     if chunk.array {
-        match std::str::from_utf8(&chunk.data) {
-            Err(e) => bad(
-                &mut batch,
-                1,
-                DecodeError {
-                    field: None,
-                    reason: format!("invalid UTF-8 at byte {}", e.valid_up_to()),
-                    ts: None,
-                },
-            ),
-            Ok(text) => {
-                for (i, r) in json::decode_array(text).into_iter().enumerate() {
+        // The reader checked that the document is well-formed (`json::split_array`).
+        match json::decode_array(&chunk.data, max_line_bytes) {
+            Ok(elements) => {
+                for (i, r) in elements.into_iter().enumerate() {
                     match r {
                         Ok(d) => batch.push(contract, &d.event(), i as u64 + 1),
                         Err(e) => bad(&mut batch, i as u64 + 1, e),
                     }
                 }
             }
+            Err(e) => bad(
+                &mut batch,
+                1,
+                DecodeError {
+                    field: None,
+                    reason: e.to_string(),
+                    ts: None,
+                },
+            ),
         }
         return Parsed {
             seq: chunk.seq,
@@ -306,9 +307,13 @@ fn read_input(
                 .find(|b| !b.is_ascii_whitespace())
                 == Some(&b'[')
         {
-            // A JSON array document: read whole and decoded element by element.
+            // A JSON array document: read whole and decoded element by element; one that is
+            // not well-formed JSON is refused whole (SPEC §2), an error of the input.
             let mut data = std::mem::take(&mut cutter.carry);
             reader.read_to_end(&mut data).map_err(err)?;
+            if let Err(e) = json::split_array(&data) {
+                return Err(err(io::Error::new(io::ErrorKind::InvalidData, e)));
+            }
             let chunk = Chunk {
                 seq: *cutter.seq,
                 source,
@@ -501,5 +506,35 @@ mod tests {
         assert_eq!(r.events, 1);
         assert_eq!(r.malformed, 1);
         assert!(r.malformed_events[0].source.ends_with(":2"));
+        // A bad element costs only itself: the valid ones after it are kept.
+        let r = run(
+            br#"[{"kind":"heartbeat","route":"r","ts":1,"ts":2},{"kind":"heartbeat","route":"r","ts":3}]"#,
+            1024,
+        );
+        assert_eq!((r.events, r.malformed), (1, 1));
+    }
+
+    #[test]
+    fn a_json_array_that_is_not_well_formed_is_refused_whole() {
+        for bad in [
+            &br#"[{"kind":"heartbeat","route":"r","ts":1}, NaN]"#[..],
+            br#"[{"kind":"heartbeat","route":"r","ts":1}, {"kind""#,
+            b"[{\"kind\":\"heartbeat\",\"route\":\"\xff\",\"ts\":1}]",
+        ] {
+            let mut f = tempfile::NamedTempFile::new().unwrap();
+            f.write_all(bad).unwrap();
+            let mut h = History::new(Contract::parse("c", CONTRACT).unwrap());
+            let err = read_into(
+                &mut h,
+                &[Input::Path(f.path().into())],
+                ReadOptions::default(),
+                None,
+            )
+            .unwrap_err();
+            assert!(
+                err.to_string().contains("not a well-formed JSON array"),
+                "{err}"
+            );
+        }
     }
 }

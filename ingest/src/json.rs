@@ -134,19 +134,60 @@ pub fn decode_slow(text: &str) -> Result<Decoded<'_>, DecodeError> {
     state.finish()
 }
 
-/// Decodes a JSON array of event objects (an HTTP body, a `.json` file). Each element gets its
-/// own result, positioned by its 1-based index; a syntax error ends the array and is returned
-/// as the last element.
-pub fn decode_array(text: &str) -> Vec<Result<Decoded<'_>, DecodeError>> {
-    let mut de = serde_json::Deserializer::from_str(text);
-    let mut out = Vec::new();
-    let res = ArraySeed { out: &mut out }
-        .deserialize(&mut de)
-        .and_then(|()| de.end());
-    if let Err(e) = res {
-        out.push(Err(DecodeError::line(format!("invalid JSON array: {e}"))));
+/// Why a JSON-array document is refused whole (SPEC §2): it is not well-formed JSON (a syntax
+/// error, `NaN`, invalid UTF-8, trailing data) or not an array. Nothing of such a document is
+/// kept.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a well-formed JSON array: {0}")]
+pub struct ArrayError(pub String);
+
+/// Splits a JSON-array document into the text of its elements, checking that the whole
+/// document is well-formed JSON. The elements are not decoded: one that is well-formed but not
+/// a valid event (a duplicate key, nesting deeper than [`MAX_DEPTH`], a bad field) is for
+/// [`decode_element`] to reject, alone. The split walks nested values without recursion, so a
+/// deeply nested element costs no stack.
+pub fn split_array(body: &[u8]) -> Result<Vec<&str>, ArrayError> {
+    let text = std::str::from_utf8(body)
+        .map_err(|e| ArrayError(format!("invalid UTF-8 at byte {}", e.valid_up_to())))?;
+    let elements: Vec<&serde_json::value::RawValue> =
+        serde_json::from_str(text).map_err(|e| ArrayError(e.to_string()))?;
+    Ok(elements.into_iter().map(|r| r.get()).collect())
+}
+
+/// Decodes one element of a JSON array (from [`split_array`]) as an event; `max_bytes` is the
+/// size limit of an element, as of a line.
+pub fn decode_element(text: &str, max_bytes: usize) -> Result<Decoded<'_>, DecodeError> {
+    if text.len() > max_bytes {
+        return Err(DecodeError::line(format!(
+            "element is {} bytes, over the {max_bytes}-byte limit",
+            text.len()
+        )));
     }
-    out
+    if !text.starts_with('{') {
+        let found = match text.as_bytes().first() {
+            Some(b'[') => "an array",
+            Some(b'"') => "a string",
+            Some(b'n') => "null",
+            Some(b't' | b'f') => "a boolean",
+            _ => "a number",
+        };
+        return Err(DecodeError::line(format!(
+            "expected an event object, found {found}"
+        )));
+    }
+    decode_str(text)
+}
+
+/// Decodes a JSON-array document (an HTTP body, a `.json` file): refused whole when it is not
+/// well-formed, else one result per element, in order.
+pub fn decode_array(
+    body: &[u8],
+    max_element_bytes: usize,
+) -> Result<Vec<Result<Decoded<'_>, DecodeError>>, ArrayError> {
+    Ok(split_array(body)?
+        .into_iter()
+        .map(|e| decode_element(e, max_element_bytes))
+        .collect())
 }
 
 fn json_reason(e: &serde_json::Error) -> String {
@@ -640,80 +681,6 @@ impl<'de> Visitor<'de> for ScalarSeed {
     }
 }
 
-struct ArraySeed<'o, 'de> {
-    out: &'o mut Vec<Result<Decoded<'de>, DecodeError>>,
-}
-
-impl<'de> DeserializeSeed<'de> for ArraySeed<'_, 'de> {
-    type Value = ();
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ArraySeed<'_, 'de> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an array of event objects")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        loop {
-            let mut state = State::default();
-            match seq.next_element_seed(ElementSeed { state: &mut state }) {
-                Ok(Some(Ok(()))) => self.out.push(state.finish()),
-                Ok(Some(Err(reason))) => self.out.push(Err(DecodeError::line(reason))),
-                Ok(None) => return Ok(()),
-                Err(e) => return Err(e),
-            }
-        }
-    }
-}
-
-/// An array element: an event object, or any other value reported as not an object.
-struct ElementSeed<'s, 'de> {
-    state: &'s mut State<'de>,
-}
-
-impl<'de> DeserializeSeed<'de> for ElementSeed<'_, 'de> {
-    type Value = Result<(), String>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ElementSeed<'_, 'de> {
-    type Value = Result<(), String>;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an event object")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        EventSeed { state: self.state }.visit_map(map).map(Ok)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        ScalarSeed { depth: 2 }
-            .visit_seq(seq)
-            .map(|_| Err("expected an event object, found an array".into()))
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Err("expected an event object, found null".into()))
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Err("expected an event object, found a boolean".into()))
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Err("expected an event object, found a number".into()))
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Err("expected an event object, found a number".into()))
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Err("expected an event object, found a number".into()))
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Err("expected an event object, found a string".into()))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -908,14 +875,82 @@ mod tests {
 
     #[test]
     fn arrays_decode_per_element() {
+        let max = DEFAULT_MAX_LINE_BYTES;
         let out = decode_array(
-            r#"[{"kind":"commit","ts":1},{"kind":"x","ts":1},5,{"kind":"heartbeat","ts":2,"route":"r"}]"#,
-        );
+            br#"[{"kind":"commit","ts":1},{"kind":"x","ts":1},5,{"kind":"heartbeat","ts":2,"route":"r"}]"#,
+            max,
+        )
+        .unwrap();
         assert_eq!(out.len(), 4);
         assert!(out[0].is_ok() && out[1].is_err() && out[2].is_err() && out[3].is_ok());
-        let out = decode_array(r#"[{"kind":"commit","ts":1},{"kind""#);
-        assert!(out[0].is_ok());
-        assert!(out.last().unwrap().is_err());
+        assert_eq!(
+            out[2].as_ref().unwrap_err().reason,
+            "expected an event object, found a number"
+        );
+        // Not well-formed: refused whole.
+        for bad in [
+            &br#"[{"kind":"commit","ts":1},{"kind""#[..],
+            br#"[{"kind":"commit","ts":1}, NaN]"#,
+            br#"[{"kind":"commit","ts":1}] x"#,
+            b"[{\"kind\":\"commit\",\"ts\":1,\"x\":\"\xff\"}]",
+            br#"{"kind":"commit","ts":1}"#,
+        ] {
+            assert!(
+                decode_array(bad, max).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn a_bad_element_costs_only_itself() {
+        let max = 200;
+        let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+        let body = format!(
+            r#"[{{"kind":"commit","ts":1,"kind":"fence"}},{{"kind":"commit","ts":2,"x":{deep}}},{{"kind":"commit","ts":3,"pad":"{}"}},{{"kind":"heartbeat","ts":4,"route":"r"}}]"#,
+            "x".repeat(300)
+        );
+        let out = decode_array(body.as_bytes(), max).unwrap();
+        assert_eq!(out.len(), 4);
+        assert!(
+            out[0]
+                .as_ref()
+                .unwrap_err()
+                .reason
+                .contains("duplicate key")
+        );
+        assert!(
+            out[1]
+                .as_ref()
+                .unwrap_err()
+                .reason
+                .contains("over the 200-byte limit")
+        );
+        assert!(
+            out[2]
+                .as_ref()
+                .unwrap_err()
+                .reason
+                .contains("over the 200-byte limit")
+        );
+        assert!(out[3].is_ok());
+        let nested = format!(
+            r#"[{{"kind":"commit","ts":2,"x":{}1{}}},{{"kind":"heartbeat","ts":4,"route":"r"}}]"#,
+            "[".repeat(70),
+            "]".repeat(70)
+        );
+        let out = decode_array(nested.as_bytes(), DEFAULT_MAX_LINE_BYTES).unwrap();
+        assert!(
+            out[0]
+                .as_ref()
+                .unwrap_err()
+                .reason
+                .contains("nesting deeper"),
+            "{:?}",
+            out[0]
+        );
+        assert!(out[1].is_ok());
     }
 
     fn arb_line() -> impl proptest::strategy::Strategy<Value = String> {

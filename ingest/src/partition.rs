@@ -85,6 +85,10 @@ pub struct ItemError {
     pub error: DecodeError,
 }
 
+/// Malformed items of one batch whose error is listed in [`Applied::errors`]; the others are
+/// counted in [`Applied::malformed`] (SPEC §2: the first 100 listed, then a count).
+pub const MAX_LISTED_ERRORS: usize = 100;
+
 /// What applying one batch did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Applied {
@@ -93,10 +97,26 @@ pub struct Applied {
     /// Duplicate deliveries among them.
     pub duplicates: u64,
     /// Malformed items, each also counted as `malformed_event` evidence.
+    pub malformed: u64,
+    /// The first [`MAX_LISTED_ERRORS`] malformed items, in order.
     pub errors: Vec<ItemError>,
 }
 
-/// Number of offsets a body takes: its lines (blank ones included) or array elements.
+impl Applied {
+    fn malformed(&mut self, item: u64, offset: u64, error: DecodeError) {
+        self.malformed += 1;
+        if self.errors.len() < MAX_LISTED_ERRORS {
+            self.errors.push(ItemError {
+                item: item + 1,
+                offset,
+                error,
+            });
+        }
+    }
+}
+
+/// Number of offsets a body takes: its lines (blank ones included) or array elements. An
+/// array body must be well-formed (see [`json::split_array`]); one that is not takes one.
 pub fn items(format: Format, body: &[u8]) -> u64 {
     match format {
         Format::Ndjson => {
@@ -107,10 +127,7 @@ pub fn items(format: Format, body: &[u8]) -> u64 {
                 memchr::memchr_iter(b'\n', body).count() as u64 + 1
             }
         }
-        Format::Array => match std::str::from_utf8(body) {
-            Ok(text) => json::decode_array(text).len().max(1) as u64,
-            Err(_) => 1,
-        },
+        Format::Array => json::split_array(body).map_or(1, |e| e.len() as u64),
     }
 }
 
@@ -141,18 +158,45 @@ pub fn encode(
     first_line: Option<u64>,
     body: &[u8],
 ) -> Vec<u8> {
-    let mut out = Vec::with_capacity(body.len() + source.len() + 20);
+    let mut out = encode_header(format, received_at, source, first_line, body.len());
+    out.extend_from_slice(body);
+    out
+}
+
+/// The header of a WAL payload ([`encode`]) with room for `body_capacity` bytes of body: the
+/// body is appended to it as it arrives, so a request body is not copied into its payload.
+pub fn encode_header(
+    format: Format,
+    received_at: i64,
+    source: &str,
+    first_line: Option<u64>,
+    body_capacity: usize,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body_capacity + source.len() + 20);
     out.push(PAYLOAD_VERSION);
-    out.push(match format {
-        Format::Ndjson => 0,
-        Format::Array => 1,
-    });
+    out.push(format_byte(format));
     out.extend_from_slice(&received_at.to_le_bytes());
     out.extend_from_slice(&first_line.unwrap_or(u64::MAX).to_le_bytes());
     out.extend_from_slice(&(source.len() as u16).to_le_bytes());
     out.extend_from_slice(source.as_bytes());
-    out.extend_from_slice(body);
     out
+}
+
+/// Bytes of the header [`encode_header`] writes for `source`.
+pub fn header_len(source: &str) -> usize {
+    20 + source.len()
+}
+
+/// Sets the body format of a payload from [`encode_header`] (known once the body is read).
+pub fn set_format(payload: &mut [u8], format: Format) {
+    payload[1] = format_byte(format);
+}
+
+fn format_byte(format: Format) -> u8 {
+    match format {
+        Format::Ndjson => 0,
+        Format::Array => 1,
+    }
 }
 
 /// A decoded WAL payload.
@@ -198,78 +242,142 @@ pub fn decode(payload: &[u8]) -> Result<Batch<'_>, String> {
     })
 }
 
-/// A batch's items decoded (blank lines skipped): (index in the batch, result).
-pub type DecodedItems<'a> = Vec<(u64, Result<json::Decoded<'a>, DecodeError>)>;
+/// A batch's items decoded: its valid events and the indices of its malformed items, both in
+/// order (blank lines skipped). A malformed item keeps only its index: its error is worded
+/// again when applied, so that a body of many bad lines costs 4 bytes a line, not a decoded
+/// event and an error message each.
+#[derive(Debug, Default)]
+pub struct DecodedItems<'a> {
+    events: Vec<(u32, json::Decoded<'a>)>,
+    bad: Vec<u32>,
+}
+
+/// One item of a batch, decoded.
+fn decode_item<'a>(
+    format: Format,
+    item: &'a [u8],
+    max_line_bytes: usize,
+) -> Result<json::Decoded<'a>, DecodeError> {
+    match format {
+        Format::Ndjson => json::decode_line(item, max_line_bytes),
+        // Elements come from `split_array`, which checked the UTF-8.
+        Format::Array => json::decode_element(
+            std::str::from_utf8(item).expect("split_array checked UTF-8"),
+            max_line_bytes,
+        ),
+    }
+}
+
+/// The items of a batch: its lines, or the elements of its array (`Err` when the array is not
+/// well-formed: a record written before such bodies were refused whole).
+fn batch_items<'a>(batch: &Batch<'a>) -> Result<Vec<&'a [u8]>, json::ArrayError> {
+    match batch.format {
+        Format::Ndjson => Ok(lines(batch.body).collect()),
+        Format::Array => {
+            Ok(json::split_array(batch.body)?.into_iter().map(str::as_bytes).collect())
+        }
+    }
+}
 
 /// Decodes a batch's items. Pure: it can run on any thread, before the assessor is locked.
 pub fn decode_items<'a>(batch: &Batch<'a>, max_line_bytes: usize) -> DecodedItems<'a> {
+    let mut out = DecodedItems::default();
+    let each = |out: &mut DecodedItems<'a>, i: usize, item: &'a [u8]| {
+        if batch.format == Format::Ndjson && json::is_blank(item) {
+            return;
+        }
+        match decode_item(batch.format, item, max_line_bytes) {
+            Ok(d) => out.events.push((i as u32, d)),
+            Err(_) => out.bad.push(i as u32),
+        }
+    };
     match batch.format {
+        // Lines are walked without collecting them: a body of many short lines stays small.
         Format::Ndjson => lines(batch.body)
             .enumerate()
-            .filter(|(_, line)| !json::is_blank(line))
-            .map(|(i, line)| (i as u64, json::decode_line(line, max_line_bytes)))
-            .collect(),
-        Format::Array => match std::str::from_utf8(batch.body) {
-            Ok(text) => json::decode_array(text)
+            .for_each(|(i, l)| each(&mut out, i, l)),
+        Format::Array => match batch_items(batch) {
+            Ok(items) => items
                 .into_iter()
                 .enumerate()
-                .map(|(i, r)| (i as u64, r))
-                .collect(),
-            Err(e) => vec![(
-                0,
-                Err(DecodeError {
-                    field: None,
-                    reason: format!("invalid UTF-8: {e}"),
-                    ts: None,
-                }),
-            )],
+                .for_each(|(i, e)| each(&mut out, i, e)),
+            Err(_) => out.bad.push(0),
         },
     }
+    out
 }
 
 /// Feeds one batch at WAL offset `base` to the assessor.
 pub fn apply(live: &mut Live, base: u64, batch: &Batch<'_>, max_line_bytes: usize) -> Applied {
     let items = decode_items(batch, max_line_bytes);
-    apply_decoded(live, base, batch, items)
+    apply_decoded(live, base, batch, items, max_line_bytes)
 }
 
-/// Feeds a batch decoded by [`decode_items`] to the assessor.
+/// Feeds a batch decoded by [`decode_items`] (with the same `max_line_bytes`) to the
+/// assessor, in item order.
 pub fn apply_decoded(
     live: &mut Live,
     base: u64,
     batch: &Batch<'_>,
     items: DecodedItems<'_>,
+    max_line_bytes: usize,
 ) -> Applied {
     let source = live.add_source(batch.source);
     let mut out = Applied::default();
-    for (i, res) in items {
-        let offset = base + i;
-        let position = batch.first_line.map_or(offset, |l| l + i);
-        match res {
-            Ok(d) => match live.push(&d.event(), source, position, batch.received_at) {
-                Pushed::Malformed => out.errors.push(ItemError {
-                    item: i + 1,
-                    offset,
-                    error: DecodeError {
+    // The texts of malformed items, to word their errors again (only when there are some).
+    let texts = if items.bad.is_empty() {
+        Ok(Vec::new())
+    } else {
+        batch_items(batch)
+    };
+    let mut events = items.events.into_iter().peekable();
+    let mut bad = items.bad.into_iter().peekable();
+    loop {
+        let next_bad = bad.peek().copied();
+        let take_event = match (events.peek(), next_bad) {
+            (None, None) => break,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some((e, _)), Some(b)) => *e < b,
+        };
+        if take_event {
+            let (i, d) = events.next().expect("peeked");
+            let i = u64::from(i);
+            let offset = base + i;
+            let position = batch.first_line.map_or(offset, |l| l + i);
+            match live.push(&d.event(), source, position, batch.received_at) {
+                Pushed::Malformed => {
+                    let error = DecodeError {
                         field: None,
                         reason: live.view().last_malformed().unwrap_or_default().to_string(),
                         ts: Some(d.event().ts),
-                    },
-                }),
+                    };
+                    out.malformed(i, offset, error);
+                }
                 Pushed::Duplicate => {
                     out.accepted += 1;
                     out.duplicates += 1;
                 }
                 Pushed::Assessed | Pushed::Unattributed => out.accepted += 1,
-            },
-            Err(e) => {
-                live.push_malformed(source, position, e.ts, e.to_string());
-                out.errors.push(ItemError {
-                    item: i + 1,
-                    offset,
-                    error: e,
-                });
             }
+        } else {
+            let i = bad.next().expect("peeked");
+            let error = match &texts {
+                Ok(texts) => match decode_item(batch.format, texts[i as usize], max_line_bytes) {
+                    Err(e) => e,
+                    Ok(_) => unreachable!("an item decodes the same way twice"),
+                },
+                Err(e) => DecodeError {
+                    field: None,
+                    reason: e.to_string(),
+                    ts: None,
+                },
+            };
+            let i = u64::from(i);
+            let offset = base + i;
+            let position = batch.first_line.map_or(offset, |l| l + i);
+            live.push_malformed(source, position, error.ts, error.to_string());
+            out.malformed(i, offset, error);
         }
     }
     out
@@ -424,10 +532,16 @@ mod tests {
             (Format::Ndjson, 42, "http")
         );
         assert_eq!(b.body, BATCH.as_bytes());
+        assert_eq!(p.len(), header_len("http") + BATCH.len());
+        let mut q = encode_header(Format::Ndjson, 42, "http", None, 2);
+        q.extend_from_slice(b"[]");
+        set_format(&mut q, Format::Array);
+        assert_eq!(q, encode(Format::Array, 42, "http", None, b"[]"));
         assert_eq!(items(Format::Ndjson, BATCH.as_bytes()), 4);
         assert_eq!(items(Format::Ndjson, b"{}"), 1);
         assert_eq!(items(Format::Ndjson, b""), 0);
         assert_eq!(items(Format::Array, b"[{}, {}, 3]"), 3);
+        assert_eq!(items(Format::Array, b"[{}, {}, NaN]"), 1);
         assert!(decode(&p[..5]).is_err());
     }
 
@@ -443,7 +557,7 @@ mod tests {
         };
         let a = apply(&mut live, 100, &b, 1 << 20);
         assert_eq!(a.accepted, 2);
-        assert_eq!(a.errors.len(), 1);
+        assert_eq!((a.errors.len(), a.malformed), (1, 1));
         assert_eq!((a.errors[0].item, a.errors[0].offset), (3, 102));
         let page = live
             .view()

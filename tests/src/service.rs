@@ -154,6 +154,23 @@ impl TestService {
         )
     }
 
+    /// Like [`TestService::start`], under a file-descriptor limit of `fds` (soft and hard, set
+    /// by `sh`'s `ulimit -n` before it execs the service).
+    pub fn start_with_fd_limit(
+        dir: &Path,
+        contract: &str,
+        extra: &[&str],
+        fds: u32,
+    ) -> TestService {
+        let contract_path = dir.join("contract.toml");
+        std::fs::write(&contract_path, contract).expect("write contract");
+        let mut extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        extra.push(format!("\u{0}ulimit:{fds}"));
+        let svc = TestService::listen(contract_path, dir.join("data"), extra);
+        svc.wait_ready();
+        svc
+    }
+
     fn spawn(contract: PathBuf, data_dir: PathBuf, extra: Vec<String>) -> TestService {
         let svc = TestService::listen(contract, data_dir, extra);
         svc.wait_ready();
@@ -168,14 +185,30 @@ impl TestService {
                 .unwrap()
                 .as_nanos()
         ));
-        let mut child = Command::new(crate::bin())
+        // A trailing `\0ulimit:N` (from `start_with_fd_limit`) runs the service under `sh`
+        // with that descriptor limit.
+        let fds = extra
+            .last()
+            .and_then(|e| e.strip_prefix("\u{0}ulimit:"))
+            .map(str::to_string);
+        let args = &extra[..extra.len() - usize::from(fds.is_some())];
+        let mut cmd = match &fds {
+            Some(n) => {
+                let mut c = Command::new("sh");
+                c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\"")])
+                    .arg(crate::bin());
+                c
+            }
+            None => Command::new(crate::bin()),
+        };
+        let mut child = cmd
             .arg("serve")
             .arg("--contract")
             .arg(&contract)
             .arg("--data-dir")
             .arg(&data_dir)
             .args(["--listen", "127.0.0.1:0", "--checkpoint-interval", "200ms"])
-            .args(&extra)
+            .args(args)
             .env_remove("FENCEWATCH_AUTH_TOKEN")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

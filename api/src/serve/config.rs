@@ -29,6 +29,10 @@ listen = "127.0.0.1:8080"
 max_body_bytes = 16777216       # 16 MiB
 max_line_bytes = 1048576        # 1 MiB
 request_timeout = "30s"
+header_read_timeout = "10s"     # a client must send a request's headers within this
+idle_timeout = "60s"            # a connection with nothing in flight is closed after this
+max_connections = 1024          # more are answered 503 and closed (capped below the fd limit)
+max_pending_bytes = 268435456   # 256 MiB of ingest bodies in flight; 503 beyond
 future_tolerance = "5m"         # an event further ahead of the wall clock is malformed
 checkpoint_interval = "10s"
 wal_segment_bytes = 67108864    # 64 MiB
@@ -71,19 +75,34 @@ pub struct ServeArgs {
     pub listen: Option<String>,
     /// Bearer token required on /v1/* (prefer --auth-token-file).
     #[arg(long, env = "FENCEWATCH_AUTH_TOKEN", hide_env_values = true)]
-    pub auth_token: Option<AuthToken>,
+    pub auth_token: Option<String>,
     /// File holding the bearer token required on /v1/*.
     #[arg(long, env = "FENCEWATCH_AUTH_TOKEN_FILE", value_name = "FILE")]
     pub auth_token_file: Option<PathBuf>,
     /// Largest accepted request body in bytes [default: 16 MiB].
     #[arg(long, env = "FENCEWATCH_MAX_BODY_BYTES", value_name = "BYTES")]
-    pub max_body_bytes: Option<u64>,
+    pub max_body_bytes: Option<String>,
     /// Longer event lines are malformed [default: 1 MiB].
     #[arg(long, env = "FENCEWATCH_MAX_LINE_BYTES", value_name = "BYTES")]
-    pub max_line_bytes: Option<u64>,
+    pub max_line_bytes: Option<String>,
     /// Requests taking longer fail with 503 [default: 30s].
     #[arg(long, env = "FENCEWATCH_REQUEST_TIMEOUT", value_name = "DURATION")]
     pub request_timeout: Option<String>,
+    /// A client must send a request's headers within this [default: 10s].
+    #[arg(long, env = "FENCEWATCH_HEADER_READ_TIMEOUT", value_name = "DURATION")]
+    pub header_read_timeout: Option<String>,
+    /// A connection with no request in flight and no bytes moving is closed after this
+    /// [default: 60s].
+    #[arg(long, env = "FENCEWATCH_IDLE_TIMEOUT", value_name = "DURATION")]
+    pub idle_timeout: Option<String>,
+    /// Open connections at most; more are answered 503 and closed [default: 1024, capped
+    /// below the file-descriptor limit].
+    #[arg(long, env = "FENCEWATCH_MAX_CONNECTIONS", value_name = "N")]
+    pub max_connections: Option<String>,
+    /// Bytes of ingest bodies in flight (read, queued or being applied) at most; requests
+    /// beyond are answered 503 with Retry-After [default: 256 MiB].
+    #[arg(long, env = "FENCEWATCH_MAX_PENDING_BYTES", value_name = "BYTES")]
+    pub max_pending_bytes: Option<String>,
     /// Events further ahead of the wall clock are malformed [default: 5m].
     #[arg(long, env = "FENCEWATCH_FUTURE_TOLERANCE", value_name = "DURATION")]
     pub future_tolerance: Option<String>,
@@ -95,10 +114,10 @@ pub struct ServeArgs {
     pub checkpoint_interval: Option<String>,
     /// Size at which a new WAL segment starts [default: 64 MiB].
     #[arg(long, env = "FENCEWATCH_WAL_SEGMENT_BYTES", value_name = "BYTES")]
-    pub wal_segment_bytes: Option<u64>,
-    /// Log format [default: text].
-    #[arg(long, env = "FENCEWATCH_LOG_FORMAT", value_enum)]
-    pub log_format: Option<LogFormat>,
+    pub wal_segment_bytes: Option<String>,
+    /// Log format: text or json [default: text].
+    #[arg(long, env = "FENCEWATCH_LOG_FORMAT", value_name = "FORMAT")]
+    pub log_format: Option<String>,
     /// Log level or filter, e.g. `debug` or `info,fencewatch_ingest=debug` [default: info].
     #[arg(long, env = "FENCEWATCH_LOG_LEVEL", value_name = "FILTER")]
     pub log_level: Option<String>,
@@ -138,6 +157,14 @@ pub struct ServeConfig {
     pub max_line_bytes: u64,
     /// Requests taking longer fail.
     pub request_timeout: Duration,
+    /// A request's headers must arrive within this.
+    pub header_read_timeout: Duration,
+    /// Idle connections are closed after this.
+    pub idle_timeout: Duration,
+    /// Open connections at most (before the file-descriptor cap).
+    pub max_connections: u64,
+    /// Bytes of ingest bodies in flight at most.
+    pub max_pending_bytes: u64,
     /// Events further ahead of the wall clock are malformed.
     pub future_tolerance: Duration,
     /// Resident horizon; `None` lets the engine derive it from the contract.
@@ -174,6 +201,10 @@ struct Layer {
     max_body_bytes: Option<u64>,
     max_line_bytes: Option<u64>,
     request_timeout: Option<String>,
+    header_read_timeout: Option<String>,
+    idle_timeout: Option<String>,
+    max_connections: Option<u64>,
+    max_pending_bytes: Option<u64>,
     future_tolerance: Option<String>,
     retention: Option<String>,
     checkpoint_interval: Option<String>,
@@ -248,6 +279,23 @@ impl Loader {
             );
         }
         n
+    }
+
+    /// A flag or variable that must be a non-negative integer: `None` (with an error) when
+    /// it is not, so that every bad one is reported, not only the first.
+    fn flag_u64(&mut self, key: &str, v: Option<String>) -> Option<u64> {
+        let s = v?;
+        match s.trim().parse::<u64>() {
+            Ok(n) => Some(n),
+            Err(_) => {
+                self.error(
+                    key,
+                    Origin::Flag,
+                    format_args!("`{s}` is not a non-negative integer"),
+                );
+                None
+            }
+        }
     }
 
     /// Reads the file layer; keys with errors are reported and left out.
@@ -387,29 +435,47 @@ impl ServeConfig {
         });
 
         let auth_token = if a.auth_token.is_some() || a.auth_token_file.is_some() {
-            token(
-                &mut l,
-                a.auth_token.map(Ok),
-                a.auth_token_file,
-                Origin::Flag,
-            )
+            let t = a.auth_token.map(|s| s.parse::<AuthToken>());
+            token(&mut l, t, a.auth_token_file, Origin::Flag)
         } else {
             let t = f.auth_token.map(|s| s.parse::<AuthToken>());
             token(&mut l, t, f.auth_token_file, Origin::File)
         };
 
-        let body = pick(a.max_body_bytes, f.max_body_bytes, d.max_body_bytes);
+        let flag_body = l.flag_u64("max_body_bytes", a.max_body_bytes);
+        let body = pick(flag_body, f.max_body_bytes, d.max_body_bytes);
         let max_body_bytes = l.bytes("max_body_bytes", body, MIN_BODY_BYTES);
-        let line = pick(a.max_line_bytes, f.max_line_bytes, d.max_line_bytes);
+        let flag_line = l.flag_u64("max_line_bytes", a.max_line_bytes);
+        let line = pick(flag_line, f.max_line_bytes, d.max_line_bytes);
         let max_line_bytes = l.bytes("max_line_bytes", line, MIN_LINE_BYTES);
-        let segment = pick(
-            a.wal_segment_bytes,
-            f.wal_segment_bytes,
-            d.wal_segment_bytes,
-        );
+        let flag_conns = l.flag_u64("max_connections", a.max_connections);
+        let conns = pick(flag_conns, f.max_connections, d.max_connections);
+        let max_connections = l.bytes("max_connections", conns, 1);
+        let flag_pending = l.flag_u64("max_pending_bytes", a.max_pending_bytes);
+        let pending = pick(flag_pending, f.max_pending_bytes, d.max_pending_bytes);
+        let max_pending_bytes = l.bytes("max_pending_bytes", pending, MIN_BODY_BYTES);
+        if max_pending_bytes < max_body_bytes {
+            l.error(
+                "max_pending_bytes",
+                pending.map_or(Origin::Default, |(_, o)| o),
+                format_args!(
+                    "{max_pending_bytes} is below max_body_bytes ({max_body_bytes}): a body of the largest accepted size could never be taken"
+                ),
+            );
+        }
+        let flag_segment = l.flag_u64("wal_segment_bytes", a.wal_segment_bytes);
+        let segment = pick(flag_segment, f.wal_segment_bytes, d.wal_segment_bytes);
         let wal_segment_bytes = l.bytes("wal_segment_bytes", segment, MIN_WAL_SEGMENT_BYTES);
         let timeout = pick(a.request_timeout, f.request_timeout, d.request_timeout);
         let request_timeout = l.duration("request_timeout", timeout).unwrap_or_default();
+        let headers = pick(
+            a.header_read_timeout,
+            f.header_read_timeout,
+            d.header_read_timeout,
+        );
+        let header_read_timeout = (l.duration("header_read_timeout", headers)).unwrap_or_default();
+        let idle = pick(a.idle_timeout, f.idle_timeout, d.idle_timeout);
+        let idle_timeout = l.duration("idle_timeout", idle).unwrap_or_default();
         let future = pick(a.future_tolerance, f.future_tolerance, d.future_tolerance);
         let future_tolerance = l.duration("future_tolerance", future).unwrap_or_default();
         let retention = l.duration("retention", pick(a.retention, f.retention, None));
@@ -422,7 +488,21 @@ impl ServeConfig {
         let data_dir = pick(a.data_dir, f.data_dir, d.data_dir)
             .unwrap_or_default()
             .0;
-        let log_format = pick(a.log_format, f.log_format, d.log_format)
+        let flag_format = a
+            .log_format
+            .and_then(|s| match s.to_ascii_lowercase().as_str() {
+                "text" => Some(LogFormat::Text),
+                "json" => Some(LogFormat::Json),
+                _ => {
+                    l.error(
+                        "log_format",
+                        Origin::Flag,
+                        format_args!("`{s}` is not a log format (text or json)"),
+                    );
+                    None
+                }
+            });
+        let log_format = pick(flag_format, f.log_format, d.log_format)
             .unwrap_or_default()
             .0;
         let (log_level, level_origin) =
@@ -520,6 +600,10 @@ impl ServeConfig {
                 max_body_bytes,
                 max_line_bytes,
                 request_timeout,
+                header_read_timeout,
+                idle_timeout,
+                max_connections,
+                max_pending_bytes,
                 future_tolerance,
                 retention,
                 checkpoint_interval,

@@ -13,6 +13,7 @@
 //! until then the engine is not ready (`/readyz` answers 503, queries 503).
 
 use crate::serve::Ready;
+use crate::serve::budget::{Budget, Reservation};
 use crate::serve::kafka::Kafka;
 use crate::serve::metrics::Metrics;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
@@ -44,6 +45,8 @@ pub struct EngineOptions {
     pub checkpoint_interval: Duration,
     /// Options of the assessor.
     pub live: LiveOptions,
+    /// Bytes of ingest bodies in flight at most (`max_pending_bytes`).
+    pub max_pending_bytes: u64,
 }
 
 /// The answer to one submitted batch.
@@ -69,6 +72,8 @@ struct Job {
     items: u32,
     payload: Vec<u8>,
     reply: tokio::sync::oneshot::Sender<Result<Ingested, SubmitError>>,
+    /// The ingest budget this batch holds until it is answered (HTTP bodies only).
+    _held: Option<Reservation>,
 }
 
 /// WAL and checkpoint figures for metrics.
@@ -98,6 +103,8 @@ pub struct Engine {
     stopped: tokio::sync::Notify,
     /// The Kafka source, when configured.
     kafka: std::sync::OnceLock<Arc<Kafka>>,
+    /// Bytes of ingest bodies in flight.
+    budget: Budget,
 }
 
 impl std::fmt::Debug for Job {
@@ -144,6 +151,7 @@ impl Engine {
             contract,
             stopped: tokio::sync::Notify::new(),
             kafka: std::sync::OnceLock::new(),
+            budget: Budget::new(opts.max_pending_bytes),
         });
         let e = engine.clone();
         let handle = std::thread::Builder::new()
@@ -278,6 +286,12 @@ impl Engine {
         found
     }
 
+    /// The ingest budget: HTTP bodies hold a [`Reservation`] of it from their first byte until
+    /// they are answered.
+    pub fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
     /// Submits a batch and waits until it is durable and applied.
     pub async fn submit(
         &self,
@@ -286,6 +300,28 @@ impl Engine {
         body: &[u8],
     ) -> Result<Ingested, SubmitError> {
         let (tx, job, answer) = self.job(format, source, None, body)?;
+        self.send(tx, job, answer).await
+    }
+
+    /// Submits a WAL payload already built (`partition::encode`) of `items` items, holding
+    /// `held` of the ingest budget until it is answered, and waits until it is durable and
+    /// applied.
+    pub async fn submit_payload(
+        &self,
+        items: u64,
+        payload: Vec<u8>,
+        held: Reservation,
+    ) -> Result<Ingested, SubmitError> {
+        let (tx, job, answer) = self.job_of(items, payload, Some(held))?;
+        self.send(tx, job, answer).await
+    }
+
+    async fn send(
+        &self,
+        tx: Sender<Job>,
+        job: Job,
+        answer: tokio::sync::oneshot::Receiver<Result<Ingested, SubmitError>>,
+    ) -> Result<Ingested, SubmitError> {
         // A full queue blocks: move the wait off the async workers.
         tokio::task::spawn_blocking(move || tx.send(job))
             .await
@@ -313,10 +349,28 @@ impl Engine {
         SubmitError,
     > {
         let items = partition::items(format, body);
+        let payload = partition::encode(format, now_ns(), source, first_line, body);
+        self.job_of(items, payload, None)
+    }
+
+    /// A job for a payload of `items` items.
+    #[allow(clippy::type_complexity)]
+    fn job_of(
+        &self,
+        items: u64,
+        payload: Vec<u8>,
+        held: Option<Reservation>,
+    ) -> Result<
+        (
+            Sender<Job>,
+            Job,
+            tokio::sync::oneshot::Receiver<Result<Ingested, SubmitError>>,
+        ),
+        SubmitError,
+    > {
         let items = u32::try_from(items).map_err(|_| {
             SubmitError::Unavailable(format!("a batch of {items} items is too large"))
         })?;
-        let payload = partition::encode(format, now_ns(), source, first_line, body);
         let (reply, answer) = tokio::sync::oneshot::channel();
         let tx = self
             .tx
@@ -328,6 +382,7 @@ impl Engine {
             items,
             payload,
             reply,
+            _held: held,
         };
         Ok((tx, job, answer))
     }
@@ -393,6 +448,7 @@ impl Engine {
             k.refresh_metrics(metrics);
         }
         metrics.active_scopes.set(scopes as i64);
+        metrics.ingest_pending_bytes.set(self.budget.used() as i64);
         metrics.state_bytes.set(bytes as i64);
         let d = &self.durability;
         metrics
@@ -672,7 +728,7 @@ fn applier(
             .max(Duration::from_millis(1));
         match rx.recv_timeout(wait) {
             Ok(group) => {
-                next_offset = apply_group(engine, metrics, group);
+                next_offset = apply_group(engine, metrics, group, opts.max_line_bytes);
                 dirty = true;
             }
             Err(RecvTimeoutError::Timeout) => {}
@@ -696,7 +752,7 @@ fn applier(
 }
 
 /// Applies and answers one decoded group; returns the next offset.
-fn apply_group(engine: &Engine, metrics: &Metrics, group: Ready_) -> u64 {
+fn apply_group(engine: &Engine, metrics: &Metrics, group: Ready_, max_line_bytes: usize) -> u64 {
     let Ready_ {
         jobs,
         bases,
@@ -717,10 +773,11 @@ fn apply_group(engine: &Engine, metrics: &Metrics, group: Ready_) -> u64 {
         decoded.with_dependent_mut(|_, batches| {
             for ((j, &base), (batch, items)) in jobs.iter().zip(&bases).zip(batches.iter_mut()) {
                 let items = std::mem::take(items);
-                let applied = partition::apply_decoded(&mut live, base, batch, items);
+                let applied =
+                    partition::apply_decoded(&mut live, base, batch, items, max_line_bytes);
                 metrics.ingested(batch.source, applied.accepted);
-                if !applied.errors.is_empty() {
-                    metrics.rejected(batch.source, "malformed", applied.errors.len() as u64);
+                if applied.malformed > 0 {
+                    metrics.rejected(batch.source, "malformed", applied.malformed);
                 }
                 next = base + u64::from(j.items.max(1));
                 answers.push(Ingested {
@@ -745,7 +802,8 @@ fn apply_group(engine: &Engine, metrics: &Metrics, group: Ready_) -> u64 {
         }
         for cx in live.take_new_counterexamples() {
             let name = &engine.contract.properties[cx.property].name;
-            metrics.counterexample(name, cx.kind, &cx.route);
+            let property = &engine.contract.properties[cx.property];
+            metrics.counterexample(property, cx.kind, &cx.route);
             tracing::warn!(property = %name, kind = cx.kind.as_str(), id = %cx.id, route = %cx.route, "counterexample");
         }
     }

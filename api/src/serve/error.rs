@@ -69,6 +69,8 @@ pub enum ApiError {
         detail: String,
         /// Details, one JSON value each.
         errors: Vec<serde_json::Value>,
+        /// More extension members (counts), in order.
+        extra: Vec<(String, serde_json::Value)>,
     },
     /// The query names a property the contract does not declare.
     #[error("no property `{name}` in the contract")]
@@ -85,6 +87,13 @@ pub enum ApiError {
     /// The service cannot answer yet (replaying the WAL) or any more (shutting down).
     #[error("{detail}")]
     ServiceUnavailable {
+        /// Why.
+        detail: String,
+    },
+    /// Ingest is saturated (`max_pending_bytes` of bodies in flight): 503 with
+    /// `Retry-After: 1`.
+    #[error("{detail}")]
+    Saturated {
         /// Why.
         detail: String,
     },
@@ -171,6 +180,11 @@ impl ApiError {
                 Some("service-unavailable"),
                 "Service unavailable",
             ),
+            Saturated { .. } => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Some("saturated"),
+                "Ingest saturated",
+            ),
             Internal { .. } => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 Some("internal"),
@@ -193,10 +207,13 @@ impl ApiError {
             other => other.to_string(),
         };
         let mut extensions = serde_json::Map::new();
-        if let ApiError::Unprocessable { errors, .. } = self
-            && !errors.is_empty()
-        {
-            extensions.insert("errors".into(), serde_json::Value::Array(errors.clone()));
+        if let ApiError::Unprocessable { errors, extra, .. } = self {
+            if !errors.is_empty() {
+                extensions.insert("errors".into(), serde_json::Value::Array(errors.clone()));
+            }
+            for (k, v) in extra {
+                extensions.insert(k.clone(), v.clone());
+            }
         }
         Problem {
             type_: slug.map_or_else(
@@ -238,6 +255,10 @@ impl IntoResponse for ApiError {
             tracing::error!(%detail, "internal error answering a request");
         }
         let mut res = self.to_problem().into_response();
+        if matches!(self, ApiError::Saturated { .. }) {
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
         if matches!(self, ApiError::Unauthorized) {
             res.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
@@ -285,6 +306,7 @@ pub async fn problem_details(
     let path = req.uri().path().to_owned();
     let method = req.method().clone();
     let content_type = req.headers().get(header::CONTENT_TYPE).cloned();
+    let content_encoding = req.headers().get(header::CONTENT_ENCODING).cloned();
     let res = next.run(req).await;
     if res.status().as_u16() < 400 {
         return res;
@@ -303,9 +325,29 @@ pub async fn problem_details(
     } else {
         None
     };
-    let err = error_for_status(parts.status, text, &ctx, &method, &path, content_type);
+    let err = if parts.status == StatusCode::UNSUPPORTED_MEDIA_TYPE
+        && parts.headers.contains_key(header::ACCEPT_ENCODING)
+    {
+        // The decompression layer's answer to a `Content-Encoding` it does not decode.
+        ApiError::UnsupportedMediaType {
+            got: format!(
+                "{}` as Content-Encoding (send the body as it is, or with `gzip` or `deflate`",
+                content_encoding
+                    .as_ref()
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("none")
+            ),
+        }
+    } else {
+        error_for_status(parts.status, text, &ctx, &method, &path, content_type)
+    };
     let mut res = err.to_problem().with_instance(path).into_response();
-    for name in [header::ALLOW, header::WWW_AUTHENTICATE, header::RETRY_AFTER] {
+    for name in [
+        header::ALLOW,
+        header::WWW_AUTHENTICATE,
+        header::RETRY_AFTER,
+        header::ACCEPT_ENCODING,
+    ] {
         if let Some(v) = parts.headers.get(&name) {
             res.headers_mut().insert(name, v.clone());
         }
@@ -371,6 +413,7 @@ fn error_for_status(
         StatusCode::UNPROCESSABLE_ENTITY => ApiError::Unprocessable {
             detail: detail(),
             errors: Vec::new(),
+            extra: Vec::new(),
         },
         _ => ApiError::Other {
             status,

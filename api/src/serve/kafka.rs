@@ -720,7 +720,8 @@ impl Kafka {
         for part in parts.values_mut() {
             for cx in part.live.take_new_counterexamples() {
                 let name = &self.contract.properties[cx.property].name;
-                self.metrics.counterexample(name, cx.kind, &cx.route);
+                let property = &self.contract.properties[cx.property];
+                self.metrics.counterexample(property, cx.kind, &cx.route);
                 tracing::warn!(property = %name, kind = cx.kind.as_str(), id = %cx.id, route = %cx.route, "counterexample");
             }
         }

@@ -68,6 +68,14 @@ pub const KAFKA_DEAD_LETTERED: &str = "fencewatch_kafka_dead_lettered_messages";
 pub const KAFKA_MESSAGES: &str = "fencewatch_kafka_messages";
 /// Gauge: 1 while a Kafka broker answers, 0 when all are down.
 pub const KAFKA_CONNECTED: &str = "fencewatch_kafka_connected";
+/// Gauge: open HTTP connections.
+pub const HTTP_CONNECTIONS: &str = "fencewatch_http_connections";
+/// Counter {reason}: HTTP connections closed by the server: `limit` (over `max_connections`,
+/// answered 503), `idle` (nothing in flight for `idle_timeout`), `header_timeout` (a request's
+/// headers did not arrive within `header_read_timeout`).
+pub const HTTP_CONNECTIONS_CLOSED: &str = "fencewatch_http_connections_closed";
+/// Gauge: bytes of ingest bodies in flight (read, queued or being applied).
+pub const INGEST_PENDING_BYTES: &str = "fencewatch_ingest_pending_bytes";
 /// Histogram {method, route, status}: time to the response head; `route` is the matched
 /// path template (`/v1/counterexamples/{id}`), or `unmatched`.
 pub const HTTP_REQUEST_DURATION_SECONDS: &str = "fencewatch_http_request_duration_seconds";
@@ -88,6 +96,9 @@ pub struct RejectedLabels {
     pub reason: String,
 }
 
+/// The `route` label of a counterexample whose route the contract does not declare.
+pub const UNDECLARED_ROUTE: &str = "undeclared";
+
 /// Labels {property, kind, route}.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CounterexampleLabels {
@@ -95,7 +106,8 @@ pub struct CounterexampleLabels {
     pub property: String,
     /// The counterexample kind's wire name.
     pub kind: String,
-    /// The route of the stale commit (empty when it had none).
+    /// The route of the stale commit when declared, [`UNDECLARED_ROUTE`] for any other, empty
+    /// when it had none.
     pub route: String,
 }
 
@@ -140,6 +152,13 @@ pub struct PartitionLabels {
     pub topic: String,
     /// The partition number.
     pub partition: i32,
+}
+
+/// Labels {reason}.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// Why.
+    pub reason: String,
 }
 
 /// Labels {method, route, status}.
@@ -190,6 +209,12 @@ pub struct Metrics {
     pub checkpoint_offset: Gauge,
     /// See [`HTTP_REQUEST_DURATION_SECONDS`].
     pub http_request_duration_seconds: Family<HttpLabels, Histogram>,
+    /// See [`HTTP_CONNECTIONS`].
+    pub http_connections: Gauge,
+    /// See [`HTTP_CONNECTIONS_CLOSED`].
+    pub http_connections_closed: Family<ReasonLabels, Counter>,
+    /// See [`INGEST_PENDING_BYTES`].
+    pub ingest_pending_bytes: Gauge,
     /// See [`KAFKA_CONSUMER_LAG`].
     pub kafka_consumer_lag: Family<PartitionLabels, Gauge>,
     /// See [`KAFKA_ASSIGNED_PARTITIONS`].
@@ -234,6 +259,9 @@ impl Metrics {
             checkpoint_age_seconds: FloatGauge::default(),
             checkpoint_offset: Gauge::default(),
             http_request_duration_seconds: Family::new_with_constructor(http_histogram),
+            http_connections: Gauge::default(),
+            http_connections_closed: Family::default(),
+            ingest_pending_bytes: Gauge::default(),
             kafka_consumer_lag: Family::default(),
             kafka_assigned_partitions: Gauge::default(),
             kafka_rebalances: Counter::default(),
@@ -322,7 +350,30 @@ impl Metrics {
             "HTTP request duration to the response head",
             m.http_request_duration_seconds.clone(),
         );
+        r.register(
+            HTTP_CONNECTIONS,
+            "Open HTTP connections",
+            m.http_connections.clone(),
+        );
+        r.register(
+            HTTP_CONNECTIONS_CLOSED,
+            "HTTP connections closed by the server (limit, idle, header_timeout)",
+            m.http_connections_closed.clone(),
+        );
+        r.register(
+            INGEST_PENDING_BYTES,
+            "Bytes of ingest bodies in flight",
+            m.ingest_pending_bytes.clone(),
+        );
         m
+    }
+
+    /// Counts a connection the server closed (`limit` or `idle`).
+    pub fn connection_closed(&self, reason: &str) {
+        let labels = ReasonLabels {
+            reason: reason.to_string(),
+        };
+        self.http_connections_closed.get_or_create(&labels).inc();
     }
 
     /// Registers the Kafka families too (only a service that consumes Kafka exposes them, so
@@ -379,11 +430,19 @@ impl Metrics {
     }
 
     /// Counts one counterexample.
-    pub fn counterexample(&self, property: &str, kind: CounterexampleKind, route: &str) {
+    /// The `route` label is the stale event's route when `property` declares it, `undeclared`
+    /// for any other name (so that no event can create series), empty when it had none.
+    pub fn counterexample(
+        &self,
+        property: &fencewatch_assess::contract::Property,
+        kind: CounterexampleKind,
+        route: &str,
+    ) {
+        let declared = route.is_empty() || property.routes.iter().any(|r| r.name == route);
         let labels = CounterexampleLabels {
-            property: property.into(),
+            property: property.name.clone(),
             kind: kind.as_str().into(),
-            route: route.into(),
+            route: if declared { route } else { UNDECLARED_ROUTE }.into(),
         };
         self.counterexamples.get_or_create(&labels).inc();
     }

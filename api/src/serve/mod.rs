@@ -26,10 +26,12 @@
 //! argument.
 
 pub mod auth;
+pub mod budget;
 pub mod config;
 pub mod engine;
 pub mod error;
 pub mod kafka;
+pub mod listener;
 pub mod metrics;
 pub mod routes;
 pub mod run;
@@ -49,6 +51,7 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::decompression::RequestDecompressionLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 use tracing_subscriber::EnvFilter;
@@ -204,6 +207,9 @@ pub fn base_router(base: Base, api: Router) -> Router {
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
         .layer(RequestBodyLimitLayer::new(limit))
+        // Outside the limit, so that `max_body_bytes` bounds the decompressed body; an
+        // encoding other than gzip or deflate is refused with 415.
+        .layer(RequestDecompressionLayer::new().gzip(true).deflate(true))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             timeout,

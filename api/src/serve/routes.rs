@@ -5,7 +5,6 @@
 
 use crate::serve::engine::{Engine, SubmitError, now_ns};
 use crate::serve::error::ApiError;
-use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
@@ -13,7 +12,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use fencewatch_assess::report::ContractSummary;
 use fencewatch_assess::{Duration, EventTime, Verdict};
-use fencewatch_ingest::partition::Format;
+use fencewatch_ingest::partition::{self, Format};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -83,6 +82,13 @@ async fn page() -> Response {
 
 fn parse_time(name: &str, s: &str) -> Result<i64, ApiError> {
     if let Ok(n) = s.parse::<i64>() {
+        if n < 0 {
+            return Err(ApiError::BadRequest {
+                detail: format!(
+                    "query `{name}`: `{s}` is before 1970 (times are RFC 3339 or nanoseconds since the Unix epoch, 0 to 2^63-1)"
+                ),
+            });
+        }
         return Ok(n);
     }
     EventTime::parse_rfc3339(s)
@@ -419,7 +425,9 @@ async fn contract(State(engine): State<Arc<Engine>>) -> Json<Value> {
     Json(json!({"properties": props, "status": ContractSummary::from(&compiled)}))
 }
 
-fn body_format(headers: &HeaderMap, body: &[u8]) -> Result<Format, ApiError> {
+/// The body format a `Content-Type` names: NDJSON, or `application/json` (a JSON array when
+/// its first non-blank byte is `[`, decided once the body is read; else NDJSON).
+fn body_format(headers: &HeaderMap) -> Result<Option<Format>, ApiError> {
     let ct = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -435,21 +443,59 @@ fn body_format(headers: &HeaderMap, body: &[u8]) -> Result<Format, ApiError> {
         | "application/ndjson"
         | "application/jsonl"
         | "application/x-jsonlines"
-        | "application/jsonlines" => Ok(Format::Ndjson),
-        "application/json" => {
-            let first = body.iter().find(|b| !b.is_ascii_whitespace());
-            Ok(if first == Some(&b'[') {
-                Format::Array
-            } else {
-                Format::Ndjson
-            })
-        }
+        | "application/jsonlines" => Ok(Some(Format::Ndjson)),
+        "application/json" => Ok(None),
         _ => Err(ApiError::UnsupportedMediaType {
             got: format!(
                 "{ct}` (send `application/x-ndjson` with one event per line, or `application/json` with an array of events"
             ),
         }),
     }
+}
+
+/// Reads a request body into a WAL payload (after its header), taking each chunk from the
+/// ingest budget first: a body that would pass `max_pending_bytes` is answered 503 before more
+/// of it is read. The body limit (`max_body_bytes`, after decompression) is the router's.
+async fn read_payload(
+    body: axum::body::Body,
+    payload: &mut Vec<u8>,
+    held: &mut crate::serve::budget::Reservation,
+    max_pending_bytes: u64,
+) -> Result<(), Response> {
+    use http_body_util::BodyExt;
+    let mut body = body;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(body_error)?;
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers
+        };
+        if !held.grow(data.len() as u64) {
+            return Err(ApiError::Saturated {
+                detail: format!(
+                    "ingest is saturated: more than max_pending_bytes ({max_pending_bytes}) of request bodies are in flight; nothing of this body was stored, retry shortly"
+                ),
+            }
+            .into_response());
+        }
+        payload.extend_from_slice(&data);
+    }
+    Ok(())
+}
+
+/// The answer to a body that could not be read: over the limit (a bare 413, which the
+/// problem layer words with `max_body_bytes`), badly compressed or cut short (400).
+fn body_error(e: axum::Error) -> Response {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    while let Some(s) = source {
+        if s.is::<http_body_util::LengthLimitError>() {
+            return axum::http::StatusCode::PAYLOAD_TOO_LARGE.into_response();
+        }
+        source = s.source();
+    }
+    ApiError::BadRequest {
+        detail: format!("the request body could not be read (nothing of it was stored): {e}"),
+    }
+    .into_response()
 }
 
 /// Ingests events: NDJSON (one object per line) or a JSON array. A `200` means every event is
@@ -467,22 +513,63 @@ fn body_format(headers: &HeaderMap, body: &[u8]) -> Result<Format, ApiError> {
               (status = 503, description = "Not ready or shutting down", content_type = "application/problem+json", body = Value)))]
 async fn ingest(
     State(engine): State<Arc<Engine>>,
-    headers: HeaderMap,
-    body: Bytes,
+    request: axum::extract::Request,
 ) -> Result<Response, ApiError> {
     ready(&engine)?;
-    let format = body_format(&headers, &body)?;
+    let (parts, body) = request.into_parts();
+    let declared = body_format(&parts.headers)?;
+    let source = "http";
+    let header = partition::header_len(source);
+    let hint = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+        .filter(|_| !parts.headers.contains_key(header::CONTENT_ENCODING))
+        .unwrap_or(0)
+        .min(1 << 20);
+    let mut payload = partition::encode_header(Format::Ndjson, now_ns(), source, None, hint);
+    let mut held = engine.budget().reserve();
+    if let Err(answer) = read_payload(body, &mut payload, &mut held, engine.budget().max()).await {
+        return Ok(answer);
+    }
+    let body = &payload[header..];
     if body.iter().all(|b| b.is_ascii_whitespace()) {
         return Err(ApiError::BadRequest {
             detail: "the body holds no events".into(),
         });
     }
+    let format = declared.unwrap_or_else(|| match body.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'[') => Format::Array,
+        _ => Format::Ndjson,
+    });
+    partition::set_format(&mut payload, format);
+    // Counting items walks the whole body (and checks an array's JSON): off the async workers.
+    let (payload, items) = tokio::task::spawn_blocking(move || {
+        let body = &payload[header..];
+        let items = match format {
+            Format::Ndjson => Ok(partition::items(format, body)),
+            Format::Array => fencewatch_ingest::json::split_array(body).map(|e| e.len() as u64),
+        };
+        (payload, items)
+    })
+    .await
+    .map_err(|e| ApiError::Internal {
+        detail: e.to_string(),
+    })?;
+    let items = items.map_err(|e| ApiError::BadRequest {
+        detail: format!("{e}; nothing of this body was stored"),
+    })?;
+    if items == 0 {
+        return Err(ApiError::BadRequest {
+            detail: "the body holds no events (an empty array)".into(),
+        });
+    }
     let done = engine
-        .submit(format, "http", &body)
+        .submit_payload(items, payload, held)
         .await
         .map_err(|SubmitError::Unavailable(detail)| ApiError::ServiceUnavailable { detail })?;
     let a = &done.applied;
-    if a.errors.is_empty() {
+    if a.malformed == 0 {
         return Ok(Json(json!({
             "accepted": a.accepted,
             "duplicates": a.duplicates,
@@ -495,10 +582,17 @@ async fn ingest(
         Format::Ndjson => "line",
         Format::Array => "element",
     };
+    let listed = a.errors.len() as u64;
+    let omitted = a.malformed - listed;
     Err(ApiError::Unprocessable {
         detail: format!(
-            "{} {unit}(s) malformed and counted as malformed_event evidence; the other {} event(s) are durable and assessed (offsets {}..{}), do not resend them",
-            a.errors.len(),
+            "{} {unit}(s) malformed and counted as malformed_event evidence{}; the other {} event(s) are durable and assessed (offsets {}..{}), do not resend them",
+            a.malformed,
+            if omitted > 0 {
+                format!(" (the first {listed} listed in `errors`, {omitted} more not listed)")
+            } else {
+                String::new()
+            },
             a.accepted,
             done.first_offset,
             done.next_offset
@@ -515,5 +609,10 @@ async fn ingest(
                 })
             })
             .collect(),
+        extra: vec![
+            ("malformed".into(), json!(a.malformed)),
+            ("errors_not_listed".into(), json!(omitted)),
+            ("accepted".into(), json!(a.accepted)),
+        ],
     })
 }

@@ -7,7 +7,7 @@ use crate::serve::engine::{Engine, EngineOptions};
 use crate::serve::kafka::{Kafka, KafkaOptions};
 use crate::serve::metrics::Metrics;
 use crate::serve::{
-    Base, Ready, Refresh, Upstream, base_router, init_tracing, routes, shutdown_signal,
+    Base, Ready, Refresh, Upstream, base_router, init_tracing, listener, routes, shutdown_signal,
 };
 use fencewatch_assess::live::LiveOptions;
 use prometheus_client::registry::Registry;
@@ -26,10 +26,11 @@ type Feeder = Box<dyn FnOnce(Arc<Engine>) + Send>;
 /// Runs the service; returns the process exit code.
 pub fn run(args: ServeArgs, ingest_files: Vec<PathBuf>) -> i32 {
     let feeders: Vec<Feeder> = ingest_files
-        .into_iter()
+        .iter()
+        .cloned()
         .map(|path| -> Feeder { Box::new(move |engine: Arc<Engine>| ingest_file(&engine, &path)) })
         .collect();
-    run_with(args, feeders)
+    run_checked(args, feeders, &ingest_files)
 }
 
 /// `fencewatch demo`: the service under the demo contract in `data_dir` (default a fresh
@@ -90,8 +91,40 @@ fn demo_workload(engine: &Engine, rate: u64, stale_every: std::time::Duration) {
     }
 }
 
+/// Why `serve` stopped with an error: the configuration (exit 64) or a failure while running
+/// (exit 1).
+#[derive(Debug)]
+enum Failed {
+    Config(String),
+    Running(String),
+}
+
+impl From<String> for Failed {
+    fn from(e: String) -> Failed {
+        Failed::Running(e)
+    }
+}
+
 fn run_with(args: ServeArgs, feeders: Vec<Feeder>) -> i32 {
-    let config = match ServeConfig::load(args) {
+    run_checked(args, feeders, &[])
+}
+
+fn run_checked(args: ServeArgs, feeders: Vec<Feeder>, files: &[PathBuf]) -> i32 {
+    let mut config = ServeConfig::load(args);
+    // Files to ingest must exist (stdin `-` aside): a typo must not start a service that
+    // silently assesses nothing.
+    for f in files.iter().filter(|f| f.as_os_str() != "-") {
+        if let Err(e) = std::fs::metadata(f) {
+            let msg = format!("--ingest-file `{}`: cannot read: {e}", f.display());
+            match &mut config {
+                Ok(_) => {
+                    config = Err(crate::serve::config::ConfigErrors { errors: vec![msg] });
+                }
+                Err(errors) => errors.errors.push(msg),
+            }
+        }
+    }
+    let config = match config {
         Ok(c) => c,
         Err(errors) => {
             eprintln!("fencewatch serve: invalid configuration:\n{errors}");
@@ -113,7 +146,12 @@ fn run_with(args: ServeArgs, feeders: Vec<Feeder>) -> i32 {
     };
     match rt.block_on(serve(config, feeders)) {
         Ok(()) => 0,
-        Err(e) => {
+        Err(Failed::Config(e)) => {
+            tracing::error!(error = %e, "fencewatch serve cannot start");
+            eprintln!("fencewatch serve: {e}");
+            EXIT_CONFIG
+        }
+        Err(Failed::Running(e)) => {
             tracing::error!(error = %e, "fencewatch serve failed");
             eprintln!("fencewatch serve: {e}");
             EXIT_FAILURE
@@ -121,7 +159,7 @@ fn run_with(args: ServeArgs, feeders: Vec<Feeder>) -> i32 {
     }
 }
 
-async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), String> {
+async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), Failed> {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     if config.kafka.is_some() {
@@ -137,6 +175,7 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), String> 
             retention: config.retention.map(|d| d.0),
             future_tolerance: config.future_tolerance.0,
         },
+        max_pending_bytes: config.max_pending_bytes,
     };
     let (engine, writer) = Engine::start(
         config.contract.clone(),
@@ -160,10 +199,12 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), String> 
         }
         None => None,
     };
+    // A port in use (or an address not of this host) is a configuration error: exit 64.
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
-        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+        .map_err(|e| Failed::Config(format!("cannot listen on {}: {e}", config.listen)))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let (max_connections, fd_limit) = listener::connection_limit(config.max_connections);
     // The first line on stdout names the address (useful with port 0). Written once, errors
     // ignored: whoever started us may close stdout after reading the first line.
     let _ = write!(
@@ -171,9 +212,9 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), String> 
         "fencewatch listening on http://{addr}\nopen http://{addr}/ for the page, http://{addr}/v1/assurance for the API, http://{addr}/metrics for Prometheus\n"
     );
     let _ = std::io::stdout().flush();
-    tracing::info!(%addr, data_dir = %config.data_dir.display(), contract = %config.contract_path.display(), "listening");
+    tracing::info!(%addr, data_dir = %config.data_dir.display(), contract = %config.contract_path.display(), max_connections, fd_limit, "listening");
     let mut base = Base::new(&config, ready, Arc::new(registry), metrics.clone());
-    let (e, m) = (engine.clone(), metrics);
+    let (e, m) = (engine.clone(), metrics.clone());
     base.refresh = Some(Refresh(Arc::new(move || e.refresh_metrics(&m))));
     if let Some((k, _)) = &kafka {
         let k = k.clone();
@@ -193,26 +234,29 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), String> 
     // failure): then the process exits non-zero instead of serving stale answers.
     let e = engine.clone();
     let k = kafka.as_ref().map(|(k, _)| k.clone());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            let kafka_stopped = async move {
-                match k {
-                    Some(k) => {
-                        while !k.stopping() {
-                            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                        }
+    let lopts = listener::ListenerOptions {
+        max_connections,
+        header_read_timeout: std::time::Duration::from_nanos(config.header_read_timeout.0 as u64),
+        idle_timeout: std::time::Duration::from_nanos(config.idle_timeout.0 as u64),
+    };
+    listener::serve(listener, app, lopts, metrics, async move {
+        let kafka_stopped = async move {
+            match k {
+                Some(k) => {
+                    while !k.stopping() {
+                        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
                     }
-                    None => std::future::pending().await,
                 }
-            };
-            tokio::select! {
-                () = shutdown_signal() => {}
-                () = e.stopped() => {}
-                () = kafka_stopped => {}
+                None => std::future::pending().await,
             }
-        })
-        .await
-        .map_err(|e| e.to_string())?;
+        };
+        tokio::select! {
+            () = shutdown_signal() => {}
+            () = e.stopped() => {}
+            () = kafka_stopped => {}
+        }
+    })
+    .await;
     let kafka_result = match kafka {
         Some((k, consumer)) => {
             tracing::info!("shutting down: checkpointing the kafka partitions");
@@ -302,7 +346,7 @@ fn ingest_file(engine: &Engine, path: &std::path::Path) {
             match engine.submit_lines(&source, first_line, &batch) {
                 Ok(done) => {
                     total += done.applied.accepted;
-                    malformed += done.applied.errors.len() as u64;
+                    malformed += done.applied.malformed;
                 }
                 Err(e) => {
                     tracing::error!(file = %name, error = %e, "file ingest stopped");

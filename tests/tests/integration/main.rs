@@ -6,6 +6,7 @@ mod cli;
 mod dashboards;
 mod deploy;
 mod golden;
+mod hostile;
 mod kafka;
 mod page;
 mod serve;

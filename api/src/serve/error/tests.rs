@@ -21,6 +21,7 @@ fn app() -> Router {
                 Err::<(), _>(ApiError::Unprocessable {
                     detail: "2 lines rejected".into(),
                     errors: vec![serde_json::json!({"line": 3})],
+                    extra: vec![("malformed".into(), serde_json::json!(2))],
                 })
             }),
         )
@@ -77,6 +78,7 @@ async fn handler_errors_are_problems() {
     let (status, _, p) = call(get_req("/lines")).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(p.extensions["errors"], serde_json::json!([{"line": 3}]));
+    assert_eq!(p.extensions["malformed"], 2);
 
     let (status, _, p) = call(get_req("/secret")).await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);

@@ -12,11 +12,17 @@ fn exposition_has_names_labels_and_help() {
     let m = Metrics::register(&mut registry);
     m.ingested("http", 3);
     m.rejected("http", "malformed_event", 1);
-    m.counterexample(
-        "order-mutation",
-        CounterexampleKind::StaleCommit,
-        "orders-api.transition",
-    );
+    let contract = fencewatch_assess::Contract::parse(
+        "c.toml",
+        "[[property]]\nname=\"order-mutation\"\nsubject=\"O\"\nstrategy=\"lease_epoch\"\n[[property.route]]\nname=\"orders-api.transition\"\n",
+    )
+    .unwrap();
+    let p = &contract.properties[0];
+    m.counterexample(p, CounterexampleKind::StaleCommit, "orders-api.transition");
+    // Routes the contract does not declare share one series, whatever events name.
+    for route in ["made-up-1", "made-up-2", "made-up-3"] {
+        m.counterexample(p, CounterexampleKind::StaleCommit, route);
+    }
     m.set_assurance("order-mutation", Verdict::Refuted);
     m.set_unknown("order-mutation", Reason::MissingEpoch, 2);
     m.set_watermark(
@@ -32,6 +38,7 @@ fn exposition_has_names_labels_and_help() {
         "fencewatch_events_ingested_total{source=\"http\"} 3",
         "fencewatch_events_rejected_total{source=\"http\",reason=\"malformed_event\"} 1",
         "fencewatch_counterexamples_total{property=\"order-mutation\",kind=\"stale_commit\",route=\"orders-api.transition\"} 1",
+        "fencewatch_counterexamples_total{property=\"order-mutation\",kind=\"stale_commit\",route=\"undeclared\"} 3",
         "fencewatch_assurance{property=\"order-mutation\",verdict=\"refuted\"} 1",
         "fencewatch_assurance{property=\"order-mutation\",verdict=\"holds\"} 0",
         "fencewatch_assurance{property=\"order-mutation\",verdict=\"unknown\"} 0",

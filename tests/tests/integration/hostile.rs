@@ -1,0 +1,466 @@
+//! `serve` against hostile and careless clients (issue 11): idle and half-sent connections,
+//! floods of malformed lines, JSON arrays with bad elements, compressed bodies, saturation,
+//! and small faults of the query and configuration surface. Each test failed on the service as
+//! it was before the fixes.
+
+use fencewatch_tests::service::{TestService, now_ns, request};
+use fencewatch_tests::{ORDERS_CONTRACT as CONTRACT, bin, commit_line};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const SEC: i64 = 1_000_000_000;
+const ROUTE: &str = "orders-api.transition";
+
+/// Whether the server closed `s` (EOF or reset) within `within`.
+fn closed_by_server(s: &mut TcpStream, within: Duration) -> bool {
+    s.set_read_timeout(Some(within)).unwrap();
+    let mut buf = [0u8; 512];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue, // a 408 or similar before the close
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return false,
+            Err(_) => return true,
+        }
+    }
+}
+
+/// The peak resident memory of a process, in MiB.
+fn hwm_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kb / 1024.0
+}
+
+#[test]
+fn idle_and_half_sent_connections_are_closed_and_the_service_stays_up() {
+    let dir = tempfile::tempdir().unwrap();
+    // Few descriptors, as on a host where an attacker opened thousands of sockets: the service
+    // must shed the excess, keep answering and keep checkpointing.
+    let svc = TestService::start_with_fd_limit(
+        dir.path(),
+        CONTRACT,
+        &["--idle-timeout", "1s", "--header-read-timeout", "1s"],
+        400,
+    );
+    let now = now_ns();
+    let mut idle: Vec<TcpStream> = Vec::new();
+    for i in 0..300 {
+        let Ok(mut s) = TcpStream::connect(svc.addr) else {
+            break;
+        };
+        if i % 3 == 1 {
+            // Half a header, never finished (slow loris).
+            let _ = s.write_all(b"POST /v1/events HTTP/1.1\r\nhost: x\r\ncontent-le");
+        }
+        idle.push(s);
+    }
+    assert!(idle.len() > 100, "only {} connections opened", idle.len());
+    // Over the limit (400 descriptors leave 80 connections): answered 503 with Retry-After,
+    // not left hanging.
+    let r = request(svc.addr, "GET", "/livez", &[], b"").unwrap();
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    // The idle and half-sent ones are closed within the timeouts.
+    let started = Instant::now();
+    let mut open = 0;
+    for s in &mut idle {
+        let left = Duration::from_secs(6).saturating_sub(started.elapsed());
+        if !closed_by_server(s, left.max(Duration::from_millis(10))) {
+            open += 1;
+        }
+    }
+    assert_eq!(open, 0, "{open} idle connections still open after 6 s");
+    drop(idle);
+    // The service is up and still writes checkpoints (the fd exhaustion used to kill the
+    // checkpoint stage and the process).
+    assert_eq!(svc.get("/livez").status, 200);
+    let before = svc.metric("fencewatch_checkpoint_offset").unwrap_or(0.0);
+    let r = svc.post_ndjson(&commit_line(now - SEC, "a", 1, ROUTE));
+    assert_eq!(r.status, 200, "{}", r.text());
+    svc.wait_for("a checkpoint after the flood", 10, |s| {
+        s.metric("fencewatch_checkpoint_offset").unwrap_or(0.0) > before
+    });
+    let shed = svc
+        .metric("fencewatch_http_connections_closed_total{reason=\"limit\"}")
+        .unwrap_or(0.0);
+    assert!(shed >= 1.0, "no connection counted as shed");
+    let (status, stderr) = svc.terminate();
+    assert!(status.success(), "{stderr}");
+}
+
+#[test]
+fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), CONTRACT, &["--idle-timeout", "1s"]);
+    let mut s = TcpStream::connect(svc.addr).unwrap();
+    s.write_all(b"GET /livez HTTP/1.1\r\nhost: x\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let n = s.read(&mut buf).unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    let t = Instant::now();
+    assert!(closed_by_server(&mut s, Duration::from_secs(5)));
+    assert!(
+        t.elapsed() >= Duration::from_millis(800),
+        "{:?}",
+        t.elapsed()
+    );
+    svc.wait_for("the idle close counted", 5, |s| {
+        s.metric("fencewatch_http_connections_closed_total{reason=\"idle\"}") >= Some(1.0)
+    });
+}
+
+#[test]
+fn a_flood_of_malformed_lines_costs_bounded_memory_and_a_bounded_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), CONTRACT, &[]);
+    let baseline = hwm_mib(svc.pid());
+    // 6 MB of `{}` lines: two million malformed events in one request.
+    let lines = 2_000_000usize;
+    let body = "{}\n".repeat(lines);
+    let r = svc.post_ndjson(&body);
+    assert_eq!(r.status, 422, "{}", &r.text()[..r.text().len().min(500)]);
+    assert!(r.body.len() < 64 << 10, "answer of {} bytes", r.body.len());
+    let p = r.json();
+    assert_eq!(p["errors"].as_array().unwrap().len(), 100);
+    assert_eq!(p["malformed"], lines as u64);
+    assert_eq!(p["errors_not_listed"], lines as u64 - 100);
+    assert_eq!(p["errors"][99]["line"], 100);
+    let grew = hwm_mib(svc.pid()) - baseline;
+    // The body itself (6 MB) is held twice at most (request and WAL payload), plus 4 bytes
+    // per malformed line while applying.
+    assert!(grew < 120.0, "peak RSS grew by {grew:.0} MiB");
+    assert_eq!(
+        svc.metric("fencewatch_events_rejected_total{source=\"http\",reason=\"malformed\"}"),
+        Some(lines as f64)
+    );
+    let a = svc.get("/v1/assurance?window=1h").json();
+    assert_eq!(a["verdict"], "unknown", "{a}");
+}
+
+#[test]
+fn a_json_array_with_a_bad_element_keeps_the_others_and_a_broken_one_keeps_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), CONTRACT, &["--max-line-bytes", "1024"]);
+    let now = now_ns();
+    let post = |body: &[u8]| {
+        request(
+            svc.addr,
+            "POST",
+            "/v1/events",
+            &[("content-type", "application/json")],
+            body,
+        )
+        .unwrap()
+    };
+    // Each bad element (duplicate key, nesting over 64, over the size limit, not an object)
+    // costs only itself: the stale commit after them is still found.
+    let deep = format!("{}1{}", "[".repeat(70), "]".repeat(70));
+    let body = format!(
+        r#"[{}, {{"kind":"commit","ts":{},"scope":"o","epoch":9,"epoch":1,"route":"{ROUTE}"}}, {{"kind":"commit","ts":{},"x":{deep}}}, {{"kind":"commit","ts":{},"pad":"{}"}}, 7, {}]"#,
+        commit_line(now - 5 * SEC, "o", 2, ROUTE),
+        now - 4 * SEC,
+        now - 4 * SEC,
+        now - 4 * SEC,
+        "x".repeat(2000),
+        commit_line(now - 3 * SEC, "o", 1, ROUTE),
+    );
+    let r = post(body.as_bytes());
+    assert_eq!(r.status, 422, "{}", r.text());
+    let p = r.json();
+    let elements: Vec<u64> = p["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["element"].as_u64().unwrap())
+        .collect();
+    assert_eq!(elements, [2, 3, 4, 5], "{p}");
+    assert_eq!(p["accepted"], 2);
+    let cx = svc.get("/v1/counterexamples").json();
+    assert_eq!(cx["counterexamples"].as_array().unwrap().len(), 1, "{cx}");
+    let next = svc.metric("fencewatch_wal_next_offset").unwrap();
+    // Not well-formed JSON: refused whole with 400, nothing stored.
+    for bad in [
+        format!("[{}, NaN]", commit_line(now - 2 * SEC, "p", 1, ROUTE)).into_bytes(),
+        format!("[{}, {{\"kind\"", commit_line(now - 2 * SEC, "p", 1, ROUTE)).into_bytes(),
+        [
+            b"[".as_slice(),
+            commit_line(now - 2 * SEC, "p", 1, ROUTE).as_bytes(),
+            b",{\"kind\":\"heartbeat\",\"route\":\"\xff\",\"ts\":1}]",
+        ]
+        .concat(),
+        b"[]".to_vec(),
+    ] {
+        let r = post(&bad);
+        assert_eq!(r.status, 400, "{}", r.text());
+        assert!(
+            r.json()["detail"].as_str().unwrap().contains("no events")
+                || r.json()["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains("nothing of this body was stored"),
+            "{}",
+            r.text()
+        );
+    }
+    assert_eq!(svc.metric("fencewatch_wal_next_offset"), Some(next));
+    let cov = svc.get("/v1/coverage").json();
+    assert_eq!(cov["routes"][0]["observations"], 2, "{cov}");
+}
+
+#[test]
+fn check_refuses_a_broken_json_array_file_and_keeps_the_rest_of_a_valid_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let contract = dir.path().join("contract.toml");
+    std::fs::write(&contract, CONTRACT).unwrap();
+    let now = now_ns();
+    let good = dir.path().join("good.json");
+    std::fs::write(
+        &good,
+        format!(
+            r#"[{}, {{"kind":"commit","ts":1,"ts":2}}, {}]"#,
+            commit_line(now - 5 * SEC, "o", 2, ROUTE),
+            commit_line(now - 3 * SEC, "o", 1, ROUTE)
+        ),
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .args(["check", "--format", "json", "--contract"])
+        .arg(&contract)
+        .arg(&good)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        format!("[{}, NaN]", commit_line(now - 5 * SEC, "o", 2, ROUTE)),
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .args(["check", "--contract"])
+        .arg(&contract)
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a well-formed JSON array"), "{err}");
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut child = Command::new("python3")
+        .args([
+            "-c",
+            "import gzip,sys; sys.stdout.buffer.write(gzip.compress(sys.stdin.buffer.read()))",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = data.to_vec();
+    let w = std::thread::spawn(move || stdin.write_all(&input));
+    let out = child.wait_with_output().unwrap();
+    w.join().unwrap().unwrap();
+    out.stdout
+}
+
+#[test]
+fn gzip_bodies_are_decoded_and_limited_after_decompression() {
+    fencewatch_tests::require!(Python3);
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), CONTRACT, &["--max-body-bytes", "65536"]);
+    let now = now_ns();
+    let body = [
+        commit_line(now - 5 * SEC, "o", 2, ROUTE),
+        commit_line(now - 3 * SEC, "o", 1, ROUTE),
+    ]
+    .join("\n");
+    let r = request(
+        svc.addr,
+        "POST",
+        "/v1/events",
+        &[
+            ("content-type", "application/x-ndjson"),
+            ("content-encoding", "gzip"),
+        ],
+        &gzip(body.as_bytes()),
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["accepted"], 2);
+    // 1 MiB of blank lines compresses to about a kilobyte: over the limit once decompressed.
+    let bomb = gzip(&vec![b'\n'; 1 << 20]);
+    assert!(bomb.len() < 65536);
+    let r = request(
+        svc.addr,
+        "POST",
+        "/v1/events",
+        &[
+            ("content-type", "application/x-ndjson"),
+            ("content-encoding", "gzip"),
+        ],
+        &bomb,
+    )
+    .unwrap();
+    assert_eq!(r.status, 413, "{}", r.text());
+    // Not gzip at all.
+    let r = request(
+        svc.addr,
+        "POST",
+        "/v1/events",
+        &[
+            ("content-type", "application/x-ndjson"),
+            ("content-encoding", "gzip"),
+        ],
+        body.as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(r.status, 400, "{}", r.text());
+    let r = request(
+        svc.addr,
+        "POST",
+        "/v1/events",
+        &[
+            ("content-type", "application/x-ndjson"),
+            ("content-encoding", "br"),
+        ],
+        body.as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(r.status, 415, "{}", r.text());
+    assert!(
+        r.json()["detail"]
+            .as_str()
+            .unwrap()
+            .contains("Content-Encoding")
+    );
+    let cov = svc.get("/v1/coverage").json();
+    assert_eq!(cov["routes"][0]["observations"], 2, "{cov}");
+}
+
+#[test]
+fn saturated_ingest_answers_503_with_retry_after_and_stores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(
+        dir.path(),
+        CONTRACT,
+        &["--max-body-bytes", "4096", "--max-pending-bytes", "4096"],
+    );
+    // A slow client holds 3,000 bytes of the budget with a body it never finishes.
+    let mut slow = TcpStream::connect(svc.addr).unwrap();
+    slow.write_all(
+        b"POST /v1/events HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-ndjson\r\ncontent-length: 4000\r\n\r\n",
+    )
+    .unwrap();
+    slow.write_all(&vec![b'\n'; 3000]).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let now = now_ns();
+    let line = commit_line(now - SEC, "o", 1, ROUTE);
+    let body = format!("{line}\n{}", " ".repeat(1500));
+    let r = svc.post_ndjson(&body);
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert!(
+        r.json()["detail"]
+            .as_str()
+            .unwrap()
+            .contains("max_pending_bytes")
+    );
+    // Once the slow body is gone, the same request is taken.
+    drop(slow);
+    svc.wait_for("the budget given back", 10, |s| {
+        s.metric("fencewatch_ingest_pending_bytes") == Some(0.0)
+    });
+    let r = svc.post_ndjson(&body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let cov = svc.get("/v1/coverage").json();
+    assert_eq!(cov["routes"][0]["observations"], 1, "{cov}");
+}
+
+#[test]
+fn times_before_1970_are_refused_in_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), CONTRACT, &[]);
+    for q in [
+        "/v1/assurance?at=-9223372036854775808",
+        "/v1/assurance?at=-1",
+        "/v1/assurance/timeline?from=-5&to=10",
+        "/v1/counterexamples?from=-1",
+    ] {
+        let r = svc.get(q);
+        assert_eq!(r.status, 400, "{q}: {}", r.text());
+        assert!(r.json()["detail"].as_str().unwrap().contains("1970"), "{q}");
+    }
+    let r = svc.get("/v1/assurance?at=0");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(!r.text().contains("inf"), "{}", r.text());
+}
+
+#[test]
+fn start_up_faults_exit_64_and_name_every_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let contract = dir.path().join("contract.toml");
+    std::fs::write(&contract, CONTRACT).unwrap();
+    // Several bad environment variables: every one is reported, not only the first.
+    let out = Command::new(bin())
+        .args(["serve", "--contract"])
+        .arg(&contract)
+        .arg("--data-dir")
+        .arg(dir.path().join("d1"))
+        .env("FENCEWATCH_MAX_BODY_BYTES", "lots")
+        .env("FENCEWATCH_MAX_LINE_BYTES", "-3")
+        .env("FENCEWATCH_LOG_FORMAT", "xml")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for name in [
+        "FENCEWATCH_MAX_BODY_BYTES",
+        "FENCEWATCH_MAX_LINE_BYTES",
+        "FENCEWATCH_LOG_FORMAT",
+    ] {
+        assert!(err.contains(name), "{name} not named in: {err}");
+    }
+    // A missing --ingest-file.
+    let out = Command::new(bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--contract"])
+        .arg(&contract)
+        .arg("--data-dir")
+        .arg(dir.path().join("d2"))
+        .arg("--ingest-file")
+        .arg(dir.path().join("no-such.ndjson"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no-such.ndjson"));
+    // A port in use.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let out = Command::new(bin())
+        .args(["serve", "--contract"])
+        .arg(&contract)
+        .arg("--data-dir")
+        .arg(dir.path().join("d3"))
+        .arg("--listen")
+        .arg(taken.local_addr().unwrap().to_string())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot listen"));
+}
