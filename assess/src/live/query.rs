@@ -157,14 +157,16 @@ impl<'a> View<'a> {
         let pc = &self.contract().properties[p];
         let wm = self.watermark(p);
         let lo = at.saturating_sub(window);
-        // Withdrawn counterexamples refute nothing.
-        let in_window = self.cxs(
+        // Withdrawn counterexamples refute nothing (of copies in several partitions, the merge
+        // keeps the most settled: filter after it).
+        let mut in_window = self.cxs(
             p,
             Bound::Included((lo.saturating_add(1), String::new())),
             |t| t > at,
-            |_, c| !c.withdrawn(),
+            |_, _| true,
             usize::MAX,
         );
+        in_window.retain(|(_, c)| !c.withdrawn());
         let series = self.series(p);
         let has_events = series.range().is_some();
         let stale_evidence =

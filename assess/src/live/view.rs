@@ -423,14 +423,10 @@ impl<'a> View<'a> {
         match self.parts.as_slice() {
             [one] => one.src.cx_count(p) - one.src.withdrawn_count(p),
             _ => self
-                .cxs(
-                    p,
-                    Bound::Unbounded,
-                    |_| false,
-                    |_, c| !c.withdrawn(),
-                    usize::MAX,
-                )
-                .len(),
+                .cxs(p, Bound::Unbounded, |_| false, |_, _| true, usize::MAX)
+                .iter()
+                .filter(|(_, c)| !c.withdrawn())
+                .count(),
         }
     }
 
@@ -452,14 +448,10 @@ impl<'a> View<'a> {
         match self.parts.as_slice() {
             [one] => one.src.withdrawn_count(p),
             _ => self
-                .cxs(
-                    p,
-                    Bound::Unbounded,
-                    |_| false,
-                    |_, c| c.withdrawn(),
-                    usize::MAX,
-                )
-                .len(),
+                .cxs(p, Bound::Unbounded, |_| false, |_, _| true, usize::MAX)
+                .iter()
+                .filter(|(_, c)| c.withdrawn())
+                .count(),
         }
     }
 

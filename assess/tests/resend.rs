@@ -1,0 +1,360 @@
+//! Conflicting deliveries and re-sends in `serve` (issue 11, item 5; SPEC §4 "Duplicates",
+//! "`serve` is exact within the lateness horizon" and "Provisional counterexamples"):
+//! - a re-send whose (emitter, seq) belongs to a folded event is never dropped as a duplicate,
+//!   nor applied: `late_evidence` when itself older than the horizon, else
+//!   `conflicting_duplicate`; an emitter that restarts its seq shows as conflicting, as in
+//!   `check`;
+//! - differing deliveries of one key are all set aside, whatever the arrival order: a
+//!   provisional counterexample resting on the earlier one is withdrawn (listed, marked, its
+//!   window revised to unknown), a final one never is;
+//! - `check`'s JSON carries neither `final` nor `withdrawn`.
+
+mod common;
+
+use common::contract_with;
+use fencewatch_assess::event::{Epoch, Event, Kind, Seq};
+use fencewatch_assess::live::{Live, LiveOptions, Pushed, View};
+use fencewatch_assess::{Contract, EventTime, History, Reason, Verdict, Withdrawal};
+use std::collections::BTreeMap;
+
+fn commit(
+    ts: i64,
+    scope: &'static str,
+    epoch: u64,
+    emitter: &'static str,
+    seq: u64,
+) -> Event<'static> {
+    let mut e = Event::new(Kind::Commit, EventTime(ts));
+    e.scope = Some(scope);
+    e.epoch = Some(Epoch(epoch));
+    e.route = Some("r1");
+    e.emitter = Some(emitter);
+    e.seq = Some(Seq(seq));
+    e
+}
+
+fn beat(ts: i64, route: &'static str) -> Event<'static> {
+    let mut e = Event::new(Kind::Heartbeat, EventTime(ts));
+    e.route = Some(route);
+    e
+}
+
+/// A contract whose routes stay observed (long freshness) and a live assessor with
+/// `retention`: lateness 10 ns, or 1000 ns without a retention (nothing folds in these tests
+/// then).
+fn setup(retention: Option<i64>) -> (Contract, Live) {
+    let lateness = if retention.is_some() {
+        "10ns"
+    } else {
+        "1000ns"
+    };
+    let c = contract_with(false, 5, lateness, "1000000ns");
+    let l = Live::new(
+        c.clone(),
+        LiveOptions {
+            retention,
+            ..LiveOptions::default()
+        },
+    );
+    (c, l)
+}
+
+fn check(c: &Contract, events: &[Event<'_>]) -> fencewatch_assess::Report {
+    let mut h = History::new(c.clone());
+    let src = h.add_source("wal");
+    for (i, e) in events.iter().enumerate() {
+        h.push(e, src, i as u64);
+    }
+    h.finish()
+}
+
+fn push_all(l: &mut Live, events: &[Event<'_>]) -> Vec<Pushed> {
+    let src = l.add_source("wal");
+    events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| l.push(e, src, i as u64, 1_000_000_000))
+        .collect()
+}
+
+#[test]
+fn a_resend_of_a_folded_seq_is_conflicting_not_a_duplicate() {
+    let (c, mut l) = setup(Some(0));
+    let mut events = vec![beat(0, "r2"), commit(100, "s", 1, "e", 1)];
+    // Traffic moves the horizon far past seq 1, which folds.
+    for i in 0..10 {
+        events.push(commit(1_000 + i * 100, "t", 1, "f", i as u64 + 1));
+    }
+    // The re-send: same emitter and seq, another time (and epoch): its content differs.
+    events.push(commit(2_000, "s", 7, "e", 1));
+    let pushed = push_all(&mut l, &events);
+    assert_eq!(pushed.last(), Some(&Pushed::Assessed));
+    let counts = l.view().unknown_counts(0);
+    assert_eq!(
+        counts.get(&Reason::ConflictingDuplicate),
+        Some(&1),
+        "{counts:?}"
+    );
+    assert_eq!(l.view().totals().3, 0, "not counted as a duplicate");
+    // Not applied: scope `s` holds nothing of epoch 7.
+    let s = l.scope(0, "s").unwrap();
+    assert!(s.events.iter().all(|e| e.epoch != Some(7)), "{s:?}");
+    assert_eq!(s.high_water.map(|h| h.epoch), Some(1));
+    // As in check.
+    let r = check(&c, &events);
+    assert_eq!(
+        r.properties[0].unknown.get(&Reason::ConflictingDuplicate),
+        Some(&1)
+    );
+}
+
+#[test]
+fn a_resend_of_a_folded_seq_older_than_the_horizon_is_late_evidence() {
+    let (_, mut l) = setup(Some(0));
+    let mut events = vec![beat(0, "r2"), commit(100, "s", 1, "e", 1)];
+    for i in 0..10 {
+        events.push(commit(1_000 + i * 100, "t", 1, "f", i as u64 + 1));
+    }
+    // Older than the horizon: it cannot be compared with the folded event any more.
+    events.push(commit(150, "s", 1, "e", 1));
+    push_all(&mut l, &events);
+    let counts = l.view().unknown_counts(0);
+    assert_eq!(counts.get(&Reason::LateEvidence), Some(&1), "{counts:?}");
+    assert_eq!(
+        counts.get(&Reason::ConflictingDuplicate),
+        None,
+        "{counts:?}"
+    );
+    assert_eq!(l.view().totals().3, 0);
+}
+
+#[test]
+fn an_emitter_that_restarts_its_seq_shows_as_conflicting() {
+    let (c, mut l) = setup(Some(0));
+    let mut events = vec![beat(0, "r2")];
+    for i in 0..20 {
+        events.push(commit(100 + i * 100, "s", 2, "e", i as u64 + 1));
+    }
+    // The emitter restarts its counter without a new id, and its new events would refute:
+    // epoch 1 after epoch 2.
+    for i in 0..5 {
+        events.push(commit(5_000 + i * 100, "s", 1, "e", i as u64 + 1));
+    }
+    push_all(&mut l, &events);
+    l.close();
+    let r = check(&c, &events);
+    let counts = l.view().unknown_counts(0);
+    assert_eq!(
+        counts.get(&Reason::ConflictingDuplicate),
+        Some(&5),
+        "{counts:?}"
+    );
+    // The first deliveries were folded before the restart, so their route observations stay
+    // (check, setting them aside, finds route r1 silent before the first one it keeps).
+    let mut want = r.properties[0].unknown.clone();
+    want.remove(&Reason::RouteSilent);
+    assert_eq!(counts, want);
+    // Set aside, as in check: nothing refuted, nothing dropped silently.
+    assert_eq!(l.view().counterexample_count(0), 0);
+    assert!(r.properties[0].counterexamples.is_empty());
+    assert_eq!(l.view().totals().3, 0);
+}
+
+#[test]
+fn a_counterexample_resting_on_a_conflicting_delivery_is_withdrawn() {
+    let (c, mut l) = setup(None);
+    let events = vec![
+        beat(0, "r2"),
+        // A bogus delivery of emitter e seq 1 arrives first: epoch 9.
+        commit(100, "s", 9, "e", 1),
+        // Epoch 5 after it looks stale.
+        commit(250, "s", 5, "g", 1),
+        // The true delivery of e/1, epoch 3: the two conflict, both are set aside.
+        commit(100, "s", 3, "e", 1),
+    ];
+    let src = l.add_source("wal");
+    for (i, e) in events[..3].iter().enumerate() {
+        l.push(e, src, i as u64, 1_000_000);
+    }
+    let found = l.take_new_counterexamples();
+    assert_eq!(found.len(), 1);
+    assert_eq!(l.provisional_counterexamples(), 1);
+    let page = l.view().counterexamples(None, None, None, None, None, 10);
+    assert!(!page.counterexamples[0].is_final);
+    assert_eq!(page.counterexamples[0].withdrawn, None);
+    let json = serde_json::to_value(&page.counterexamples[0]).unwrap();
+    assert_eq!(json["final"], false);
+    assert!(json.get("withdrawn").is_none(), "{json}");
+    l.push(&events[3], src, 3, 1_000_000);
+    let gone = l.take_withdrawn_counterexamples();
+    assert_eq!(gone.len(), 1);
+    assert_eq!(gone[0].id, found[0].id);
+    assert_eq!(l.provisional_counterexamples(), 0);
+    let v = l.view();
+    assert_eq!(v.counterexample_count(0), 0);
+    assert_eq!(v.withdrawn_count(0), 1);
+    // Still listed, marked.
+    let page = v.counterexamples(None, None, None, None, None, 10);
+    assert_eq!(page.counterexamples.len(), 1);
+    let cx = &page.counterexamples[0];
+    assert_eq!(cx.withdrawn, Some(Withdrawal::ConflictingDuplicate));
+    let json = serde_json::to_value(cx).unwrap();
+    assert_eq!(json["withdrawn"], "conflicting_duplicate");
+    assert_eq!(v.counterexample(&cx.id).unwrap().withdrawn, cx.withdrawn);
+    // Its window is unknown(conflicting_duplicate), not refuted.
+    let a = v.assurance(0, 299, 300, 299);
+    assert_ne!(a.verdict, Verdict::Refuted, "{a:?}");
+    assert!(a.counterexamples.is_empty());
+    let runs = v.timeline(0, 0, 1_000, 100);
+    assert!(
+        runs.iter().all(|r| r.verdict != Verdict::Refuted),
+        "{runs:?}"
+    );
+    // The earlier delivery is set aside: its per-event reasons go with it.
+    let counts = v.unknown_counts(0);
+    assert_eq!(
+        counts.get(&Reason::ConflictingDuplicate),
+        Some(&1),
+        "{counts:?}"
+    );
+    // As in check, which has no counterexample.
+    l.close();
+    let r = check(&c, &events);
+    assert!(r.properties[0].counterexamples.is_empty());
+    assert_eq!(
+        without_silence(l.view().unknown_counts(0)),
+        without_silence(r.properties[0].unknown.clone())
+    );
+    assert_eq!(l.view().counterexample_count(0), 0);
+}
+
+/// Reason counts without route silence: a delivery set aside keeps its route observation in
+/// `serve` (observation bounds per window cannot be taken back), not in `check`.
+fn without_silence(mut counts: BTreeMap<Reason, u64>) -> BTreeMap<Reason, u64> {
+    counts.remove(&Reason::RouteSilent);
+    counts
+}
+
+#[test]
+fn the_earlier_delivery_is_set_aside_when_it_was_itself_the_stale_event() {
+    let (c, mut l) = setup(None);
+    let events = vec![
+        beat(0, "r2"),
+        commit(100, "s", 5, "g", 1),
+        // e/1 with epoch 1 after epoch 5: stale.
+        commit(250, "s", 1, "e", 1),
+        // Another delivery of e/1, differing: both set aside.
+        commit(250, "s", 6, "e", 1),
+    ];
+    push_all(&mut l, &events);
+    assert_eq!(l.take_withdrawn_counterexamples().len(), 1);
+    assert_eq!(l.view().counterexample_count(0), 0);
+    l.close();
+    let r = check(&c, &events);
+    assert!(r.properties[0].counterexamples.is_empty());
+    assert_eq!(
+        without_silence(l.view().unknown_counts(0)),
+        without_silence(r.properties[0].unknown.clone())
+    );
+}
+
+#[test]
+fn a_final_counterexample_is_never_withdrawn() {
+    let (_, mut l) = setup(Some(0));
+    let mut events = vec![
+        beat(0, "r2"),
+        commit(100, "s", 9, "e", 1),
+        commit(250, "s", 5, "g", 1),
+    ];
+    // The horizon passes both events: the counterexample is final.
+    for i in 0..10 {
+        events.push(commit(1_000 + i * 100, "t", 1, "f", i as u64 + 1));
+    }
+    let pushed = push_all(&mut l, &events);
+    assert!(pushed.iter().all(|p| *p == Pushed::Assessed));
+    assert_eq!(l.provisional_counterexamples(), 0);
+    let page = l.view().counterexamples(None, None, None, None, None, 10);
+    assert!(page.counterexamples[0].is_final, "{page:?}");
+    // A conflicting delivery of the witness's key, in order: conflicting, but the
+    // counterexample stands.
+    l.push(&commit(2_100, "s", 3, "e", 1), 0, 99, 1_000_000);
+    assert!(l.take_withdrawn_counterexamples().is_empty());
+    assert_eq!(l.view().counterexample_count(0), 1);
+    let counts = l.view().unknown_counts(0);
+    assert_eq!(
+        counts.get(&Reason::ConflictingDuplicate),
+        Some(&1),
+        "{counts:?}"
+    );
+}
+
+#[test]
+fn the_merge_keeps_the_most_settled_copy_of_a_counterexample() {
+    let (c, mut provisional) = setup(None);
+    let events = vec![
+        beat(0, "r2"),
+        commit(100, "s", 9, "e", 1),
+        commit(250, "s", 5, "g", 1),
+    ];
+    push_all(&mut provisional, &events);
+    let mut withdrawn = Live::new(c.clone(), provisional.options());
+    let mut more = events.clone();
+    more.push(commit(100, "s", 3, "e", 1));
+    push_all(&mut withdrawn, &more);
+    let mut closed = Live::new(c.clone(), provisional.options());
+    push_all(&mut closed, &events);
+    closed.close();
+    let (sp, sw, sf) = (provisional.summary(), withdrawn.summary(), closed.summary());
+    let one = |v: &View<'_>| {
+        let page = v.counterexamples(None, None, None, None, None, 10);
+        assert_eq!(page.counterexamples.len(), 1);
+        let cx = page.counterexamples[0].clone();
+        assert_eq!(v.counterexample(&cx.id).as_ref(), Some(&cx));
+        (cx.is_final, cx.withdrawn.is_some())
+    };
+    for order in [[&sp, &sw], [&sw, &sp]] {
+        let mut v = View::new(&c);
+        for s in order {
+            v.add_summary(s, true).unwrap();
+        }
+        assert_eq!(one(&v), (false, true), "withdrawn beats provisional");
+        assert_eq!(v.counterexample_count(0), 0);
+        assert_eq!(v.withdrawn_count(0), 1);
+        assert_eq!(v.provisional_count(0), 0);
+    }
+    let mut v = View::new(&c);
+    v.add_summary(&sw, true).unwrap();
+    v.add_summary(&sf, true).unwrap();
+    assert_eq!(one(&v), (true, false), "final is never withdrawn");
+    let mut v = View::new(&c);
+    v.add_summary(&sp, true).unwrap();
+    assert_eq!(v.provisional_count(0), 1);
+    // Summaries carry both marks through postcard and JSON.
+    let back: fencewatch_assess::live::Summary =
+        postcard::from_bytes(&postcard::to_stdvec(&sw).unwrap()).unwrap();
+    assert_eq!(back, sw);
+    let back: fencewatch_assess::live::Summary =
+        serde_json::from_str(&serde_json::to_string(&sw).unwrap()).unwrap();
+    assert_eq!(back, sw);
+}
+
+#[test]
+fn checks_json_carries_neither_final_nor_withdrawn() {
+    let c = contract_with(false, 5, "10ns", "1000000ns");
+    let r = check(
+        &c,
+        &[
+            beat(0, "r2"),
+            commit(100, "s", 9, "e", 1),
+            commit(250, "s", 5, "g", 1),
+        ],
+    );
+    assert!(r.properties[0].counterexamples[0].is_final);
+    let json = serde_json::to_value(&r).unwrap();
+    let cx = &json["properties"][0]["counterexamples"][0];
+    assert!(
+        cx.get("final").is_none() && cx.get("withdrawn").is_none(),
+        "{cx}"
+    );
+    assert!(cx.get("id").is_some() && cx.get("explanation").is_some());
+}
