@@ -78,6 +78,73 @@ pub struct Loaded {
     pub skipped_corrupt: usize,
     /// Why newer checkpoints that verified were passed over (their state did not decode).
     pub undecodable: Vec<String>,
+    /// Every newer checkpoint passed over, damaged or undecodable, newest first: recovery
+    /// steps the caller logs (at WARN).
+    pub passed_over: Vec<PassedOver>,
+}
+
+/// A checkpoint [`CheckpointStore::latest_decoded`] passed over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PassedOver {
+    /// The file.
+    pub path: PathBuf,
+    /// Its offset.
+    pub offset: u64,
+    /// Its length.
+    pub bytes: u64,
+    /// Why (`crc mismatch`, `state does not decode: …`).
+    pub reason: String,
+}
+
+/// One checkpoint file as [`inspect`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointInfo {
+    /// The file.
+    pub path: PathBuf,
+    /// Its offset, from its name.
+    pub offset: u64,
+    /// Its length.
+    pub bytes: u64,
+    /// Why it would be passed over, if it would.
+    pub problem: Option<String>,
+}
+
+/// Every checkpoint file in `dir`, newest first, verified and its state given to `decode`,
+/// without changing anything (a missing `dir` has none). The first without a problem is the
+/// one [`CheckpointStore::latest_decoded`] restores.
+pub fn inspect<E: std::fmt::Display>(
+    dir: &Path,
+    decode: impl Fn(&[u8]) -> Result<(), E>,
+) -> Result<Vec<CheckpointInfo>> {
+    if !dir.exists() {
+        return Ok(Vec::new());
+    }
+    let mut offsets = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io_err(dir))? {
+        let name = entry.map_err(io_err(dir))?.file_name();
+        if let Some(offset) = name.to_str().and_then(parse_name) {
+            offsets.push(offset);
+        }
+    }
+    offsets.sort_unstable_by(|a, b| b.cmp(a));
+    let mut out = Vec::with_capacity(offsets.len());
+    for offset in offsets {
+        let path = dir.join(format!("{PREFIX}{offset:020}{SUFFIX}"));
+        let data = fs::read(&path).map_err(io_err(&path))?;
+        let problem = match verify(&data, offset) {
+            Err(why) => Some(why.to_string()),
+            Ok(state) => decode(state)
+                .err()
+                .map(|e| format!("state does not decode: {e}")),
+        };
+        out.push(CheckpointInfo {
+            path,
+            offset,
+            bytes: data.len() as u64,
+            problem,
+        });
+    }
+    Ok(out)
 }
 
 /// The checkpoints of one partition, in their own directory.
@@ -191,11 +258,22 @@ impl CheckpointStore {
     ) -> Result<Option<(Loaded, T)>> {
         self.damaged.clear();
         let mut undecodable = Vec::new();
+        let mut passed_over = Vec::new();
         for (skipped, &offset) in self.offsets.iter().rev().enumerate() {
             let path = self.path(offset);
             let data = fs::read(&path).map_err(io_err(&path))?;
-            let Some(state) = verify(&data, offset) else {
-                continue;
+            let pass = |reason: String| PassedOver {
+                path: path.clone(),
+                offset,
+                bytes: data.len() as u64,
+                reason,
+            };
+            let state = match verify(&data, offset) {
+                Ok(state) => state,
+                Err(why) => {
+                    passed_over.push(pass(why.to_string()));
+                    continue;
+                }
             };
             match decode(state) {
                 Ok(value) => {
@@ -205,10 +283,14 @@ impl CheckpointStore {
                         state: state.to_vec(),
                         skipped_corrupt: skipped,
                         undecodable,
+                        passed_over,
                     };
                     return Ok(Some((loaded, value)));
                 }
-                Err(e) => undecodable.push(format!("{}: {e}", path.display())),
+                Err(e) => {
+                    passed_over.push(pass(format!("state does not decode: {e}")));
+                    undecodable.push(format!("{}: {e}", path.display()));
+                }
             }
         }
         match self.offsets.len() {
@@ -250,16 +332,25 @@ fn parse_name(name: &str) -> Option<u64> {
 }
 
 /// The state of a checkpoint file, if its header matches `offset` and its crc verifies.
-fn verify(data: &[u8], offset: u64) -> Option<&[u8]> {
-    let (h, state) = data.split_at_checked(HEADER_BYTES)?;
+fn verify(data: &[u8], offset: u64) -> Result<&[u8], &'static str> {
+    let (h, state) = data
+        .split_at_checked(HEADER_BYTES)
+        .ok_or("shorter than a header")?;
     let u32_at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().expect("4 bytes"));
     let u64_at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().expect("8 bytes"));
-    let ok = h[0..4] == MAGIC
-        && u32_at(4) == VERSION
-        && u64_at(8) == offset
-        && u64_at(16) == state.len() as u64
-        && u32_at(24) == crc32fast::hash(state);
-    ok.then_some(state)
+    if h[0..4] != MAGIC {
+        Err("bad magic")
+    } else if u32_at(4) != VERSION {
+        Err("unknown version")
+    } else if u64_at(8) != offset {
+        Err("offset in the header differs from the file name")
+    } else if u64_at(16) != state.len() as u64 {
+        Err("length differs from the header (torn or damaged)")
+    } else if u32_at(24) != crc32fast::hash(state) {
+        Err("crc mismatch")
+    } else {
+        Ok(state)
+    }
 }
 
 #[cfg(test)]
@@ -323,7 +414,24 @@ mod tests {
                 (loaded.offset, &loaded.state[..], loaded.skipped_corrupt),
                 (7, &b"seven"[..], 1)
             );
+            let passed = &loaded.passed_over[..];
+            assert!(
+                matches!(passed, [p] if p.path == newest && p.offset == 9 && p.bytes == bytes.len() as u64),
+                "{passed:?}"
+            );
         }
+        let reasons: Vec<String> = inspect(dir.path(), |_| Ok::<_, String>(()))
+            .unwrap()
+            .into_iter()
+            .map(|c| format!("{} {:?}", c.offset, c.problem))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                "9 Some(\"offset in the header differs from the file name\")",
+                "7 None"
+            ]
+        );
         bytes.truncate(HEADER_BYTES + 2); // torn
         fs::write(&newest, &bytes).unwrap();
         assert_eq!(store.latest().unwrap().unwrap().offset, 7);

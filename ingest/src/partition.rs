@@ -53,6 +53,18 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The newest checkpoint covers offsets the log no longer holds.
+    #[error(
+        "{wal}: the write-ahead log ends at offset {end} but the newest checkpoint covers up to {checkpoint}: acknowledged events are missing from the log (segments deleted or lost); refusing to reuse their offsets"
+    )]
+    LogBehindCheckpoint {
+        /// The log's directory.
+        wal: PathBuf,
+        /// Where the log ends.
+        end: u64,
+        /// The checkpoint's offset.
+        checkpoint: u64,
+    },
     /// A batch with more items than a record can hold.
     #[error("a batch holds at most {max} events, this one {got}")]
     TooManyItems {
@@ -396,9 +408,13 @@ pub struct Opened {
     pub restored_from: Option<u64>,
     /// Records replayed.
     pub replayed_records: u64,
-    /// Bytes of a torn tail cut off the log (a crash during a write that was never
-    /// acknowledged).
-    pub recovered_tail_bytes: u64,
+    /// The torn tail cut off the log (a crash during a write that was never acknowledged).
+    pub torn_tail: Option<wal::TornTail>,
+    /// Newer checkpoints passed over as damaged or undecodable, newest first.
+    pub passed_over: Vec<checkpoint::PassedOver>,
+    /// What `fencewatch wal repair` quarantined in this partition: each folder under
+    /// `quarantine/` with the first line of its report.
+    pub quarantined: Vec<(PathBuf, String)>,
 }
 
 /// Options of a partition.
@@ -419,7 +435,8 @@ pub fn open(dir: &Path, contract: Contract, opts: PartitionOptions) -> Result<Op
         path: dir.to_path_buf(),
         source,
     })?;
-    let wal = Wal::open(
+    // Nothing in the log changes until every check below passed: a torn tail is cut last.
+    let mut wal = Wal::open_unrecovered(
         &dir.join("wal"),
         WalOptions {
             segment_bytes: opts.segment_bytes,
@@ -429,19 +446,22 @@ pub fn open(dir: &Path, contract: Contract, opts: PartitionOptions) -> Result<Op
     // A checkpoint that verifies but does not decode (written by a build with another state
     // layout) is passed over like a damaged one: the older one kept, and the WAL since it,
     // rebuild the same state.
-    let (mut live, from) = match checkpoints.latest_decoded(decode_state)? {
-        Some((loaded, state)) => (Live::restore(contract, state)?, Some(loaded.offset)),
-        None => (Live::new(contract, opts.live), None),
+    let (mut live, from, passed_over) = match checkpoints.latest_decoded(decode_state)? {
+        Some((loaded, state)) => (
+            Live::restore(contract, state)?,
+            Some(loaded.offset),
+            loaded.passed_over,
+        ),
+        None => (Live::new(contract, opts.live), None, Vec::new()),
     };
+    let end = wal.next_offset();
     if let Some(from) = from
-        && wal.next_offset() < from
+        && end < from
     {
-        return Err(Error::BadRecord {
-            offset: wal.next_offset(),
-            reason: format!(
-                "the write-ahead log ends at offset {} but the checkpoint covers up to {from}: acknowledged events are missing from the log (lost or cut as a torn tail); refusing to reuse their offsets",
-                wal.next_offset()
-            ),
+        return Err(Error::LogBehindCheckpoint {
+            wal: wal.dir().to_path_buf(),
+            end,
+            checkpoint: from,
         });
     }
     let mut replayed = 0;
@@ -462,15 +482,40 @@ pub fn open(dir: &Path, contract: Contract, opts: PartitionOptions) -> Result<Op
     // The log replayed under the options it was first applied with (the same findings); the
     // configuration's are in force from here on.
     live.set_options(opts.live);
-    let recovered_tail_bytes = wal.recovered_tail_bytes();
+    let torn_tail = wal.finish_recovery()?.cloned();
     Ok(Opened {
         wal,
         checkpoints,
         live,
         restored_from: from,
         replayed_records: replayed,
-        recovered_tail_bytes,
+        torn_tail,
+        passed_over,
+        quarantined: quarantined(&dir.join(QUARANTINE)),
     })
+}
+
+/// The folder of a partition where `fencewatch wal repair` keeps what it changed.
+pub const QUARANTINE: &str = "quarantine";
+
+/// Each folder in `dir` with the first line of its repair report, oldest first.
+fn quarantined(dir: &Path) -> Vec<(PathBuf, String)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(PathBuf, String)> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .map(|p| {
+            let report = std::fs::read_to_string(p.join(wal::repair::REPORT_FILE));
+            let first = report
+                .ok()
+                .and_then(|r| r.lines().next().map(str::to_string));
+            (p, first.unwrap_or_else(|| "no repair report".into()))
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// Serializes the assessor for a checkpoint.
@@ -670,6 +715,39 @@ mod tests {
         std::fs::remove_dir_all(dir.path().join("wal")).unwrap();
         let err = open(dir.path(), contract(), opts()).unwrap_err();
         assert!(err.to_string().contains("missing from the log"), "{err}");
+    }
+
+    #[test]
+    fn a_torn_tail_is_not_cut_when_the_open_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut o = open(dir.path(), contract(), opts()).unwrap();
+            let payload = encode(Format::Ndjson, 1 << 40, "http", None, BATCH.as_bytes());
+            for _ in 0..3 {
+                o.wal.append(4, &payload).unwrap();
+            }
+            o.wal.sync().unwrap();
+            let state = snapshot(&o.live);
+            checkpoint(&mut o.wal, &mut o.checkpoints, 12, &state).unwrap();
+        }
+        // The last record torn (as a crash would): the log then ends before the checkpoint.
+        let seg = dir.path().join("wal").join(format!("{:020}.wal", 0));
+        let mut bytes = std::fs::read(&seg).unwrap();
+        bytes.truncate(bytes.len() - 10);
+        std::fs::write(&seg, &bytes).unwrap();
+        let err = open(dir.path(), contract(), opts()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::LogBehindCheckpoint {
+                    end: 8,
+                    checkpoint: 12,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&seg).unwrap(), bytes, "nothing was cut");
     }
 
     #[test]
