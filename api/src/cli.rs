@@ -1,5 +1,6 @@
 //! The command line (clap). Exit codes: `check` 0 holds, 1 refuted, 2 unknown, 3 error;
-//! `contract check` 0 accepted, 1 rejected candidate, 3 invalid; 64 a usage error.
+//! `contract check` 0 accepted, 1 rejected candidate, 3 invalid; `wal` see [`crate::wal_cmd`];
+//! 64 a usage error.
 
 use crate::render;
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -44,6 +45,9 @@ enum Command {
     Serve(Box<ServeCommand>),
     /// Run the service on a live simulated workload with an example contract: zero setup.
     Demo(DemoArgs),
+    /// Inspect or repair the write-ahead log of a data directory (see README, Durability).
+    #[command(subcommand)]
+    Wal(crate::wal_cmd::WalCommand),
 }
 
 #[derive(Debug, Args)]
@@ -207,6 +211,7 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
             let ServeCommand { args, ingest_files } = *s;
             crate::serve::run::run(args, ingest_files)
         }
+        Command::Wal(cmd) => crate::wal_cmd::run(cmd),
         Command::Simulate(args) => match run_simulate(args) {
             Ok(()) => 0,
             Err(e) => {

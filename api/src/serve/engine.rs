@@ -545,20 +545,23 @@ fn writer(
         max_line_bytes: opts.max_line_bytes,
         live: opts.live,
     };
-    let opened =
-        partition::open(&dir, engine.contract.clone(), popts).map_err(|e| e.to_string())?;
+    let opened = partition::open(&dir, engine.contract.clone(), popts)
+        .map_err(|e| open_failure(&e, &opts.data_dir))?;
     let partition::Opened {
         mut wal,
         checkpoints,
         live,
         restored_from,
         replayed_records,
-        recovered_tail_bytes,
+        torn_tail,
+        passed_over,
+        quarantined,
     } = opened;
+    log_recovery(torn_tail.as_ref(), &passed_over, &quarantined);
     tracing::info!(
         restored_from = ?restored_from,
         replayed_records,
-        recovered_tail_bytes,
+        recovered_tail_bytes = torn_tail.as_ref().map_or(0, |t| t.bytes),
         next_offset = wal.next_offset(),
         elapsed_ms = started.elapsed().as_millis() as u64,
         "partition opened"
@@ -600,7 +603,8 @@ fn writer(
         .map_err(|e| e.to_string())?;
     engine.ready.set(true);
     let mut jobs: Vec<Job> = Vec::with_capacity(GROUP);
-    let mut result = Ok(());
+    let mut result: Result<(), String> = Ok(());
+    let mut checkpoint_failed = false;
     loop {
         crossbeam_channel::select! {
             recv(rx) -> job => {
@@ -629,7 +633,9 @@ fn writer(
             }
             recv(saved_rx) -> saved => {
                 let Ok(offset) = saved else {
+                    // Its error (with the cause and path) is taken when it is joined below.
                     result = Err("the checkpoint stage stopped".to_string());
+                    checkpoint_failed = true;
                     break;
                 };
                 truncate(&mut wal, offset);
@@ -645,6 +651,14 @@ fn writer(
     let saved = checkpointer
         .join()
         .unwrap_or_else(|_| Err("the checkpoint thread panicked".into()));
+    // A failed checkpoint stops the other stages too: report its cause, not theirs.
+    let (result, applied) = match &saved {
+        Err(e) if checkpoint_failed || applied.is_err() => {
+            let why = Err(format!("the checkpoint stage stopped: {e}"));
+            (why, Ok(()))
+        }
+        _ => (result, applied),
+    };
     for offset in saved_rx.try_iter() {
         truncate(&mut wal, offset);
     }
@@ -654,6 +668,58 @@ fn writer(
     publish(&wal);
     tracing::info!(next_offset = wal.next_offset(), "writer drained");
     result.and(applied).and(saved.map(|_| ()))
+}
+
+/// Why the partition did not open, with the operator's way out when the log is damaged.
+fn open_failure(e: &partition::Error, data_dir: &std::path::Path) -> String {
+    use fencewatch_ingest::wal::Error as W;
+    let damaged = matches!(
+        e,
+        partition::Error::Wal(W::Corrupt { .. } | W::MissingSegment { .. } | W::Removed { .. })
+            | partition::Error::LogBehindCheckpoint { .. }
+    );
+    if damaged {
+        let d = data_dir.display();
+        format!(
+            "{e}; nothing was changed: `fencewatch wal inspect --data-dir {d}` shows the damage, `fencewatch wal repair --data-dir {d}` what a repair would drop (README, Durability)"
+        )
+    } else {
+        e.to_string()
+    }
+}
+
+/// Logs, at WARN, each step recovery took that an operator must know of.
+fn log_recovery(
+    torn: Option<&fencewatch_ingest::wal::TornTail>,
+    passed_over: &[fencewatch_ingest::checkpoint::PassedOver],
+    quarantined: &[(PathBuf, String)],
+) {
+    if let Some(t) = torn {
+        tracing::warn!(
+            segment = %t.path.display(),
+            byte = t.byte,
+            bytes = t.bytes,
+            offset = t.offset,
+            reason = t.reason,
+            "cut a torn tail off the write-ahead log: an append interrupted by a crash, never acknowledged"
+        );
+    }
+    for p in passed_over {
+        tracing::warn!(
+            checkpoint = %p.path.display(),
+            offset = p.offset,
+            bytes = p.bytes,
+            reason = %p.reason,
+            "passed over a checkpoint that is damaged or does not decode: restoring an older one and replaying the log from it"
+        );
+    }
+    for (dir, summary) in quarantined {
+        tracing::warn!(
+            quarantine = %dir.display(),
+            repair = %summary,
+            "the write-ahead log was repaired by `fencewatch wal repair`; the original files are kept here until deleted"
+        );
+    }
 }
 
 /// Deletes the WAL segments before `keep_from`, the offset of the older of the two kept
@@ -828,9 +894,17 @@ fn checkpointer(
         let started = Instant::now();
         let bytes = partition::encode_state(&snap.state);
         drop(snap.state);
-        store
-            .save(snap.offset, &bytes)
-            .map_err(|e| format!("checkpoint: {e}"))?;
+        if let Err(e) = store.save(snap.offset, &bytes) {
+            // The error names the file; the directory is logged too, for a failed rename.
+            tracing::error!(
+                offset = snap.offset,
+                bytes = bytes.len(),
+                dir = %store.dir().display(),
+                error = %e,
+                "saving a checkpoint failed"
+            );
+            return Err(format!("checkpoint at offset {}: {e}", snap.offset));
+        }
         d.checkpoint_offset.store(snap.offset, Ordering::Release);
         d.checkpoint_at.store(now_ns(), Ordering::Release);
         tracing::info!(
