@@ -420,6 +420,7 @@ impl Engine {
             for (p, prop) in self.contract.properties.iter().enumerate() {
                 let a = view.assurance(p, now, prop.assurance_window.0, now);
                 metrics.set_assurance(&prop.name, a.verdict);
+                metrics.set_provisional(&prop.name, view.provisional_count(p));
                 let counts = view.unknown_counts(p);
                 for r in fencewatch_assess::Reason::ALL {
                     let n = counts.get(&r).copied().unwrap_or(0) as i64;
@@ -866,18 +867,28 @@ fn apply_group(engine: &Engine, metrics: &Metrics, group: Ready_, max_line_bytes
                 metrics.stale_rejections.get_or_create(&labels).inc_by(n);
             }
         }
-        for cx in live.take_new_counterexamples() {
-            let name = &engine.contract.properties[cx.property].name;
-            let property = &engine.contract.properties[cx.property];
-            metrics.counterexample(property, cx.kind, &cx.route);
-            tracing::warn!(property = %name, kind = cx.kind.as_str(), id = %cx.id, route = %cx.route, "counterexample");
-        }
+        report_counterexamples(&engine.contract, metrics, &mut live);
     }
     drop(decoded);
     for (j, a) in jobs.into_iter().zip(answers) {
         let _ = j.reply.send(Ok(a));
     }
     next
+}
+
+/// Counts and logs the counterexamples the last pushes found and withdrew: the WAL's and each
+/// Kafka partition's go through here.
+pub fn report_counterexamples(contract: &Contract, metrics: &Metrics, live: &mut Live) {
+    for cx in live.take_new_counterexamples() {
+        let property = &contract.properties[cx.property];
+        metrics.counterexample(property, cx.kind, &cx.route);
+        tracing::warn!(property = %property.name, kind = cx.kind.as_str(), id = %cx.id, route = %cx.route, "counterexample (provisional until the horizon passes its events)");
+    }
+    for cx in live.take_withdrawn_counterexamples() {
+        let property = &contract.properties[cx.property];
+        metrics.counterexample_withdrawn(property, cx.kind, &cx.route);
+        tracing::warn!(property = %property.name, kind = cx.kind.as_str(), id = %cx.id, route = %cx.route, "counterexample withdrawn: its stale or superseding event is one of conflicting deliveries");
+    }
 }
 
 /// The checkpoint stage: serializes and saves each snapshot, and reports the offset before

@@ -718,12 +718,11 @@ impl Kafka {
     fn after_batch(&self) {
         let mut parts = self.parts.write().unwrap_or_else(|p| p.into_inner());
         for part in parts.values_mut() {
-            for cx in part.live.take_new_counterexamples() {
-                let name = &self.contract.properties[cx.property].name;
-                let property = &self.contract.properties[cx.property];
-                self.metrics.counterexample(property, cx.kind, &cx.route);
-                tracing::warn!(property = %name, kind = cx.kind.as_str(), id = %cx.id, route = %cx.route, "counterexample");
-            }
+            crate::serve::engine::report_counterexamples(
+                &self.contract,
+                &self.metrics,
+                &mut part.live,
+            );
         }
     }
 

@@ -32,6 +32,13 @@ pub const EVENTS_INGESTED: &str = "fencewatch_events_ingested";
 pub const EVENTS_REJECTED: &str = "fencewatch_events_rejected";
 /// Counter {property, kind, route}: counterexamples found.
 pub const COUNTEREXAMPLES: &str = "fencewatch_counterexamples";
+/// Counter {property, kind, route}: provisional counterexamples later withdrawn (their stale
+/// or superseding event was one of conflicting deliveries). `fencewatch_counterexamples_total`
+/// counts them too, when found: counters never go down.
+pub const COUNTEREXAMPLES_WITHDRAWN: &str = "fencewatch_counterexamples_withdrawn";
+/// Gauge {property}: counterexamples not yet final (a conflicting delivery could still
+/// withdraw them) and not withdrawn.
+pub const COUNTEREXAMPLES_PROVISIONAL: &str = "fencewatch_counterexamples_provisional";
 /// Gauge {property, reason}: current count of unknown evidence.
 pub const UNKNOWN_EVIDENCE: &str = "fencewatch_unknown_evidence";
 /// Gauge {property, verdict}: a state set, 1 for the current verdict and 0 for the others.
@@ -174,6 +181,19 @@ pub struct HttpLabels {
 
 type FloatGauge = Gauge<f64, AtomicU64>;
 
+fn counterexample_labels(
+    property: &fencewatch_assess::contract::Property,
+    kind: CounterexampleKind,
+    route: &str,
+) -> CounterexampleLabels {
+    let declared = route.is_empty() || property.routes.iter().any(|r| r.name == route);
+    CounterexampleLabels {
+        property: property.name.clone(),
+        kind: kind.as_str().into(),
+        route: if declared { route } else { UNDECLARED_ROUTE }.into(),
+    }
+}
+
 /// Every metric family of `serve`. Cloning shares the values.
 #[derive(Debug, Clone)]
 pub struct Metrics {
@@ -183,6 +203,10 @@ pub struct Metrics {
     pub events_rejected: Family<RejectedLabels, Counter>,
     /// See [`COUNTEREXAMPLES`].
     pub counterexamples: Family<CounterexampleLabels, Counter>,
+    /// See [`COUNTEREXAMPLES_WITHDRAWN`].
+    pub counterexamples_withdrawn: Family<CounterexampleLabels, Counter>,
+    /// See [`COUNTEREXAMPLES_PROVISIONAL`].
+    pub counterexamples_provisional: Family<PropertyLabels, Gauge>,
     /// See [`UNKNOWN_EVIDENCE`].
     pub unknown_evidence: Family<UnknownLabels, Gauge>,
     /// See [`ASSURANCE`]; written through [`Metrics::set_assurance`].
@@ -246,6 +270,8 @@ impl Metrics {
             events_ingested: Family::default(),
             events_rejected: Family::default(),
             counterexamples: Family::default(),
+            counterexamples_withdrawn: Family::default(),
+            counterexamples_provisional: Family::default(),
             unknown_evidence: Family::default(),
             assurance: Family::default(),
             evidence_lag_seconds: Family::default(),
@@ -284,6 +310,16 @@ impl Metrics {
             COUNTEREXAMPLES,
             "Counterexamples found",
             m.counterexamples.clone(),
+        );
+        r.register(
+            COUNTEREXAMPLES_WITHDRAWN,
+            "Provisional counterexamples later withdrawn (they rested on a conflicting delivery)",
+            m.counterexamples_withdrawn.clone(),
+        );
+        r.register(
+            COUNTEREXAMPLES_PROVISIONAL,
+            "Counterexamples not yet final and not withdrawn",
+            m.counterexamples_provisional.clone(),
         );
         r.register(
             UNKNOWN_EVIDENCE,
@@ -438,13 +474,29 @@ impl Metrics {
         kind: CounterexampleKind,
         route: &str,
     ) {
-        let declared = route.is_empty() || property.routes.iter().any(|r| r.name == route);
-        let labels = CounterexampleLabels {
-            property: property.name.clone(),
-            kind: kind.as_str().into(),
-            route: if declared { route } else { UNDECLARED_ROUTE }.into(),
-        };
+        let labels = counterexample_labels(property, kind, route);
         self.counterexamples.get_or_create(&labels).inc();
+    }
+
+    /// Counts a provisional counterexample withdrawn (labels as [`Metrics::counterexample`]).
+    pub fn counterexample_withdrawn(
+        &self,
+        property: &fencewatch_assess::contract::Property,
+        kind: CounterexampleKind,
+        route: &str,
+    ) {
+        let labels = counterexample_labels(property, kind, route);
+        self.counterexamples_withdrawn.get_or_create(&labels).inc();
+    }
+
+    /// Sets the count of provisional counterexamples of `property`.
+    pub fn set_provisional(&self, property: &str, n: usize) {
+        let labels = PropertyLabels {
+            property: property.into(),
+        };
+        self.counterexamples_provisional
+            .get_or_create(&labels)
+            .set(n as i64);
     }
 
     /// Sets the current count of unknown evidence of `property` for `reason`.

@@ -603,7 +603,7 @@ fn every_metric_in_alerts_and_dashboard_is_exposed_by_the_service() {
         std::thread::sleep(Duration::from_millis(50));
     }
     // Families that have no sample until something happens: an HTTP request (this one), a
-    // stale commit the resource rejected, a malformed event.
+    // stale commit the resource rejected, a malformed event, a withdrawn counterexample.
     let now = now_ns();
     let body = format!(
         "{{\"kind\":\"fence\",\"ts\":{},\"scope\":\"dashboards-test\",\"epoch\":2,\"route\":\"orders-api.transition\"}}\n\
@@ -620,6 +620,23 @@ fn every_metric_in_alerts_and_dashboard_is_exposed_by_the_service() {
     )
     .expect("POST /v1/events");
     assert_eq!(r.status, 422, "{}", r.text());
+    // A provisional counterexample withdrawn: its stale commit is re-sent under the same
+    // (emitter, seq) with another epoch, so both deliveries are set aside.
+    let body = format!(
+        "{{\"kind\":\"fence\",\"ts\":{},\"scope\":\"dashboards-withdrawn\",\"epoch\":2,\"route\":\"orders-api.transition\",\"emitter\":\"dashboards-test\",\"seq\":1}}\n\
+         {{\"kind\":\"commit\",\"ts\":{now},\"scope\":\"dashboards-withdrawn\",\"epoch\":1,\"route\":\"orders-api.transition\",\"emitter\":\"dashboards-test\",\"seq\":2}}\n\
+         {{\"kind\":\"commit\",\"ts\":{now},\"scope\":\"dashboards-withdrawn\",\"epoch\":3,\"route\":\"orders-api.transition\",\"emitter\":\"dashboards-test\",\"seq\":2}}\n",
+        now - 1_000_000_000
+    );
+    let r = request(
+        demo.addr,
+        "POST",
+        "/v1/events",
+        &[("content-type", "application/x-ndjson")],
+        body.as_bytes(),
+    )
+    .expect("POST /v1/events");
+    assert_eq!(r.status, 200, "{}", r.text());
 
     // The families only a service with Kafka ingest has (meanwhile the demo runs).
     let kafka_dir = dir.path().join("kafka");
