@@ -11,3 +11,4 @@ mod kafka;
 mod page;
 mod serve;
 mod simulated;
+mod wal;
