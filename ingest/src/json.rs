@@ -190,6 +190,23 @@ pub fn decode_array(
         .collect())
 }
 
+/// Bytes of an input value quoted in an error message at most: an error names what it
+/// rejected without copying a megabyte of it into every sample and answer.
+pub const QUOTED_BYTES: usize = 64;
+
+/// `s` as an error message quotes it: whole when short, else its first [`QUOTED_BYTES`] (at a
+/// character boundary) and how long it was.
+fn quoted(s: &str) -> Cow<'_, str> {
+    if s.len() <= QUOTED_BYTES {
+        return Cow::Borrowed(s);
+    }
+    let mut end = QUOTED_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}… ({} bytes)", &s[..end], s.len()))
+}
+
 fn json_reason(e: &serde_json::Error) -> String {
     let s = e.to_string();
     let s = match s.rfind(" at line ") {
@@ -476,7 +493,10 @@ impl<'de> Visitor<'de> for EventSeed<'_, 'de> {
         while let Some(key) = map.next_key_seed(KeySeed)? {
             let Some(i) = field_index(&key) else {
                 if !st.unknown_keys.insert(key.clone()) {
-                    return Err(de::Error::custom(format!("duplicate key `{key}`")));
+                    return Err(de::Error::custom(format!(
+                        "duplicate key `{}`",
+                        quoted(&key)
+                    )));
                 }
                 map.next_value_seed(ScalarSeed { depth: 2 })?;
                 continue;
@@ -528,7 +548,10 @@ fn apply<'de>(st: &mut State<'de>, field: usize, v: Scalar<'de>) -> Result<(), S
         0 => match v {
             Scalar::Str(s) => {
                 st.kind = Some(Kind::parse(&s).ok_or_else(|| {
-                    format!("unknown kind `{s}` (expected commit, fence, grant or heartbeat)")
+                    format!(
+                        "unknown kind `{}` (expected commit, fence, grant or heartbeat)",
+                        quoted(&s)
+                    )
                 })?);
             }
             Scalar::Null => return Err("is required (null given)".into()),
@@ -541,7 +564,7 @@ fn apply<'de>(st: &mut State<'de>, field: usize, v: Scalar<'de>) -> Result<(), S
                 }
                 Scalar::I64 => return Err("is before 1970 (negative nanoseconds)".into()),
                 Scalar::Str(s) => {
-                    EventTime::parse_rfc3339(&s).map_err(|e| format!("`{s}`: {e}"))?
+                    EventTime::parse_rfc3339(&s).map_err(|e| format!("`{}`: {e}", quoted(&s)))?
                 }
                 Scalar::Null => return Err("is required (null given)".into()),
                 other => {
@@ -566,7 +589,10 @@ fn apply<'de>(st: &mut State<'de>, field: usize, v: Scalar<'de>) -> Result<(), S
             f.outcome = match string(v)? {
                 None => Outcome::Committed,
                 Some(s) => Outcome::parse(&s).ok_or_else(|| {
-                    format!("unknown outcome `{s}` (expected committed or rejected)")
+                    format!(
+                        "unknown outcome `{}` (expected committed or rejected)",
+                        quoted(&s)
+                    )
                 })?,
             }
         }
@@ -671,7 +697,7 @@ impl<'de> Visitor<'de> for ScalarSeed {
         let mut keys = KeySet::default();
         while let Some(k) = map.next_key_seed(KeySeed)? {
             if !keys.insert(k.clone()) {
-                return Err(de::Error::custom(format!("duplicate key `{k}`")));
+                return Err(de::Error::custom(format!("duplicate key `{}`", quoted(&k))));
             }
             map.next_value_seed(ScalarSeed {
                 depth: self.depth + 1,
@@ -900,6 +926,22 @@ mod tests {
                 "{}",
                 String::from_utf8_lossy(bad)
             );
+        }
+    }
+
+    #[test]
+    fn errors_quote_long_values_short() {
+        let long = "k".repeat(10_000);
+        for line in [
+            format!(r#"{{"kind":"{long}","ts":1}}"#),
+            format!(r#"{{"kind":"commit","ts":"{long}"}}"#),
+            format!(r#"{{"kind":"commit","ts":1,"outcome":"{long}"}}"#),
+            format!(r#"{{"kind":"commit","ts":1,"{long}":1,"{long}":2}}"#),
+            format!(r#"{{"kind":"commit","ts":1,"x":{{"{long}":1,"{long}":2}}}}"#),
+        ] {
+            let e = bad(line.as_bytes());
+            assert!(e.reason.len() < 200, "{}", e.reason);
+            assert!(e.reason.contains("(10000 bytes)"), "{}", e.reason);
         }
     }
 
