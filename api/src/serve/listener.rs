@@ -4,8 +4,10 @@
 //! - **Connection limit.** At most `max_connections` connections are served at once, capped
 //!   below the process's file-descriptor limit (raised to the hard limit at start) with a
 //!   reserve left for the WAL, checkpoints and Kafka, which therefore never starve. A
-//!   connection over the limit is answered `503` problem+json with `Retry-After: 1` and closed
-//!   (a few at a time; beyond that it is closed at once), never left hanging in the backlog.
+//!   connection over the limit is answered `503` problem+json with `Retry-After: 1` and closed,
+//!   never left hanging in the backlog (the close waits a moment for the client to read the
+//!   answer, for 64 connections at a time; under a flood beyond that the close is immediate,
+//!   which can reset the connection before the client read its 503).
 //! - **Header read timeout** (`header_read_timeout`, hyper's own): a request's headers must
 //!   arrive within it, counted from the connection's start for its first request and from the
 //!   first byte for later ones (slow-loris).
@@ -38,10 +40,11 @@ use tower::ServiceExt;
 /// File descriptors kept out of the connection limit: WAL segments, checkpoints, the Kafka
 /// client's sockets, logs, and the shedding slots.
 pub const RESERVED_FDS: u64 = 256 + SHED_SLOTS as u64;
-/// Connections over the limit that are answered 503 at once; more are closed at once.
+/// Connections over the limit whose close waits for the client (each at most
+/// [`SHED_LINGER`]); beyond, a shed connection is closed right after its 503 is written.
 const SHED_SLOTS: usize = 64;
-/// How long a shed connection may take to read its 503.
-const SHED_LINGER: Duration = Duration::from_secs(1);
+/// How long a shed connection may take to read its 503 and close.
+const SHED_LINGER: Duration = Duration::from_millis(250);
 
 /// What the listener needs.
 #[derive(Debug, Clone, Copy)]
@@ -112,9 +115,11 @@ pub async fn serve(
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             metrics.connection_closed("limit");
+            // The answer goes out at once; a few closes wait for the client to read it.
+            answer_shed(&stream);
             if let Ok(slot) = shed_slots.clone().try_acquire_owned() {
                 tokio::spawn(async move {
-                    shed(stream).await;
+                    linger(stream).await;
                     drop(slot);
                 });
             }
@@ -175,19 +180,26 @@ connection: close\r\n\
 content-length: 161\r\n\r\n\
 {\"type\":\"https://fencewatch.dev/problems/service-unavailable\",\"title\":\"Service unavailable\",\"status\":503,\"detail\":\"too many open connections; retry in a second\"}";
 
-/// Answers 503 and closes: reads what the client sent (so that closing does not reset the
-/// connection under its answer), writes the answer, and waits briefly for the client to close.
-async fn shed(mut stream: TcpStream) {
+/// Writes the 503 to a connection over the limit, without waiting: what the client sent so far
+/// is read first (so that the close resets nothing the client still has to read), and the
+/// answer fits the socket's send buffer.
+fn answer_shed(stream: &TcpStream) {
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = stream.try_read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+    }
+    let _ = stream.try_write(SHED_RESPONSE);
+}
+
+/// Closes a shed connection gently: ends the writing side and waits, at most [`SHED_LINGER`],
+/// for the client to close, reading what it still sends.
+async fn linger(mut stream: TcpStream) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let _ = tokio::time::timeout(SHED_LINGER, async {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = stream.try_read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-        }
-        stream.write_all(SHED_RESPONSE).await?;
         stream.shutdown().await?;
+        let mut buf = [0u8; 4096];
         while stream.read(&mut buf).await? > 0 {}
         io::Result::Ok(())
     })
