@@ -71,7 +71,8 @@ impl Live {
         if cx.kind == CounterexampleKind::EpochReuse {
             // One per (scope, incarnation, epoch, commits or grants), represented by the group's
             // latest event, which later evidence can change: the new representative replaces
-            // the old one (the verdict stays refuted).
+            // the old one (the old one's window stays refuted: retracting it only where still
+            // provisional would make the verdict depend on the partition's watermark).
             let grant = cx.stale.kind() == Kind::Grant;
             let old = prop.cxs.iter().find(|(_, o)| {
                 o.kind == CounterexampleKind::EpochReuse

@@ -760,6 +760,8 @@ impl Live {
         self.raise(p, rec, reason, detail);
         let series = &mut self.state.props[p].tally.series;
         series.retract_reason(rec.ts, reason);
+        // Its window is in the range already, as `check` has it, for the span not to be cut.
+        series.cover(rec.ts);
         series.add_reason_span(other, rec.ts, reason);
     }
 

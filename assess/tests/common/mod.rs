@@ -48,6 +48,9 @@ pub(crate) struct E {
     pub(crate) skip_seq: bool,
     /// `None` in [`arb_event`]: the contract's only property.
     pub(crate) property: Option<&'static str>,
+    /// Another delivery of event `i`'s (emitter, seq), differing from it
+    /// ([`arb_history_with_resends`]).
+    pub(crate) resend_of: Option<usize>,
 }
 
 /// One random event.
@@ -80,6 +83,7 @@ pub(crate) fn arb_event() -> impl Strategy<Value = E> {
                     emitter,
                     skip_seq,
                     property: None,
+                    resend_of: None,
                 };
                 match kind {
                     Kind::Grant => {
@@ -115,18 +119,59 @@ pub(crate) fn arb_history() -> impl Strategy<Value = (Vec<E>, Vec<usize>)> {
         })
 }
 
-/// Seqs of each event's emitter, rising by one (two after a `skip_seq`: a gap).
+/// [`arb_history`] with conflicting deliveries: up to three events with an emitter are each
+/// delivered once again under the same (emitter, seq) with another epoch (sometimes at another
+/// time too), the deliveries in random order.
+pub(crate) fn arb_history_with_resends() -> impl Strategy<Value = (Vec<E>, Vec<usize>)> {
+    (
+        arb_history(),
+        prop::collection::vec(
+            (0usize..40, 1u64..5, prop::bool::weighted(0.3), 0i64..40),
+            1..4,
+        ),
+    )
+        .prop_flat_map(|((mut evs, _), picks)| {
+            let n = evs.len();
+            for (i, de, moved, t) in picks {
+                let i = i % n;
+                // One re-send per event (two re-sends of one event would share their order key
+                // too, which `serve` does not compare among deliveries it set aside).
+                if evs[i].emitter.is_none()
+                    || evs[i].resend_of.is_some()
+                    || evs.iter().any(|e| e.resend_of == Some(i))
+                {
+                    continue;
+                }
+                let mut copy = evs[i].clone();
+                copy.epoch = Some(copy.epoch.map_or(de, |e| (e + de) % 5));
+                if moved {
+                    copy.ts = t * 25;
+                }
+                copy.resend_of = Some(i);
+                evs.push(copy);
+            }
+            let n = evs.len();
+            (Just(evs), Just((0..n).collect::<Vec<_>>()).prop_shuffle())
+        })
+}
+
+/// Seqs of each event's emitter, rising by one (two after a `skip_seq`: a gap); a re-send
+/// carries the seq of the event it re-sends.
 pub(crate) fn seqs(evs: &[E]) -> Vec<Option<u64>> {
     let mut next: BTreeMap<&str, u64> = BTreeMap::new();
-    evs.iter()
-        .map(|e| {
-            e.emitter.map(|em| {
+    let mut out: Vec<Option<u64>> = Vec::with_capacity(evs.len());
+    for e in evs {
+        let seq = match e.resend_of {
+            Some(i) => out[i],
+            None => e.emitter.map(|em| {
                 let n = next.entry(em).or_insert(1);
                 *n += if e.skip_seq { 2 } else { 1 };
                 *n
-            })
-        })
-        .collect()
+            }),
+        };
+        out.push(seq);
+    }
+    out
 }
 
 /// The event to push.
