@@ -118,7 +118,13 @@ pub(crate) enum Tail {
 /// position `pos`) to the end of the file, where that record must have base `next_base`.
 pub(crate) fn classify(tail: &[u8], pos: u64, next_base: u64) -> Tail {
     let first = match record_at(tail, 0) {
-        Ok(_) => unreachable!("classify is called on an invalid record"),
+        // Valid but out of place: written so, no torn write explains it.
+        Ok(f) => {
+            return Tail::Corrupt(format!(
+                "record at offset {} with {} items, expected {next_base}",
+                f.header.base, f.header.items
+            ));
+        }
         Err(why) => why,
     };
     if let Some(f) = next_valid(tail, 1) {

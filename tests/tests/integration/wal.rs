@@ -267,9 +267,8 @@ fn wal_torn_tail_is_cut_with_a_warning() {
     let len = bytes.len();
     bytes.truncate(len - 10); // a crash in the middle of the last append
     std::fs::write(&seg, &bytes).unwrap();
-    let (code, out) = wal_cmd(&["inspect"], &parts.1);
-    assert_eq!(code, 2, "{out}");
-    assert!(out.contains("torn tail"), "{out}");
+    let copy = dir.path().join("copy");
+    copy_dir(&parts.1, &copy);
     let svc = TestService::restart(parts);
     let log = svc.stderr();
     let warn = log
@@ -284,6 +283,31 @@ fn wal_torn_tail_is_cut_with_a_warning() {
     );
     assert_eq!(std::fs::metadata(&seg).unwrap().len(), last as u64);
     assert_eq!(metric(&svc, "fencewatch_wal_next_offset"), 900);
+    // inspect, on the log as it was: a torn tail only (exit 2).
+    let (code, out) = wal_cmd(&["inspect"], &copy);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains(&format!(
+            "torn tail in {}",
+            copy.join("partitions/0/wal")
+                .join(seg.file_name().unwrap())
+                .display()
+        )),
+        "{out}"
+    );
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        let dest = to.join(p.file_name().unwrap());
+        if p.is_dir() {
+            copy_dir(&p, &dest);
+        } else {
+            std::fs::copy(&p, &dest).unwrap();
+        }
+    }
 }
 
 #[test]
