@@ -249,9 +249,11 @@ struct Emitter {
 /// What one pushed event came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pushed {
-    /// Assessed.
+    /// Assessed. A conflicting delivery (SPEC §4 "Duplicates"), or a re-send of a folded
+    /// event's (emitter, seq), is assessed as evidence (`conflicting_duplicate` or
+    /// `late_evidence`) and set aside, not applied: it is not a duplicate.
     Assessed,
-    /// A delivery of an event already assessed: dropped.
+    /// An equal delivery of an event already assessed: dropped.
     Duplicate,
     /// Valid but naming no property of the contract.
     Unattributed,
