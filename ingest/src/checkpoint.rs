@@ -13,6 +13,9 @@
 //! kept: should the newest be damaged anyway (a bad disk, a bug), [`CheckpointStore::latest`]
 //! falls back to the one before, whose offset the WAL still covers as long as the caller
 //! removes WAL segments only up to the older of the two (see [`CheckpointStore::oldest_offset`]).
+//! Every checkpoint passed over is in [`Loaded::passed_over`] with its path and why, for the
+//! caller to log; [`inspect`] reads them all without changing anything (`fencewatch wal
+//! inspect`).
 
 use crate::wal::fsync_dir;
 use std::fs::{self, File};

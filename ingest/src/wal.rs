@@ -46,7 +46,11 @@
 //! The rule errs towards refusing: a torn append whose payload happened to hold a valid record
 //! of its own (a client can post one) is taken for corruption, and the service does not start
 //! until an operator repairs; it never cuts a record that a later valid record proves was
-//! written whole.
+//! written whole. What it cannot tell from a crash is damage that looks exactly like one: the
+//! last record's end zeroed from a 512-byte boundary on (a lost write of the last sector), or
+//! its length field changed in more than one byte so that it runs past the end of the file.
+//! No single changed byte passes for a torn tail unless it turns the last nonzero byte of the
+//! file into a zero that way.
 //!
 //! Deleted segments are noticed: a gap in offsets between segments is corrupt, and a
 //! `wal.head` file, rewritten (atomically) each time a segment is created, names the newest
