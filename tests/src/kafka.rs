@@ -42,6 +42,50 @@ pub fn produce(brokers: &str, topic: &str, messages: &[(String, String)]) {
         .expect("every message acknowledged");
 }
 
+/// A raw message for [`produce_bytes`]: key and payload, each possibly absent.
+pub type RawMessage<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
+/// Produces raw `(key, payload)` messages to `topic` (no key, no payload where `None`; bytes
+/// need not be UTF-8, and may be up to 100 MB each: the producer's size limits are raised) and
+/// waits until every one is acknowledged.
+pub fn produce_bytes(brokers: &str, topic: &str, messages: &[RawMessage<'_>]) {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("linger.ms", "5")
+        .set("message.max.bytes", "100000000")
+        .set("enable.idempotence", "true")
+        .create()
+        .expect("a producer");
+    for &(key, payload) in messages {
+        let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(topic).partition(0);
+        if let Some(k) = key {
+            record = record.key(k);
+        }
+        if let Some(p) = payload {
+            record = record.payload(p);
+        }
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((e, r)) => {
+                    assert!(
+                        matches!(
+                            e.rdkafka_error_code(),
+                            Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
+                        ),
+                        "produce: {e}"
+                    );
+                    producer.poll(Duration::from_millis(10));
+                    record = r;
+                }
+            }
+        }
+    }
+    producer
+        .flush(Duration::from_secs(60))
+        .expect("every message acknowledged");
+}
+
 /// The offsets group `group` committed on partitions `0..partitions` of `topic` (-1 where
 /// none).
 pub fn committed(brokers: &str, group: &str, topic: &str, partitions: i32) -> Vec<i64> {

@@ -28,7 +28,7 @@ use crate::serve::engine::now_ns;
 use crate::serve::metrics::Metrics;
 use fencewatch_assess::Contract;
 use fencewatch_assess::live::{Live, LiveOptions, Pushed, Summary, View};
-use fencewatch_ingest::checkpoint::CheckpointStore;
+use fencewatch_ingest::checkpoint::{CheckpointStore, Error as CheckpointError};
 use fencewatch_ingest::{json, partition};
 use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
@@ -41,7 +41,7 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
@@ -299,13 +299,86 @@ impl ConsumerContext for Context {
 
 /// Where malformed messages go.
 enum DeadLetter {
-    Topic {
-        topic: String,
-    },
-    File {
-        path: PathBuf,
-        out: Option<std::io::BufWriter<std::fs::File>>,
-    },
+    Topic { topic: String },
+    File(DeadFile),
+}
+
+/// A dead-letter file copy keeps at most this many bytes of the message's value (and of its
+/// key); the line says how long the value was and that it was cut.
+pub const DEAD_LETTER_FILE_VALUE_BYTES: usize = 64 * 1024;
+/// The dead-letter file is rotated to `dead-letter.ndjson.1` (replacing the one before) when
+/// it reaches this size: at most twice this on disk, however many messages are poison.
+pub const DEAD_LETTER_FILE_BYTES: u64 = 64 * 1024 * 1024;
+/// A dead-letter topic copy keeps at most this many bytes of the message's value (and never
+/// more than `max_line_bytes`, beyond which the message was malformed for its length alone),
+/// with a `fencewatch-truncated` header giving the original length.
+const DEAD_LETTER_TOPIC_VALUE_BYTES: usize = 9_000_000;
+
+/// The dead-letter file, `<data_dir>/kafka/dead-letter.ndjson`.
+struct DeadFile {
+    path: PathBuf,
+    out: Option<std::io::BufWriter<std::fs::File>>,
+    /// Bytes in the file (written or buffered).
+    len: u64,
+}
+
+impl DeadFile {
+    fn new(path: PathBuf) -> DeadFile {
+        DeadFile {
+            path,
+            out: None,
+            len: 0,
+        }
+    }
+
+    /// Appends one line, rotating the file first when it is full.
+    fn append(&mut self, line: &[u8]) -> std::io::Result<()> {
+        if self.out.is_some() && self.len + line.len() as u64 > DEAD_LETTER_FILE_BYTES {
+            let mut out = self.out.take().expect("open");
+            out.flush()?;
+            out.get_ref().sync_all()?;
+            drop(out);
+            let old = self.path.with_extension("ndjson.1");
+            std::fs::rename(&self.path, &old)?;
+            tracing::info!(file = %self.path.display(), rotated_to = %old.display(), bytes = self.len, "kafka: dead-letter file rotated");
+        }
+        if self.out.is_none() {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.path)?;
+            self.len = f.metadata()?.len();
+            self.out = Some(std::io::BufWriter::new(f));
+        }
+        let out = self.out.as_mut().expect("opened");
+        out.write_all(line)?;
+        self.len += line.len() as u64;
+        Ok(())
+    }
+
+    /// Writes out what is buffered (before offsets are committed past it).
+    fn flush(&mut self) -> Result<(), String> {
+        match &mut self.out {
+            Some(out) => out
+                .flush()
+                .map_err(|e| format!("the dead-letter file {}: {e}", self.path.display())),
+            None => Ok(()),
+        }
+    }
+}
+
+/// At most `max` bytes of `bytes`, cut at a UTF-8 boundary when it is text, and whether it
+/// was cut.
+fn cut(bytes: &[u8], max: usize) -> (&[u8], bool) {
+    if bytes.len() <= max {
+        return (bytes, false);
+    }
+    let mut end = max;
+    // Back to a character boundary (at most 3 bytes) so that text stays text.
+    while end > 0 && end > max - 3 && (bytes[end] & 0xC0) == 0x80 {
+        end -= 1;
+    }
+    (&bytes[..end], true)
 }
 
 /// The running consumer thread.
@@ -388,10 +461,7 @@ impl Kafka {
             Some(topic) => DeadLetter::Topic {
                 topic: topic.clone(),
             },
-            None => DeadLetter::File {
-                path: kafka.opts.dir.join("dead-letter.ndjson"),
-                out: None,
-            },
+            None => DeadLetter::File(DeadFile::new(kafka.opts.dir.join("dead-letter.ndjson"))),
         };
         if let Some(topic) = &c.summaries_topic {
             let reader = summaries_reader(&kafka, topic)?;
@@ -410,6 +480,10 @@ impl Kafka {
                 }))
                 .unwrap_or_else(|_| Err("the kafka consumer thread panicked".to_string()));
                 if let Err(e) = &r {
+                    // A checkpoint or the dead-letter file could not be written: nothing past
+                    // the last durable checkpoint was committed. The service stops (exit 1),
+                    // as when the WAL cannot be written, and is not ready meanwhile.
+                    k.fail(e.clone());
                     tracing::error!(error = %e, "the kafka consumer stopped");
                 }
                 r
@@ -436,6 +510,16 @@ impl Kafka {
             .clone()
     }
 
+    /// Why the Kafka source is not ready (`/readyz` 503), if it is not: the consumer stopped
+    /// on a failure, or no broker answers.
+    pub fn unready(&self) -> Option<String> {
+        if let Some(why) = self.failure() {
+            return Some(format!("the Kafka consumer stopped: {why}"));
+        }
+        (!self.status.connected.load(Ordering::Acquire))
+            .then(|| "no Kafka broker answers".to_string())
+    }
+
     /// Whether the consumer thread has stopped or was asked to.
     pub fn stopping(&self) -> bool {
         self.stop.load(Ordering::Acquire)
@@ -455,17 +539,26 @@ impl Kafka {
     }
 
     /// Restores partition `(topic, p)` from its checkpoint (or starts it empty) and returns
-    /// the offset to consume from.
+    /// the offset to consume from. A damaged newer checkpoint is passed over for the older one
+    /// (WARN, naming the file); when none is valid the damaged files are moved into
+    /// `quarantine/<ns>/` and the partition is rebuilt from the earliest retained offset
+    /// (WARN): Kafka still holds what the checkpoints covered, as long as its retention does.
     fn open_part(&self, topic: &str, p: i32) -> Result<i64, String> {
         let dir = self.part_dir(topic, p);
         let mut store = CheckpointStore::open(&dir).map_err(|e| e.to_string())?;
-        let loaded = store.latest_decoded(partition::decode_state).map_err(|e| {
-            format!("{e}; move the folder away to rebuild the partition from Kafka")
-        })?;
+        let loaded = match store.latest_decoded(partition::decode_state) {
+            Err(CheckpointError::NoValidCheckpoint { .. }) => {
+                store = quarantine_checkpoints(&dir, topic, p)?;
+                None
+            }
+            r => r.map_err(|e| {
+                format!("{e}; move the folder away to rebuild the partition from Kafka")
+            })?,
+        };
         let (live, next) = match loaded {
             Some((loaded, state)) => {
-                for why in &loaded.undecodable {
-                    tracing::warn!(checkpoint = %why, "a checkpoint that does not decode was passed over");
+                for c in &loaded.passed_over {
+                    tracing::warn!(topic, partition = p, checkpoint = %c.path.display(), offset = c.offset, bytes = c.bytes, reason = %c.reason, restored_offset = loaded.offset, "kafka: a damaged checkpoint was passed over; the partition is restored from the older one and read again from its offset");
                 }
                 let live = Live::restore(self.contract.clone(), state).map_err(|e| {
                     format!(
@@ -525,6 +618,11 @@ impl Kafka {
         only: Option<&[(String, i32)]>,
         mode: CommitMode,
     ) -> Result<(), String> {
+        if let Some(why) = self.failure() {
+            // A failure (a dead-letter copy lost, an earlier checkpoint) stops the consumer:
+            // nothing may be committed past it.
+            return Err(why);
+        }
         let mut todo = Vec::new();
         {
             let parts = self.parts();
@@ -547,9 +645,13 @@ impl Kafka {
                 let store = stores
                     .get_mut(&(topic.clone(), *p))
                     .expect("an assigned partition has a store");
-                store
-                    .save(*next as u64, state)
-                    .map_err(|e| format!("checkpoint of {topic}/{p}: {e}"))?;
+                store.save(*next as u64, state).map_err(|e| {
+                    let kept = store.latest_offset().map_or(0, |o| o as i64);
+                    format!(
+                        "the checkpoint of {topic}/{p} at offset {next} cannot be written ({e}); \
+                         its committed offset stays at or below {kept}, the last durable checkpoint"
+                    )
+                })?;
                 bytes += state.len();
                 tpl.add_partition_offset(topic, *p, Offset::Offset(*next))
                     .map_err(|e| e.to_string())?;
@@ -640,8 +742,8 @@ impl Kafka {
                 producer.poll(Duration::ZERO);
             }
             if last_checkpoint.elapsed() >= interval {
-                if let DeadLetter::File { out: Some(out), .. } = &mut dead {
-                    out.flush().map_err(|e| format!("dead-letter file: {e}"))?;
+                if let DeadLetter::File(f) = &mut dead {
+                    f.flush()?;
                 }
                 self.checkpoint(consumer, None, CommitMode::Async)?;
                 last_checkpoint = Instant::now();
@@ -654,8 +756,8 @@ impl Kafka {
             self.publish(producer);
             let _ = producer.flush(Duration::from_secs(10));
         }
-        if let DeadLetter::File { out: Some(out), .. } = &mut dead {
-            out.flush().map_err(|e| format!("dead-letter file: {e}"))?;
+        if let DeadLetter::File(f) = &mut dead {
+            f.flush()?;
         }
         self.checkpoint(consumer, None, CommitMode::Sync)?;
         consumer.unsubscribe();
@@ -935,6 +1037,9 @@ impl Kafka {
         }
     }
 
+    /// Copies a malformed message with its reason to the dead-letter topic or file, its value
+    /// cut to a bound (see [`DEAD_LETTER_FILE_VALUE_BYTES`]). A dead-letter file that cannot
+    /// be written is fatal, as a checkpoint is: offsets are not committed past a copy lost.
     fn dead_letter(
         &self,
         dead: &mut DeadLetter,
@@ -943,10 +1048,13 @@ impl Kafka {
         why: &str,
     ) {
         let source = format!("{}/{}:{}", msg.topic(), msg.partition(), msg.offset());
+        let payload_len = msg.payload().map_or(0, <[u8]>::len);
         let written = match dead {
             DeadLetter::Topic { topic } => {
                 let producer = producer.expect("a dead-letter topic has a producer");
-                let headers = OwnedHeaders::new()
+                let max = DEAD_LETTER_TOPIC_VALUE_BYTES.min(self.opts.max_line_bytes.max(1024));
+                let original = payload_len.to_string();
+                let mut headers = OwnedHeaders::new()
                     .insert(Header {
                         key: "fencewatch-reason",
                         value: Some(why),
@@ -955,34 +1063,48 @@ impl Kafka {
                         key: "fencewatch-source",
                         value: Some(&source),
                     });
-                let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(topic).headers(headers);
+                let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(topic);
                 if let Some(k) = msg.key() {
-                    record = record.key(k);
+                    record = record.key(cut(k, max).0);
                 }
                 if let Some(p) = msg.payload() {
-                    record = record.payload(p);
+                    let (value, truncated) = cut(p, max);
+                    if truncated {
+                        headers = headers.insert(Header {
+                            key: "fencewatch-truncated",
+                            value: Some(&original),
+                        });
+                    }
+                    record = record.payload(value);
                 }
-                producer.send(record).map_err(|(e, _)| e.to_string())
+                producer
+                    .send(record.headers(headers))
+                    .map_err(|(e, _)| e.to_string())
             }
-            DeadLetter::File { path, out } => (|| {
-                if out.is_none() {
-                    let f = std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(&*path)?;
-                    *out = Some(std::io::BufWriter::new(f));
-                }
-                let line = serde_json::json!({
+            DeadLetter::File(file) => {
+                let key = msg.key().map(|k| cut(k, DEAD_LETTER_FILE_VALUE_BYTES).0);
+                let value = msg.payload().map(|p| cut(p, DEAD_LETTER_FILE_VALUE_BYTES));
+                let mut line = serde_json::json!({
                     "source": source,
                     "reason": why,
-                    "key": msg.key().map(String::from_utf8_lossy),
-                    "payload": msg.payload().map(String::from_utf8_lossy),
+                    "key": key.map(String::from_utf8_lossy),
+                    "payload": value.map(|(v, _)| String::from_utf8_lossy(v)),
                 });
-                let w = out.as_mut().expect("opened");
-                serde_json::to_writer(&mut *w, &line)?;
-                w.write_all(b"\n")
-            })()
-            .map_err(|e| e.to_string()),
+                if value.is_some_and(|(_, truncated)| truncated) {
+                    line["payload_bytes"] = payload_len.into();
+                    line["payload_truncated"] = true.into();
+                }
+                let mut bytes = serde_json::to_vec(&line).expect("a JSON value serializes");
+                bytes.push(b'\n');
+                if let Err(e) = file.append(&bytes) {
+                    self.fail(format!(
+                        "the dead-letter file {} cannot be written ({e}); offsets are not committed past {source}",
+                        file.path.display()
+                    ));
+                    return;
+                }
+                Ok(())
+            }
         };
         match written {
             Ok(()) => {
@@ -994,6 +1116,38 @@ impl Kafka {
             }
         }
     }
+}
+
+/// Moves every checkpoint of partition `topic/p` in `dir` (none of which verifies) into
+/// `dir/quarantine/<ns>/`, logging each at WARN with its reason, and opens the store again,
+/// empty: the partition is rebuilt from the earliest retained offset.
+fn quarantine_checkpoints(dir: &Path, topic: &str, p: i32) -> Result<CheckpointStore, String> {
+    let found =
+        fencewatch_ingest::checkpoint::inspect(dir, |s| partition::decode_state(s).map(|_| ()))
+            .map_err(|e| e.to_string())?;
+    let to = dir.join("quarantine").join(now_ns().to_string());
+    std::fs::create_dir_all(&to).map_err(|e| format!("cannot create {}: {e}", to.display()))?;
+    let newest = found.first().map_or(0, |c| c.offset);
+    for c in &found {
+        let name = c.path.file_name().expect("a checkpoint file has a name");
+        let dest = to.join(name);
+        std::fs::rename(&c.path, &dest).map_err(|e| {
+            format!(
+                "cannot move the damaged checkpoint {} to {}: {e}",
+                c.path.display(),
+                dest.display()
+            )
+        })?;
+        let reason = c.problem.as_deref().unwrap_or("not restorable");
+        tracing::warn!(topic, partition = p, checkpoint = %c.path.display(), offset = c.offset, bytes = c.bytes, reason, quarantined = %dest.display(), "kafka: a damaged checkpoint was moved aside");
+    }
+    for d in [dir, to.as_path()] {
+        std::fs::File::open(d)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| format!("{}: {e}", d.display()))?;
+    }
+    tracing::warn!(topic, partition = p, checkpoints = found.len(), newest_offset = newest, quarantine = %to.display(), "kafka: no checkpoint of the partition is valid; rebuilding it from the earliest retained offset (exact as long as the topic still retains it from its beginning)");
+    CheckpointStore::open(dir).map_err(|e| e.to_string())
 }
 
 /// The consumer of the summaries topic: no group membership, offsets never committed.

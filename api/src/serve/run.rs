@@ -218,12 +218,7 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), Failed> 
     base.refresh = Some(Refresh(Arc::new(move || e.refresh_metrics(&m))));
     if let Some((k, _)) = &kafka {
         let k = k.clone();
-        base.upstream = Some(Upstream(Arc::new(move || {
-            (!k.status
-                .connected
-                .load(std::sync::atomic::Ordering::Acquire))
-            .then(|| "no Kafka broker answers".to_string())
-        })));
+        base.upstream = Some(Upstream(Arc::new(move || k.unready())));
     }
     let app = base_router(base, routes::router(engine.clone()));
     for feed in feeders {

@@ -8,6 +8,7 @@ mod deploy;
 mod golden;
 mod hostile;
 mod kafka;
+mod kafka_hostile;
 mod page;
 mod serve;
 mod simulated;
