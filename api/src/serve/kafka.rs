@@ -11,11 +11,22 @@
 //!   of a local checkpoint after a handover between instances). A partition with no local
 //!   checkpoint is rebuilt from the earliest retained offset: exact, at the cost of a replay.
 //!   On revocation the partition is checkpointed, committed and dropped.
+//! - **Damaged checkpoints.** A newer checkpoint that does not verify (a flipped byte, torn,
+//!   garbage) is passed over for the older one, with a WARN naming the file; when none
+//!   verifies, the files are moved into `<partition>/quarantine/<ns>/` (a WARN each) and the
+//!   partition is rebuilt from the earliest retained offset. Never fatal, never silent.
+//! - **A checkpoint or the dead-letter file that cannot be written** (a full disk, a read-only
+//!   or vanished folder) stops the consumer before anything is committed past the last durable
+//!   checkpoint; `/readyz` answers 503 with the cause and the service exits 1 (as when the WAL
+//!   cannot be written). A restart on a disk with room replays from that checkpoint.
 //! - **Poison messages** never stop consumption: a message that is not one valid event is
 //!   counted, kept as `malformed_event` evidence, and written with its reason to the
 //!   dead-letter topic (headers `fencewatch-reason`, `fencewatch-source`) or, without one, as
 //!   a JSON line to `<data_dir>/kafka/dead-letter.ndjson`. Dead-lettering is at least once: a
-//!   replay after a crash writes the messages since the last checkpoint again.
+//!   replay after a crash writes the messages since the last checkpoint again. Copies are
+//!   bounded: a file copy keeps 64 KiB of the value (`payload_bytes`, `payload_truncated` say
+//!   what was cut) and the file is rotated to `dead-letter.ndjson.1` at 64 MiB; a topic copy
+//!   keeps `max_line_bytes` (header `fencewatch-truncated` with the original length).
 //! - **Watermarks** are per partition (each assessor's own); queries take the minimum over
 //!   active partitions. A partition is idle, and left out of the minimum, once the offset it
 //!   applied reached the partition's end as the broker last reported it (librdkafka's
