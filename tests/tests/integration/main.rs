@@ -7,6 +7,7 @@ mod dashboards;
 mod deploy;
 mod golden;
 mod hostile;
+mod ingest_file;
 mod kafka;
 mod kafka_hostile;
 mod page;
