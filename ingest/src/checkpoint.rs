@@ -47,12 +47,14 @@ pub enum Error {
     },
     /// Checkpoints exist but none verifies: starting from scratch would silently replay from
     /// offset 0 over a WAL that may no longer hold it, so this is an error, not `None`.
-    #[error("{dir}: none of the {skipped} checkpoints is valid")]
+    #[error("{dir}: none of the {skipped} checkpoints is valid ({})", reasons.join("; "))]
     NoValidCheckpoint {
         /// The store's directory.
         dir: PathBuf,
         /// Checkpoint files that failed to verify.
         skipped: usize,
+        /// Why each was passed over: its file name and the reason.
+        reasons: Vec<String>,
     },
 }
 
@@ -301,6 +303,13 @@ impl CheckpointStore {
             skipped => Err(Error::NoValidCheckpoint {
                 dir: self.dir.clone(),
                 skipped,
+                reasons: passed_over
+                    .iter()
+                    .map(|p| {
+                        let name = p.path.file_name().unwrap_or_default().to_string_lossy();
+                        format!("{name}: {}", p.reason)
+                    })
+                    .collect(),
             }),
         }
     }
@@ -444,9 +453,12 @@ mod tests {
             matches!(err, Error::NoValidCheckpoint { skipped: 2, .. }),
             "{err}"
         );
+        let msg = err.to_string();
         assert!(
-            err.to_string()
-                .ends_with("none of the 2 checkpoints is valid")
+            msg.contains("none of the 2 checkpoints is valid (")
+                && msg.contains("checkpoint-00000000000000000009.ckpt: length differs")
+                && msg.contains("checkpoint-00000000000000000007.ckpt: shorter than a header"),
+            "{msg}"
         );
         // Recovering from the older one and saving again replaces the damaged newer ones.
         store.save(8, b"eight").unwrap();

@@ -53,6 +53,20 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// No checkpoint can be restored, and the log no longer holds the events before them.
+    #[error(
+        "{dir}: none of the {skipped} checkpoints can be restored ({reasons}), and the write-ahead log starts at offset {first}, so the state cannot be rebuilt from it; nothing was changed. Start the fencewatch version that wrote them (a checkpoint of another state layout), or move the data directory away to start afresh (re-send the events to rebuild the assessment)"
+    )]
+    NoUsableCheckpoint {
+        /// The checkpoints' directory.
+        dir: PathBuf,
+        /// How many there are.
+        skipped: usize,
+        /// Why each was passed over.
+        reasons: String,
+        /// The oldest offset the log still holds.
+        first: u64,
+    },
     /// The newest checkpoint covers offsets the log no longer holds.
     #[error(
         "{wal}: the write-ahead log ends at offset {end} but the newest checkpoint covers up to {checkpoint}: acknowledged events are missing from the log (segments deleted or lost); refusing to reuse their offsets"
@@ -285,9 +299,10 @@ fn decode_item<'a>(
 fn batch_items<'a>(batch: &Batch<'a>) -> Result<Vec<&'a [u8]>, json::ArrayError> {
     match batch.format {
         Format::Ndjson => Ok(lines(batch.body).collect()),
-        Format::Array => {
-            Ok(json::split_array(batch.body)?.into_iter().map(str::as_bytes).collect())
-        }
+        Format::Array => Ok(json::split_array(batch.body)?
+            .into_iter()
+            .map(str::as_bytes)
+            .collect()),
     }
 }
 
@@ -446,13 +461,45 @@ pub fn open(dir: &Path, contract: Contract, opts: PartitionOptions) -> Result<Op
     // A checkpoint that verifies but does not decode (written by a build with another state
     // layout) is passed over like a damaged one: the older one kept, and the WAL since it,
     // rebuild the same state.
-    let (mut live, from, passed_over) = match checkpoints.latest_decoded(decode_state)? {
-        Some((loaded, state)) => (
+    //
+    // When no checkpoint is usable (all damaged, or all written by a build with another state
+    // layout, as after an upgrade), the state is rebuilt from the log if the log still starts
+    // at offset 0 (exact: the same code replays every batch); otherwise the events they covered
+    // are gone and opening is refused, saying what the operator can do.
+    let (mut live, from, passed_over) = match checkpoints.latest_decoded(decode_state) {
+        Ok(Some((loaded, state))) => (
             Live::restore(contract, state)?,
             Some(loaded.offset),
             loaded.passed_over,
         ),
-        None => (Live::new(contract, opts.live), None, Vec::new()),
+        Ok(None) => (Live::new(contract, opts.live), None, Vec::new()),
+        Err(checkpoint::Error::NoValidCheckpoint { dir, reasons, .. })
+            if wal.first_offset() == 0 =>
+        {
+            let passed = reasons
+                .into_iter()
+                .map(|reason| checkpoint::PassedOver {
+                    path: dir.clone(),
+                    offset: 0,
+                    bytes: 0,
+                    reason: format!("{reason}; rebuilt from the whole write-ahead log instead"),
+                })
+                .collect();
+            (Live::new(contract, opts.live), None, passed)
+        }
+        Err(checkpoint::Error::NoValidCheckpoint {
+            dir,
+            skipped,
+            reasons,
+        }) => {
+            return Err(Error::NoUsableCheckpoint {
+                dir,
+                skipped,
+                reasons: reasons.join("; "),
+                first: wal.first_offset(),
+            });
+        }
+        Err(e) => return Err(e.into()),
     };
     let end = wal.next_offset();
     if let Some(from) = from
@@ -523,14 +570,36 @@ pub fn snapshot(live: &Live) -> Vec<u8> {
     encode_state(live.state())
 }
 
+/// The layout of [`LiveState`] that [`encode_state`] writes: raised whenever the state's
+/// serialized shape changes, so that a checkpoint of another build is recognised as such
+/// rather than failing to decode somewhere in the middle. (States written before layouts were
+/// tagged start with no tag at all.)
+pub const STATE_LAYOUT: u16 = 2;
+const STATE_TAG: [u8; 4] = *b"FWS\0";
+
 /// Serializes a state for a checkpoint: the one place that knows the format [`open`] reads.
 pub fn encode_state(state: &LiveState) -> Vec<u8> {
-    postcard::to_stdvec(state).expect("the live state serializes")
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(&STATE_TAG);
+    out.extend_from_slice(&STATE_LAYOUT.to_le_bytes());
+    postcard::to_extend(state, out).expect("the live state serializes")
 }
 
 /// Reads a state saved by [`encode_state`].
 pub fn decode_state(bytes: &[u8]) -> Result<LiveState, String> {
-    postcard::from_bytes(bytes).map_err(|e| e.to_string())
+    let layout = bytes
+        .strip_prefix(&STATE_TAG)
+        .and_then(|rest| rest.get(..2))
+        .map(|l| u16::from_le_bytes([l[0], l[1]]));
+    match layout {
+        Some(STATE_LAYOUT) => postcard::from_bytes(&bytes[6..]).map_err(|e| e.to_string()),
+        Some(other) => Err(format!(
+            "written by a fencewatch with state layout {other}; this one reads layout {STATE_LAYOUT}"
+        )),
+        None => Err(format!(
+            "written by an earlier fencewatch (state layout 1); this one reads layout {STATE_LAYOUT}"
+        )),
+    }
 }
 
 /// Saves a checkpoint of `state` (from [`snapshot`]) at `offset` (the next record's base) and
@@ -748,6 +817,46 @@ mod tests {
             "{err}"
         );
         assert_eq!(std::fs::read(&seg).unwrap(), bytes, "nothing was cut");
+    }
+
+    #[test]
+    fn checkpoints_of_another_layout_rebuild_from_the_log_or_refuse_with_the_way_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let (want, end);
+        {
+            let mut o = open(dir.path(), contract(), opts()).unwrap();
+            let payload = encode(Format::Ndjson, 1 << 40, "http", None, BATCH.as_bytes());
+            for _ in 0..40 {
+                let base = o.wal.append(4, &payload).unwrap();
+                o.wal.sync().unwrap();
+                apply(&mut o.live, base, &decode(&payload).unwrap(), 1 << 20);
+            }
+            assert!(o.wal.segments() > 1);
+            want = o.live.totals();
+            end = o.wal.next_offset();
+            // As an earlier build wrote it: no layout tag.
+            let untagged = encode_state(o.live.state())[6..].to_vec();
+            o.checkpoints.save(end, &untagged).unwrap();
+        }
+        // The log still starts at 0: rebuilt from it, exactly.
+        let o = open(dir.path(), contract(), opts()).unwrap();
+        assert_eq!(o.restored_from, None);
+        assert_eq!(o.live.totals(), want);
+        assert!(
+            o.passed_over[0].reason.contains("state layout 1"),
+            "{:?}",
+            o.passed_over
+        );
+        // Once the log no longer starts at 0, the start is refused, naming the way out.
+        let mut wal = o.wal;
+        assert!(wal.remove_before(end).unwrap() > 0);
+        drop(wal);
+        let err = open(dir.path(), contract(), opts()).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("state layout 1") && msg.contains("move the data directory away"),
+            "{msg}"
+        );
     }
 
     #[test]
