@@ -116,7 +116,7 @@ fn decode_chunk(chunk: Chunk, max_line_bytes: usize, contract: &Contract) -> Par
     // Simulated and typical events are 120-200 bytes a line.
     let mut batch = Batch::with_capacity(chunk.source, chunk.data.len() / 100);
     if chunk.array {
-        // The reader checked that the document is well-formed (`json::split_array`).
+        // The reader checked that the document is well-formed (`json::for_each_element`).
         match json::decode_array(&chunk.data, max_line_bytes) {
             Ok(elements) => {
                 for (i, r) in elements.into_iter().enumerate() {
@@ -311,7 +311,7 @@ fn read_input(
             // not well-formed JSON is refused whole (SPEC §2), an error of the input.
             let mut data = std::mem::take(&mut cutter.carry);
             reader.read_to_end(&mut data).map_err(err)?;
-            if let Err(e) = json::split_array(&data) {
+            if let Err(e) = json::for_each_element(&data, |_, _| {}) {
                 return Err(err(io::Error::new(io::ErrorKind::InvalidData, e)));
             }
             let chunk = Chunk {

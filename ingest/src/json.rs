@@ -141,20 +141,64 @@ pub fn decode_slow(text: &str) -> Result<Decoded<'_>, DecodeError> {
 #[error("not a well-formed JSON array: {0}")]
 pub struct ArrayError(pub String);
 
-/// Splits a JSON-array document into the text of its elements, checking that the whole
-/// document is well-formed JSON. The elements are not decoded: one that is well-formed but not
-/// a valid event (a duplicate key, nesting deeper than [`MAX_DEPTH`], a bad field) is for
-/// [`decode_element`] to reject, alone. The split walks nested values without recursion, so a
-/// deeply nested element costs no stack.
-pub fn split_array(body: &[u8]) -> Result<Vec<&str>, ArrayError> {
+/// Walks a JSON-array document element by element, checking that the whole document is
+/// well-formed JSON, and calls `each` with every element's index and text; returns the count.
+/// The elements are not decoded: one that is well-formed but not a valid event (a duplicate
+/// key, nesting deeper than [`MAX_DEPTH`], a bad field) is for [`decode_element`] to reject,
+/// alone. Nested values are walked without recursion (a deeply nested element costs no stack)
+/// and nothing is collected (an array of a million tiny elements costs no memory here).
+pub fn for_each_element<'a>(
+    body: &'a [u8],
+    mut each: impl FnMut(usize, &'a str),
+) -> Result<usize, ArrayError> {
     let text = std::str::from_utf8(body)
         .map_err(|e| ArrayError(format!("invalid UTF-8 at byte {}", e.valid_up_to())))?;
-    let elements: Vec<&serde_json::value::RawValue> =
-        serde_json::from_str(text).map_err(|e| ArrayError(e.to_string()))?;
-    Ok(elements.into_iter().map(|r| r.get()).collect())
+    let mut de = serde_json::Deserializer::from_str(text);
+    let mut count = 0;
+    Elements {
+        each: &mut each,
+        count: &mut count,
+    }
+    .deserialize(&mut de)
+    .and_then(|()| de.end())
+    .map_err(|e| ArrayError(e.to_string()))?;
+    Ok(count)
 }
 
-/// Decodes one element of a JSON array (from [`split_array`]) as an event; `max_bytes` is the
+/// The elements of a JSON-array document as texts (see [`for_each_element`]).
+pub fn split_array(body: &[u8]) -> Result<Vec<&str>, ArrayError> {
+    let mut out = Vec::new();
+    for_each_element(body, |_, e| out.push(e))?;
+    Ok(out)
+}
+
+struct Elements<'e, F> {
+    each: &'e mut F,
+    count: &'e mut usize,
+}
+
+impl<'de, F: FnMut(usize, &'de str)> DeserializeSeed<'de> for Elements<'_, F> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de, F: FnMut(usize, &'de str)> Visitor<'de> for Elements<'_, F> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON array of events")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(raw) = seq.next_element::<&'de serde_json::value::RawValue>()? {
+            (self.each)(*self.count, raw.get());
+            *self.count += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Decodes one element of a JSON array (from [`for_each_element`]) as an event; `max_bytes` is the
 /// size limit of an element, as of a line.
 pub fn decode_element(text: &str, max_bytes: usize) -> Result<Decoded<'_>, DecodeError> {
     if text.len() > max_bytes {

@@ -153,7 +153,7 @@ pub fn items(format: Format, body: &[u8]) -> u64 {
                 memchr::memchr_iter(b'\n', body).count() as u64 + 1
             }
         }
-        Format::Array => json::split_array(body).map_or(1, |e| e.len() as u64),
+        Format::Array => json::for_each_element(body, |_, _| {}).map_or(1, |n| n as u64),
     }
 }
 
@@ -286,50 +286,51 @@ fn decode_item<'a>(
 ) -> Result<json::Decoded<'a>, DecodeError> {
     match format {
         Format::Ndjson => json::decode_line(item, max_line_bytes),
-        // Elements come from `split_array`, which checked the UTF-8.
+        // Elements come from `for_each_element`, which checked the UTF-8.
         Format::Array => json::decode_element(
-            std::str::from_utf8(item).expect("split_array checked UTF-8"),
+            std::str::from_utf8(item).expect("for_each_element checked UTF-8"),
             max_line_bytes,
         ),
     }
 }
 
-/// The items of a batch: its lines, or the elements of its array (`Err` when the array is not
-/// well-formed: a record written before such bodies were refused whole).
-fn batch_items<'a>(batch: &Batch<'a>) -> Result<Vec<&'a [u8]>, json::ArrayError> {
+/// Calls `each` with every item of a batch and its index, in order: its lines, or the elements
+/// of its array (`Err` when the array is not well-formed: a record written before such bodies
+/// were refused whole). Nothing is collected.
+fn for_each_item<'a>(
+    batch: &Batch<'a>,
+    mut each: impl FnMut(u32, &'a [u8]),
+) -> Result<(), json::ArrayError> {
     match batch.format {
-        Format::Ndjson => Ok(lines(batch.body).collect()),
-        Format::Array => Ok(json::split_array(batch.body)?
-            .into_iter()
-            .map(str::as_bytes)
-            .collect()),
+        Format::Ndjson => {
+            for (i, line) in lines(batch.body).enumerate() {
+                each(i as u32, line);
+            }
+            Ok(())
+        }
+        Format::Array => {
+            json::for_each_element(batch.body, |i, e| each(i as u32, e.as_bytes())).map(drop)
+        }
     }
 }
 
 /// Decodes a batch's items. Pure: it can run on any thread, before the assessor is locked.
 pub fn decode_items<'a>(batch: &Batch<'a>, max_line_bytes: usize) -> DecodedItems<'a> {
     let mut out = DecodedItems::default();
-    let each = |out: &mut DecodedItems<'a>, i: usize, item: &'a [u8]| {
+    let walked = for_each_item(batch, |i, item| {
         if batch.format == Format::Ndjson && json::is_blank(item) {
             return;
         }
         match decode_item(batch.format, item, max_line_bytes) {
-            Ok(d) => out.events.push((i as u32, d)),
-            Err(_) => out.bad.push(i as u32),
+            Ok(d) => out.events.push((i, d)),
+            Err(_) => out.bad.push(i),
         }
-    };
-    match batch.format {
-        // Lines are walked without collecting them: a body of many short lines stays small.
-        Format::Ndjson => lines(batch.body)
-            .enumerate()
-            .for_each(|(i, l)| each(&mut out, i, l)),
-        Format::Array => match batch_items(batch) {
-            Ok(items) => items
-                .into_iter()
-                .enumerate()
-                .for_each(|(i, e)| each(&mut out, i, e)),
-            Err(_) => out.bad.push(0),
-        },
+    });
+    if walked.is_err() {
+        out = DecodedItems {
+            events: Vec::new(),
+            bad: vec![0],
+        };
     }
     out
 }
@@ -341,7 +342,8 @@ pub fn apply(live: &mut Live, base: u64, batch: &Batch<'_>, max_line_bytes: usiz
 }
 
 /// Feeds a batch decoded by [`decode_items`] (with the same `max_line_bytes`) to the
-/// assessor, in item order.
+/// assessor, in item order. A malformed item's error is worded again from its text, in one
+/// pass over the items, and only when the batch has some.
 pub fn apply_decoded(
     live: &mut Live,
     base: u64,
@@ -351,61 +353,58 @@ pub fn apply_decoded(
 ) -> Applied {
     let source = live.add_source(batch.source);
     let mut out = Applied::default();
-    // The texts of malformed items, to word their errors again (only when there are some).
-    let texts = if items.bad.is_empty() {
-        Ok(Vec::new())
-    } else {
-        batch_items(batch)
-    };
-    let mut events = items.events.into_iter().peekable();
-    let mut bad = items.bad.into_iter().peekable();
-    loop {
-        let next_bad = bad.peek().copied();
-        let take_event = match (events.peek(), next_bad) {
-            (None, None) => break,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (Some((e, _)), Some(b)) => *e < b,
-        };
-        if take_event {
-            let (i, d) = events.next().expect("peeked");
-            let i = u64::from(i);
-            let offset = base + i;
-            let position = batch.first_line.map_or(offset, |l| l + i);
-            match live.push(&d.event(), source, position, batch.received_at) {
-                Pushed::Malformed => {
-                    let error = DecodeError {
-                        field: None,
-                        reason: live.view().last_malformed().unwrap_or_default().to_string(),
-                        ts: Some(d.event().ts),
-                    };
-                    out.malformed(i, offset, error);
-                }
-                Pushed::Duplicate => {
-                    out.accepted += 1;
-                    out.duplicates += 1;
-                }
-                Pushed::Assessed | Pushed::Unattributed => out.accepted += 1,
-            }
-        } else {
-            let i = bad.next().expect("peeked");
-            let error = match &texts {
-                Ok(texts) => match decode_item(batch.format, texts[i as usize], max_line_bytes) {
-                    Err(e) => e,
-                    Ok(_) => unreachable!("an item decodes the same way twice"),
-                },
-                Err(e) => DecodeError {
+    let position = |i: u64| batch.first_line.map_or(base + i, |l| l + i);
+    let mut push_event = |live: &mut Live, out: &mut Applied, i: u32, d: &json::Decoded<'_>| {
+        let i = u64::from(i);
+        match live.push(&d.event(), source, position(i), batch.received_at) {
+            Pushed::Malformed => {
+                let error = DecodeError {
                     field: None,
-                    reason: e.to_string(),
-                    ts: None,
-                },
-            };
-            let i = u64::from(i);
-            let offset = base + i;
-            let position = batch.first_line.map_or(offset, |l| l + i);
-            live.push_malformed(source, position, error.ts, error.to_string());
-            out.malformed(i, offset, error);
+                    reason: live.view().last_malformed().unwrap_or_default().to_string(),
+                    ts: Some(d.event().ts),
+                };
+                out.malformed(i, base + i, error);
+            }
+            Pushed::Duplicate => {
+                out.accepted += 1;
+                out.duplicates += 1;
+            }
+            Pushed::Assessed | Pushed::Unattributed => out.accepted += 1,
         }
+    };
+    let push_bad = |live: &mut Live, out: &mut Applied, i: u32, error: DecodeError| {
+        let i = u64::from(i);
+        live.push_malformed(source, position(i), error.ts, error.to_string());
+        out.malformed(i, base + i, error);
+    };
+    if items.bad.is_empty() {
+        for (i, d) in &items.events {
+            push_event(live, &mut out, *i, d);
+        }
+        return out;
+    }
+    let mut events = items.events.iter().peekable();
+    let mut bad = items.bad.iter().copied().peekable();
+    let walked = for_each_item(batch, |i, item| {
+        if events.peek().is_some_and(|(e, _)| *e == i) {
+            let (_, d) = events.next().expect("peeked");
+            push_event(live, &mut out, i, d);
+        } else if bad.peek() == Some(&i) {
+            bad.next();
+            match decode_item(batch.format, item, max_line_bytes) {
+                Err(e) => push_bad(live, &mut out, i, e),
+                Ok(_) => unreachable!("an item decodes the same way twice"),
+            }
+        }
+    });
+    if let Err(e) = walked {
+        // An array that is not well-formed (an old record): one malformed item.
+        let error = DecodeError {
+            field: None,
+            reason: e.to_string(),
+            ts: None,
+        };
+        push_bad(live, &mut out, 0, error);
     }
     out
 }

@@ -548,7 +548,9 @@ async fn ingest(
         let body = &payload[header..];
         let items = match format {
             Format::Ndjson => Ok(partition::items(format, body)),
-            Format::Array => fencewatch_ingest::json::split_array(body).map(|e| e.len() as u64),
+            Format::Array => {
+                fencewatch_ingest::json::for_each_element(body, |_, _| {}).map(|n| n as u64)
+            }
         };
         (payload, items)
     })

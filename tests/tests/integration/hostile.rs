@@ -149,6 +149,23 @@ fn a_flood_of_malformed_lines_costs_bounded_memory_and_a_bounded_answer() {
     );
     let a = svc.get("/v1/assurance?window=1h").json();
     assert_eq!(a["verdict"], "unknown", "{a}");
+    // The same as one JSON array of two million numbers: walked, never collected.
+    let before = hwm_mib(svc.pid());
+    let body = format!("[{}1]", "1,".repeat(lines - 1));
+    let r = request(
+        svc.addr,
+        "POST",
+        "/v1/events",
+        &[("content-type", "application/json")],
+        body.as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(r.status, 422);
+    let p = r.json();
+    assert_eq!(p["malformed"], lines as u64);
+    assert_eq!(p["errors"][99]["element"], 100);
+    let grew = hwm_mib(svc.pid()) - before;
+    assert!(grew < 120.0, "peak RSS grew by {grew:.0} MiB for the array");
 }
 
 #[test]
