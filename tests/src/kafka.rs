@@ -46,13 +46,13 @@ pub fn produce(brokers: &str, topic: &str, messages: &[(String, String)]) {
 pub type RawMessage<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
 
 /// Produces raw `(key, payload)` messages to `topic` (no key, no payload where `None`; bytes
-/// need not be UTF-8, and may be up to 100 MB each: the producer's size limits are raised) and
+/// need not be UTF-8, and may be up to 1 GB each: the producer's size limits are raised) and
 /// waits until every one is acknowledged.
 pub fn produce_bytes(brokers: &str, topic: &str, messages: &[RawMessage<'_>]) {
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .set("linger.ms", "5")
-        .set("message.max.bytes", "100000000")
+        .set("message.max.bytes", "1000000000")
         .set("enable.idempotence", "true")
         .create()
         .expect("a producer");
@@ -84,6 +84,42 @@ pub fn produce_bytes(brokers: &str, topic: &str, messages: &[RawMessage<'_>]) {
     producer
         .flush(Duration::from_secs(60))
         .expect("every message acknowledged");
+}
+
+/// Creates `topic` with `partitions` partitions (replication 1) and waits for the answer.
+pub fn create_topic(brokers: &str, topic: &str, partitions: i32) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .expect("an admin client");
+    let topics = [NewTopic::new(topic, partitions, TopicReplication::Fixed(1))];
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let rt = tokio_free_block_on(admin.create_topics(&topics, &opts));
+    for r in rt.expect("create_topics") {
+        r.unwrap_or_else(|(t, e)| panic!("create topic {t}: {e}"));
+    }
+}
+
+/// Runs a future to completion on this thread (the admin API is async; no runtime needed).
+fn tokio_free_block_on<F: std::future::Future>(f: F) -> F::Output {
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Thread(std::thread::Thread);
+    impl Wake for Thread {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(std::sync::Arc::new(Thread(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        match f.as_mut().poll(&mut cx) {
+            Poll::Ready(v) => return v,
+            Poll::Pending => std::thread::park_timeout(Duration::from_millis(50)),
+        }
+    }
 }
 
 /// The offsets group `group` committed on partitions `0..partitions` of `topic` (-1 where

@@ -147,7 +147,14 @@ pub struct KafkaStatus {
     pub ends: Mutex<BTreeMap<(String, i32), i64>>,
     /// Wall time (ns) of the last checkpoint, 0 before the first.
     pub checkpoint_at: AtomicI64,
+    /// When librdkafka last refused a fetch response over `receive.message.max.bytes` (a
+    /// message too large to receive: its partition cannot move), and its words.
+    pub too_large: Mutex<Option<(Instant, String)>>,
 }
+
+/// How long after the last refused oversized fetch response the source stays not ready
+/// (librdkafka retries at least every `reconnect.backoff.max.ms`, 10 s by default).
+const TOO_LARGE_FOR: Duration = Duration::from_secs(30);
 
 /// The Kafka source shared by the consumer thread and the API.
 #[derive(Debug)]
@@ -225,6 +232,22 @@ impl ClientContext for Context {
     fn error(&self, error: KafkaError, reason: &str) {
         if let KafkaError::Global(rdkafka::types::RDKafkaErrorCode::PartitionEOF) = error {
             // Reaching a partition's end is news, not an error (idleness comes from statistics).
+            return;
+        }
+        if reason.contains("receive.message.max.bytes") {
+            // A fetch response (a message) over receive.message.max.bytes: the connection is
+            // dropped and the fetch retried forever, so the partition cannot move until the
+            // setting is raised. Said once, loudly, and kept for /readyz.
+            let mut last = self
+                .kafka
+                .status
+                .too_large
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if last.is_none() {
+                tracing::error!(error = %error, reason, "kafka: a message larger than receive.message.max.bytes cannot be received; its partition does not move (nor, behind the same fetch, the others of its broker) until `receive.message.max.bytes` (and `fetch.max.bytes`) are raised in [kafka] above the broker's message.max.bytes");
+            }
+            *last = Some((Instant::now(), reason.to_string()));
             return;
         }
         if matches!(
@@ -526,6 +549,18 @@ impl Kafka {
     pub fn unready(&self) -> Option<String> {
         if let Some(why) = self.failure() {
             return Some(format!("the Kafka consumer stopped: {why}"));
+        }
+        if let Some((at, why)) = &*self
+            .status
+            .too_large
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            && at.elapsed() < TOO_LARGE_FOR
+        {
+            return Some(format!(
+                "a Kafka message is larger than receive.message.max.bytes: consumption cannot \
+                 move past it until the setting is raised in [kafka] ({why})"
+            ));
         }
         (!self.status.connected.load(Ordering::Acquire))
             .then(|| "no Kafka broker answers".to_string())

@@ -1,8 +1,8 @@
 //! `fencewatch serve` against a real Kafka-compatible broker (`tansu`, started per test on a
 //! free 127.0.0.1 port), fed by a real client (the Python confluent-kafka package, through
 //! `tests/python/kafka_produce.py`): a stale commit found, SIGKILL mid-stream, two instances in
-//! one group, and the broker stopped and back. Skipped without tansu or confluent-kafka,
-//! except under `CI=true` (see `fencewatch_tests::require!`).
+//! one group, the broker stopped and back, and a 20 MB message. Skipped without tansu or
+//! confluent-kafka, except under `CI=true` (see `fencewatch_tests::require!`).
 
 use super::kafka::{
     CONTRACT, SEC, TOPIC, batches, kafka_args, killed_then_clean, single_then_pair,
@@ -156,4 +156,61 @@ fn a_stopped_broker_turns_readiness_false_and_the_verdict_unknown_then_recovers(
     assert_eq!(verdict(&svc), "unknown");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     producer.join().unwrap();
+}
+
+#[test]
+fn a_20_mb_message_is_malformed_dead_lettered_in_bounded_copy_and_consumption_goes_on() {
+    fencewatch_tests::require!(Tansu);
+    // 20 times librdkafka's fetch.message.max.bytes and the producer's default
+    // message.max.bytes, a fifth of receive.message.max.bytes: received, and malformed.
+    let broker = Tansu::start();
+    fencewatch_tests::kafka::create_topic(&broker.brokers, TOPIC, 1);
+    let t0 = now_ns() - 60 * SEC;
+    let lines = [
+        commit_line(t0, "order-1", 1, "orders-api.transition"),
+        commit_line(t0 + SEC, "order-1", 2, "orders-api.transition"),
+        commit_line(t0 + 2 * SEC, "order-1", 1, "orders-api.transition"),
+    ];
+    let huge = vec![b'x'; 20_000_000];
+    let msgs: Vec<fencewatch_tests::kafka::RawMessage<'_>> = vec![
+        (Some(b"order-1"), Some(lines[0].as_bytes())),
+        (Some(b"order-1"), Some(lines[1].as_bytes())),
+        (Some(b"huge"), Some(huge.as_slice())),
+        (Some(b"order-1"), Some(lines[2].as_bytes())),
+    ];
+    fencewatch_tests::kafka::produce_bytes(&broker.brokers, TOPIC, &msgs);
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), CONTRACT, &kafka_args(&broker.brokers, "fw"));
+    svc.wait_for("every message consumed", 60, |s| {
+        s.metric("fencewatch_kafka_messages_total") == Some(4.0)
+    });
+    svc.wait_for("dead-lettered", 30, |s| {
+        s.metric("fencewatch_kafka_dead_lettered_messages_total") == Some(1.0)
+    });
+    let cxs = svc.get("/v1/counterexamples").json();
+    assert_eq!(cxs["counterexamples"][0]["scope"], "order-1", "{cxs}");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", svc.pid())).unwrap();
+    let hwm_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(hwm_kb < 200_000, "peak RSS {hwm_kb} kB");
+    let (status, log) = svc.terminate();
+    assert!(status.success(), "{log}");
+    let dead = std::fs::read_to_string(dir.path().join("data/kafka/dead-letter.ndjson")).unwrap();
+    assert!(
+        dead.len() < 100_000,
+        "a {} byte dead-letter copy",
+        dead.len()
+    );
+    let line: serde_json::Value = serde_json::from_str(dead.trim()).unwrap();
+    assert_eq!(line["payload_bytes"], 20_000_000);
+    assert!(
+        line["reason"]
+            .as_str()
+            .unwrap()
+            .contains("line is 20000000 bytes, over the 1048576-byte limit"),
+        "{line}"
+    );
 }

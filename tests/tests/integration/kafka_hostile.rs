@@ -473,3 +473,45 @@ fn kafka_a_full_disk_under_the_dead_letter_file_stops_the_service_without_commit
     );
     assert_eq!(committed(&brokers, "fw", TOPIC, 1), [n1]);
 }
+
+#[test]
+fn kafka_a_message_over_receive_message_max_bytes_is_named_by_readiness_and_the_log() {
+    // librdkafka cannot receive a fetch response over receive.message.max.bytes (100 MB by
+    // default; 2 MB here, so that the mock cluster can hold the message): the partition cannot
+    // move. The service must say so, not "no broker answers".
+    let mock = MockCluster::new(1).unwrap();
+    mock.create_topic(TOPIC, 1, 1).unwrap();
+    let brokers = mock.bootstrap_servers();
+    let t0 = now_ns() - 60 * SEC;
+    let big = vec![b'x'; 3_000_000];
+    let first = commit(t0, "order-1", 1, "orders-api.transition");
+    produce_bytes(
+        &brokers,
+        TOPIC,
+        &[
+            (Some(first.0.as_bytes()), Some(first.1.as_bytes())),
+            (Some(b"big".as_slice()), Some(big.as_slice())),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("serve.toml");
+    std::fs::write(
+        &config,
+        "[kafka]\n\"receive.message.max.bytes\" = 2000000\n\"fetch.max.bytes\" = 1000000\n",
+    )
+    .unwrap();
+    let mut args = kafka_args(&brokers, "fw");
+    let c = config.display().to_string();
+    args.extend(["--config", c.as_str()]);
+    let svc = TestService::start_listening(dir.path(), CONTRACT, &args);
+    svc.wait_for("not ready, naming the setting", 60, |s| {
+        let r = s.get("/readyz");
+        r.status == 503 && r.text().contains("receive.message.max.bytes")
+    });
+    let log = svc.stderr();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("ERROR") && l.contains("larger than receive.message.max.bytes")),
+        "{log}"
+    );
+}
