@@ -354,6 +354,8 @@ struct DeadFile {
     out: Option<std::io::BufWriter<std::fs::File>>,
     /// Bytes in the file (written or buffered).
     len: u64,
+    /// The size at which the file is rotated ([`DEAD_LETTER_FILE_BYTES`]).
+    limit: u64,
 }
 
 impl DeadFile {
@@ -362,12 +364,13 @@ impl DeadFile {
             path,
             out: None,
             len: 0,
+            limit: DEAD_LETTER_FILE_BYTES,
         }
     }
 
     /// Appends one line, rotating the file first when it is full.
     fn append(&mut self, line: &[u8]) -> std::io::Result<()> {
-        if self.out.is_some() && self.len + line.len() as u64 > DEAD_LETTER_FILE_BYTES {
+        if self.out.is_some() && self.len + line.len() as u64 > self.limit {
             let mut out = self.out.take().expect("open");
             out.flush()?;
             out.get_ref().sync_all()?;
@@ -409,7 +412,7 @@ fn cut(bytes: &[u8], max: usize) -> (&[u8], bool) {
     }
     let mut end = max;
     // Back to a character boundary (at most 3 bytes) so that text stays text.
-    while end > 0 && end > max - 3 && (bytes[end] & 0xC0) == 0x80 {
+    while end > max.saturating_sub(3) && (bytes[end] & 0xC0) == 0x80 {
         end -= 1;
     }
     (&bytes[..end], true)
@@ -1233,4 +1236,41 @@ fn sanitize(topic: &str) -> String {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_dead_letter_file_is_rotated_at_its_limit_keeping_one_previous() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dead-letter.ndjson");
+        let mut f = DeadFile::new(path.clone());
+        f.limit = 100;
+        for i in 0..25 {
+            f.append(format!("line {i:03}\n").as_bytes()).unwrap();
+        }
+        f.flush().unwrap();
+        let now = std::fs::read_to_string(&path).unwrap();
+        let old = std::fs::read_to_string(dir.path().join("dead-letter.ndjson.1")).unwrap();
+        assert!(now.len() <= 100 && old.len() <= 100, "{now:?} {old:?}");
+        assert!(now.ends_with("line 024\n"), "{now:?}");
+        assert!(old.ends_with(&format!("line {:03}\n", 24 - now.lines().count())));
+        // Reopened (a restart), it goes on counting from the file's size.
+        let mut f = DeadFile::new(path.clone());
+        f.limit = 100;
+        f.append(b"x\n").unwrap();
+        f.flush().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), now + "x\n");
+    }
+
+    #[test]
+    fn a_cut_value_ends_on_a_character_boundary() {
+        assert_eq!(cut(b"short", 10), (&b"short"[..], false));
+        let text = "ab\u{e9}\u{e9}".as_bytes(); // a b 0xC3 0xA9 0xC3 0xA9
+        assert_eq!(cut(text, 3), (&b"ab"[..], true));
+        assert_eq!(cut(text, 4), (&text[..4], true));
+        assert_eq!(cut(&[0xff; 10], 4), (&[0xff; 4][..], true));
+    }
 }
