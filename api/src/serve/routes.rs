@@ -543,21 +543,23 @@ async fn ingest(
         _ => Format::Ndjson,
     });
     partition::set_format(&mut payload, format);
-    // Counting items walks the whole body (and checks an array's JSON): off the async workers.
-    let (payload, items) = tokio::task::spawn_blocking(move || {
-        let body = &payload[header..];
-        let items = match format {
-            Format::Ndjson => Ok(partition::items(format, body)),
-            Format::Array => {
-                fencewatch_ingest::json::for_each_element(body, |_, _| {}).map(|n| n as u64)
-            }
-        };
-        (payload, items)
-    })
-    .await
-    .map_err(|e| ApiError::Internal {
-        detail: e.to_string(),
-    })?;
+    // Lines are counted in place (memchr: microseconds for a 1000-event body); an array's
+    // JSON is checked while its elements are counted, off the async workers.
+    let (payload, items) = match format {
+        Format::Ndjson => {
+            let items = partition::items(format, &payload[header..]);
+            (payload, Ok(items))
+        }
+        Format::Array => tokio::task::spawn_blocking(move || {
+            let items = fencewatch_ingest::json::for_each_element(&payload[header..], |_, _| {})
+                .map(|n| n as u64);
+            (payload, items)
+        })
+        .await
+        .map_err(|e| ApiError::Internal {
+            detail: e.to_string(),
+        })?,
+    };
     let items = items.map_err(|e| ApiError::BadRequest {
         detail: format!("{e}; nothing of this body was stored"),
     })?;
