@@ -177,6 +177,19 @@ impl WindowSeries {
         }
     }
 
+    /// Takes back a counterexample placed at `t` from a provisional window, which then reads
+    /// as its own evidence says; a final window keeps it (use
+    /// [`WindowSeries::withdraw_counterexample`] there).
+    pub fn retract_counterexample(&mut self, t: i64) {
+        let k = self.clamp(self.index(t));
+        if self.is_final(k) {
+            return;
+        }
+        if let Some(p) = self.points.get_mut(&k) {
+            p.counterexamples = p.counterexamples.saturating_sub(1);
+        }
+    }
+
     /// Places a reason on every window intersecting `[a, b]` (times in ns, either order), as
     /// late evidence: the windows of `a` and `b` as points (a final one whose verdict drops is
     /// `revised`), those between as a span.

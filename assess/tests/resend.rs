@@ -258,6 +258,117 @@ fn the_earlier_delivery_is_set_aside_when_it_was_itself_the_stale_event() {
     );
 }
 
+fn held(
+    ts: i64,
+    epoch: u64,
+    holder: &'static str,
+    emitter: &'static str,
+    seq: u64,
+) -> Event<'static> {
+    let mut e = commit(ts, "s", epoch, emitter, seq);
+    e.holder = Some(holder);
+    e
+}
+
+/// Per window start (100 ns windows), the verdict and whether it was revised.
+fn windows(runs: &[fencewatch_assess::window::WindowRun]) -> BTreeMap<i64, (Verdict, bool)> {
+    let mut out = BTreeMap::new();
+    for r in runs {
+        for k in 0..r.windows as i64 {
+            out.insert(r.start_ns + k * 100, (r.verdict, r.revised));
+        }
+    }
+    out
+}
+
+/// An epoch reuse is placed at its group's latest event; when a later event of the group takes
+/// over, the former representative's window stays refuted (a `refuted` is retracted only when
+/// its counterexample is withdrawn). So the withdrawal of the reuse takes that window back too:
+/// a provisional one to what its own evidence says (as `check`), a final one to
+/// `unknown(conflicting_duplicate)`, marked revised — never left refuted with nothing standing
+/// there.
+#[test]
+fn an_epoch_reuse_withdrawn_takes_back_its_former_representatives_windows() {
+    let events = vec![
+        beat(0, "r2"),
+        // A bogus delivery of e/1: epoch 4, holder a.
+        held(50, 4, "a", "e", 1),
+        // `b` holds epoch 4: a reuse with `a`, represented at 450, then at 750.
+        held(450, 4, "b", "g", 1),
+        held(750, 4, "b", "g", 2),
+        // The true delivery of e/1: both set aside, and the reuse with them.
+        held(50, 0, "a", "e", 1),
+    ];
+    // Nothing final: the former window reads as `check` has it.
+    let (c, mut l) = setup(None);
+    push_all(&mut l, &events[..4]);
+    let before = windows(&l.view().timeline(0, 0, 1_000, 100));
+    assert_eq!(before[&400].0, Verdict::Refuted, "{before:?}");
+    assert_eq!(before[&700].0, Verdict::Refuted, "{before:?}");
+    l.push(&events[4], 0, 4, 1_000_000);
+    assert_eq!(l.take_withdrawn_counterexamples().len(), 1);
+    l.close();
+    let have = windows(&l.view().timeline(0, 0, 1_000, 100));
+    let r = check(&c, &events);
+    assert!(r.properties[0].counterexamples.is_empty());
+    let want = windows(&r.properties[0].windows);
+    assert!(have.values().all(|w| w.0 != Verdict::Refuted), "{have:?}");
+    assert_eq!(have[&400], want[&400], "{have:?}");
+    // The withdrawn counterexample's own window: unknown(conflicting_duplicate) (SPEC §4).
+    assert_eq!(have[&700].0, Verdict::Unknown, "{have:?}");
+
+    // The former window final, its event still kept: unknown, revised.
+    let (_, mut l) = setup(Some(1_000));
+    push_all(&mut l, &events[..4]);
+    assert!(l.view().timeline(0, 400, 499, 1)[0].is_final);
+    l.push(&events[4], 0, 4, 1_000_000);
+    assert_eq!(l.take_withdrawn_counterexamples().len(), 1);
+    let have = windows(&l.view().timeline(0, 0, 1_000, 100));
+    assert!(have.values().all(|w| w.0 != Verdict::Refuted), "{have:?}");
+    assert_eq!(have[&400], (Verdict::Unknown, true), "{have:?}");
+}
+
+/// The representative of an epoch reuse turns out to be one of conflicting deliveries: the
+/// reuse stands on the earlier representative, as in `check`, and the window of the one set
+/// aside is not left refuted; nor is the earlier one counted twice (withdrawing the reuse then
+/// leaves no window refuted).
+#[test]
+fn an_epoch_reuse_representative_set_aside_takes_its_window_with_it() {
+    let events = [
+        beat(0, "r2"),
+        held(50, 4, "a", "e", 1),
+        held(450, 4, "b", "g", 1),
+        held(750, 4, "b", "h", 1),
+        // Another delivery of h/1, differing: both set aside.
+        held(750, 2, "b", "h", 1),
+        // Another delivery of e/1, differing: the reuse's witness goes.
+        held(50, 0, "a", "e", 1),
+    ];
+    for upto in [5, 6] {
+        let (c, mut l) = setup(None);
+        push_all(&mut l, &events[..upto]);
+        l.close();
+        let r = check(&c, &events[..upto]);
+        let want = windows(&r.properties[0].windows);
+        let have = windows(&l.view().timeline(0, 0, 1_000, 100));
+        assert_eq!(
+            l.view().counterexample_count(0),
+            r.properties[0].counterexamples.len(),
+            "upto {upto}"
+        );
+        assert_eq!(have[&700], want[&700], "upto {upto}: {have:?}");
+        assert_eq!(
+            have[&400].0 == Verdict::Refuted,
+            want[&400].0 == Verdict::Refuted,
+            "upto {upto}: {have:?}"
+        );
+        assert!(
+            upto == 5 || have.values().all(|w| w.0 != Verdict::Refuted),
+            "{have:?}"
+        );
+    }
+}
+
 #[test]
 fn a_final_counterexample_is_never_withdrawn() {
     let (_, mut l) = setup(Some(0));

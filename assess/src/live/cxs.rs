@@ -16,6 +16,19 @@
 //! window was final), it stays listed with its [`Withdrawal`], and it is reported by
 //! [`Live::take_withdrawn_counterexamples`]. Should later evidence find it again, it stands
 //! again and is reported as found again.
+//!
+//! An epoch reuse is one counterexample per group, placed at the group's latest event, which
+//! later evidence can change. When a new representative takes over, the old one's window stays
+//! refuted (a `refuted` is retracted only when its counterexample is withdrawn) and the
+//! counterexample keeps the old representative as a *former* one, one per window: every window
+//! it refutes is owned by it, so nothing stays refuted once the evidence is gone. When it is
+//! withdrawn, the windows of its former representatives are taken back with its own; when a
+//! former representative itself turns out to be a conflicting delivery, its window is taken
+//! back while the reuse stands on the others. A window taken back so reads as its own evidence
+//! says while provisional (as in `check`), and is `unknown(conflicting_duplicate)`, revised,
+//! once final. A former representative older than the horizon is dropped from the list: it is
+//! folded, and so is the witness it had (earlier in its group), so that refutation is final.
+//! Final counterexamples keep no former ones.
 
 use super::{Cx, Ev, Kind, Live, NewCounterexample};
 use crate::finding::{CounterexampleKind, Withdrawal};
@@ -51,9 +64,12 @@ impl Live {
         let prop = &mut self.state.props[p];
         if let Some(old) = prop.cxs.get(&key) {
             let (was_final, was_withdrawn, old_due) = (old.is_final, old.withdrawn, old.due());
+            cx.former = old.former.clone();
             cx.is_final = was_final || closed || cx.due() < horizon;
             prop.provisional.remove(&(old_due, key.clone()));
-            if !cx.is_final {
+            if cx.is_final {
+                cx.former.clear();
+            } else {
                 prop.provisional.insert((cx.due(), key.clone()));
             }
             if was_withdrawn.is_some() {
@@ -66,13 +82,17 @@ impl Live {
             return;
         }
         cx.is_final = closed || cx.due() < horizon;
-        prop.tally.series.add_counterexample(cx.stale.ts);
         let mut report = true;
+        // The windows this counterexample refutes, each by one count in the series: the stale
+        // event's, and an epoch reuse's former representatives'.
+        let mut owned = Vec::new();
         if cx.kind == CounterexampleKind::EpochReuse {
             // One per (scope, incarnation, epoch, commits or grants), represented by the group's
             // latest event, which later evidence can change: the new representative replaces
-            // the old one (the old one's window stays refuted: retracting it only where still
-            // provisional would make the verdict depend on the partition's watermark).
+            // the old one. The old one's window stays refuted (a `refuted` is retracted only
+            // when its counterexample is withdrawn, SPEC §4): the new one takes it over as a
+            // former representative, so that a withdrawal, or the former representative turning
+            // out to be a conflicting delivery, takes that window back too.
             let grant = cx.stale.kind() == Kind::Grant;
             let old = prop.cxs.iter().find(|(_, o)| {
                 o.kind == CounterexampleKind::EpochReuse
@@ -86,13 +106,32 @@ impl Live {
                 cx.is_final |= old.is_final;
                 report = old.withdrawn.is_some();
                 if report {
+                    // Its windows were taken back when it was withdrawn.
                     prop.withdrawn -= 1;
+                } else {
+                    owned = old.former;
+                    owned.push(old.stale);
                 }
             }
         }
-        if !cx.is_final {
+        // A former representative older than the horizon is folded, and so is the witness it
+        // had (earlier in the group): that refutation is final evidence, kept for good.
+        owned.retain(|f| f.ts >= horizon);
+        let series = &mut prop.tally.series;
+        let k = series.index(cx.stale.ts);
+        match owned.iter().position(|f| series.index(f.ts) == k) {
+            // Its window is refuted by this counterexample already.
+            Some(i) => {
+                owned.swap_remove(i);
+            }
+            None => series.add_counterexample(cx.stale.ts),
+        }
+        if cx.is_final {
+            owned.clear();
+        } else {
             prop.provisional.insert((cx.due(), key.clone()));
         }
+        cx.former = owned;
         if report {
             let note = cx.note(p, self);
             self.new_cxs.push(note);
@@ -112,13 +151,16 @@ impl Live {
             let (_, key) = prop.provisional.pop_first().expect("first");
             if let Some(c) = prop.cxs.get_mut(&key) {
                 c.is_final = true;
+                c.former = Vec::new();
             }
         }
     }
 
     /// Withdraws the provisional counterexamples of `scope` (property `p`) whose stale or
     /// superseding event `set_aside` accepts (events just set aside as conflicting deliveries),
-    /// after the scope was decided again without them.
+    /// after the scope was decided again without them, with the windows of their former
+    /// representatives; and takes back the window of a standing epoch reuse's former
+    /// representative that `set_aside` accepts.
     pub(super) fn withdraw_resting_on(
         &mut self,
         p: usize,
@@ -133,13 +175,38 @@ impl Live {
                 c.scope == scope
                     && !c.is_final
                     && c.withdrawn.is_none()
-                    && (set_aside(&c.stale) || c.witness.as_ref().is_some_and(&set_aside))
+                    && (set_aside(&c.stale)
+                        || c.witness.as_ref().is_some_and(&set_aside)
+                        || c.former.iter().any(&set_aside))
             })
             .map(|(k, _)| k.clone())
             .collect();
+        let why = Withdrawal::ConflictingDuplicate;
         for key in keys {
-            let why = Withdrawal::ConflictingDuplicate;
             let prop = &mut self.state.props[p];
+            let c = prop.cxs.get_mut(&key).expect("listed");
+            let whole = set_aside(&c.stale) || c.witness.as_ref().is_some_and(&set_aside);
+            let mut gone = Vec::new();
+            c.former.retain(|f| {
+                let out = whole || set_aside(f);
+                if out {
+                    gone.push(f.ts);
+                }
+                !out
+            });
+            for t in gone {
+                // A provisional window reads as its own evidence says (as `check` has it); a
+                // final one must not rise to `holds`: unknown(conflicting_duplicate), revised.
+                let series = &mut prop.tally.series;
+                if series.is_final(series.index(t)) {
+                    series.withdraw_counterexample(t, why.reason());
+                } else {
+                    series.retract_counterexample(t);
+                }
+            }
+            if !whole {
+                continue;
+            }
             let c = prop.cxs.get_mut(&key).expect("listed");
             c.withdrawn = Some(why);
             let due = c.due();

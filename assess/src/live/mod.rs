@@ -197,6 +197,9 @@ struct Cx {
     /// See [`Counterexample::is_final`] and the `cxs` module.
     is_final: bool,
     withdrawn: Option<crate::finding::Withdrawal>,
+    /// An epoch reuse's former representatives whose windows it still refutes, one per
+    /// window, none in the stale event's window; emptied once final (the `cxs` module).
+    former: Vec<Ev>,
 }
 
 /// Observation bounds of one route in one window: enough to decide silence exactly.
@@ -1077,6 +1080,7 @@ impl Live {
                 context,
                 is_final: false,
                 withdrawn: None,
+                former: Vec::new(),
             });
         }
         for cx in out {
