@@ -354,7 +354,7 @@ pub fn apply_decoded(
     let source = live.add_source(batch.source);
     let mut out = Applied::default();
     let position = |i: u64| batch.first_line.map_or(base + i, |l| l + i);
-    let mut push_event = |live: &mut Live, out: &mut Applied, i: u32, d: &json::Decoded<'_>| {
+    let push_event = |live: &mut Live, out: &mut Applied, i: u32, d: &json::Decoded<'_>| {
         let i = u64::from(i);
         match live.push(&d.event(), source, position(i), batch.received_at) {
             Pushed::Malformed => {

@@ -113,6 +113,13 @@ impl std::fmt::Debug for Job {
     }
 }
 
+/// A job ready to send: the channel to the writer, the job, and where its answer arrives.
+type Queued = (
+    Sender<Job>,
+    Job,
+    tokio::sync::oneshot::Receiver<Result<Ingested, SubmitError>>,
+);
+
 /// The running writer thread.
 #[derive(Debug)]
 pub struct Writer(std::thread::JoinHandle<Result<(), String>>);
@@ -333,41 +340,25 @@ impl Engine {
     }
 
     /// A job for `body` with the channel to send it on and where its answer arrives.
-    #[allow(clippy::type_complexity)]
     fn job(
         &self,
         format: Format,
         source: &str,
         first_line: Option<u64>,
         body: &[u8],
-    ) -> Result<
-        (
-            Sender<Job>,
-            Job,
-            tokio::sync::oneshot::Receiver<Result<Ingested, SubmitError>>,
-        ),
-        SubmitError,
-    > {
+    ) -> Result<Queued, SubmitError> {
         let items = partition::items(format, body);
         let payload = partition::encode(format, now_ns(), source, first_line, body);
         self.job_of(items, payload, None)
     }
 
     /// A job for a payload of `items` items.
-    #[allow(clippy::type_complexity)]
     fn job_of(
         &self,
         items: u64,
         payload: Vec<u8>,
         held: Option<Reservation>,
-    ) -> Result<
-        (
-            Sender<Job>,
-            Job,
-            tokio::sync::oneshot::Receiver<Result<Ingested, SubmitError>>,
-        ),
-        SubmitError,
-    > {
+    ) -> Result<Queued, SubmitError> {
         let items = u32::try_from(items).map_err(|_| {
             SubmitError::Unavailable(format!("a batch of {items} items is too large"))
         })?;

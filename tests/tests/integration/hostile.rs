@@ -306,64 +306,37 @@ fn gzip_bodies_are_decoded_and_limited_after_decompression() {
     fencewatch_tests::require!(Python3);
     let dir = tempfile::tempdir().unwrap();
     let svc = TestService::start(dir.path(), CONTRACT, &["--max-body-bytes", "65536"]);
+    let post = |encoding: &str, body: &[u8]| {
+        request(
+            svc.addr,
+            "POST",
+            "/v1/events",
+            &[
+                ("content-type", "application/x-ndjson"),
+                ("content-encoding", encoding),
+            ],
+            body,
+        )
+        .unwrap()
+    };
     let now = now_ns();
     let body = [
         commit_line(now - 5 * SEC, "o", 2, ROUTE),
         commit_line(now - 3 * SEC, "o", 1, ROUTE),
     ]
     .join("\n");
-    let r = request(
-        svc.addr,
-        "POST",
-        "/v1/events",
-        &[
-            ("content-type", "application/x-ndjson"),
-            ("content-encoding", "gzip"),
-        ],
-        &gzip(body.as_bytes()),
-    )
-    .unwrap();
+    let r = post("gzip", &gzip(body.as_bytes()));
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["accepted"], 2);
     // 1 MiB of blank lines compresses to about a kilobyte: over the limit once decompressed.
     let bomb = gzip(&vec![b'\n'; 1 << 20]);
     assert!(bomb.len() < 65536);
-    let r = request(
-        svc.addr,
-        "POST",
-        "/v1/events",
-        &[
-            ("content-type", "application/x-ndjson"),
-            ("content-encoding", "gzip"),
-        ],
-        &bomb,
-    )
-    .unwrap();
+    let r = post("gzip", &bomb);
     assert_eq!(r.status, 413, "{}", r.text());
     // Not gzip at all.
-    let r = request(
-        svc.addr,
-        "POST",
-        "/v1/events",
-        &[
-            ("content-type", "application/x-ndjson"),
-            ("content-encoding", "gzip"),
-        ],
-        body.as_bytes(),
-    )
-    .unwrap();
+    let r = post("gzip", body.as_bytes());
     assert_eq!(r.status, 400, "{}", r.text());
-    let r = request(
-        svc.addr,
-        "POST",
-        "/v1/events",
-        &[
-            ("content-type", "application/x-ndjson"),
-            ("content-encoding", "br"),
-        ],
-        body.as_bytes(),
-    )
-    .unwrap();
+    let r = post("br", body.as_bytes());
     assert_eq!(r.status, 415, "{}", r.text());
     assert!(
         r.json()["detail"]
