@@ -105,6 +105,8 @@ pub struct Engine {
     kafka: std::sync::OnceLock<Arc<Kafka>>,
     /// Bytes of ingest bodies in flight.
     budget: Budget,
+    /// Longer lines are malformed.
+    max_line_bytes: usize,
 }
 
 impl std::fmt::Debug for Job {
@@ -159,6 +161,7 @@ impl Engine {
             stopped: tokio::sync::Notify::new(),
             kafka: std::sync::OnceLock::new(),
             budget: Budget::new(opts.max_pending_bytes),
+            max_line_bytes: opts.max_line_bytes,
         });
         let e = engine.clone();
         let handle = std::thread::Builder::new()
@@ -291,6 +294,11 @@ impl Engine {
             }
         }
         found
+    }
+
+    /// The line size limit (`max_line_bytes`): longer lines are malformed.
+    pub fn max_line_bytes(&self) -> usize {
+        self.max_line_bytes
     }
 
     /// The ingest budget: HTTP bodies hold a [`Reservation`] of it from their first byte until

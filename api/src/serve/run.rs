@@ -177,7 +177,6 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), Failed> 
         },
         max_pending_bytes: config.max_pending_bytes,
     };
-    FILE_MAX_LINE_BYTES.store(opts.max_line_bytes, std::sync::atomic::Ordering::Relaxed);
     let (engine, writer) = Engine::start(
         config.contract.clone(),
         opts.clone(),
@@ -279,10 +278,6 @@ const FILE_BATCH_LINES: usize = 4096;
 const FILE_BATCH_BYTES: usize = 8 << 20;
 /// Over-long lines of a file logged one by one (then only counted).
 const FILE_LONG_LINES_LOGGED: u64 = 10;
-/// `max_line_bytes` of the running service, for file ingest (set by `serve` before the
-/// feeders start).
-static FILE_MAX_LINE_BYTES: std::sync::atomic::AtomicUsize =
-    std::sync::atomic::AtomicUsize::new(1 << 20);
 
 /// One line as [`read_line_bounded`] read it.
 struct LineRead {
@@ -338,7 +333,7 @@ fn ingest_file(engine: &Engine, path: &std::path::Path) {
     while !engine.is_ready() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let max_line = FILE_MAX_LINE_BYTES.load(std::sync::atomic::Ordering::Relaxed);
+    let max_line = engine.max_line_bytes();
     let keep = max_line.saturating_add(1);
     let name = path.display().to_string();
     let stdin = name == "-";
