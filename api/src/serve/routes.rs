@@ -498,19 +498,23 @@ fn body_error(e: axum::Error) -> Response {
     .into_response()
 }
 
-/// Ingests events: NDJSON (one object per line) or a JSON array. A `200` means every event is
-/// durable in the write-ahead log and assessed. Malformed lines answer `422` problem+json with
-/// one entry per line in `errors`; the valid lines of the same body are kept (do not resend
-/// them), and the malformed ones count as `malformed_event` evidence.
+/// Ingests events: NDJSON (one object per line) or a JSON array, optionally compressed
+/// (`Content-Encoding: gzip` or `deflate`; the body limit applies after decompression). A `200`
+/// means every event is durable in the write-ahead log and assessed. Malformed lines answer
+/// `422` problem+json: `malformed` counts them, `errors` lists the first 100 (one entry per line
+/// or element) and `errors_not_listed` the rest; the valid lines of the same body are kept (do
+/// not resend them), and the malformed ones count as `malformed_event` evidence. A JSON array
+/// that is not well-formed JSON is refused whole (`400`, nothing stored). `503` with
+/// `Retry-After` means nothing was stored: retry.
 #[utoipa::path(post, path = "/v1/events",
     request_body(content = String, description = "NDJSON or a JSON array of events (schema v1)",
         content_type = "application/x-ndjson"),
     responses((status = 200, description = "Durable and assessed: `accepted`, `duplicates`, `first_offset`, `next_offset`", body = Value),
-              (status = 400, description = "Empty body", content_type = "application/problem+json", body = Value),
-              (status = 413, description = "Body over the limit", content_type = "application/problem+json", body = Value),
-              (status = 415, description = "Not NDJSON or JSON", content_type = "application/problem+json", body = Value),
-              (status = 422, description = "Some lines malformed; the others kept", content_type = "application/problem+json", body = Value),
-              (status = 503, description = "Not ready or shutting down", content_type = "application/problem+json", body = Value)))]
+              (status = 400, description = "Nothing stored: an empty body, a JSON array that is not well-formed JSON, a body that does not decompress", content_type = "application/problem+json", body = Value),
+              (status = 413, description = "Body over the limit (after decompression); nothing stored", content_type = "application/problem+json", body = Value),
+              (status = 415, description = "Not NDJSON or JSON, or a Content-Encoding other than gzip or deflate", content_type = "application/problem+json", body = Value),
+              (status = 422, description = "Some lines malformed (`malformed`, the first 100 in `errors`, `errors_not_listed`); the others durable and assessed", content_type = "application/problem+json", body = Value),
+              (status = 503, description = "Nothing stored, retry (`Retry-After`): ingest saturated (`max_pending_bytes`), too many connections, not ready or shutting down", content_type = "application/problem+json", body = Value)))]
 async fn ingest(
     State(engine): State<Arc<Engine>>,
     request: axum::extract::Request,
