@@ -5,6 +5,7 @@ mod cases;
 mod cli;
 mod dashboards;
 mod deploy;
+mod found;
 mod golden;
 mod hostile;
 mod ingest_file;
