@@ -775,6 +775,8 @@ fn applier(
 ) -> Result<(), String> {
     let mut last = Instant::now();
     let mut next_offset = start_offset;
+    // What the restored and replayed state holds was reported by the process that applied it.
+    let mut reported = Reported::of(&engine.read());
     let snapshot = |next_offset: u64| {
         let started = Instant::now();
         let state = engine.read().state().clone();
@@ -794,7 +796,8 @@ fn applier(
             .max(Duration::from_millis(1));
         match rx.recv_timeout(wait) {
             Ok(group) => {
-                next_offset = apply_group(engine, metrics, group, opts.max_line_bytes);
+                next_offset =
+                    apply_group(engine, metrics, group, opts.max_line_bytes, &mut reported);
                 dirty = true;
             }
             Err(RecvTimeoutError::Timeout) => {}
@@ -818,7 +821,13 @@ fn applier(
 }
 
 /// Applies and answers one decoded group; returns the next offset.
-fn apply_group(engine: &Engine, metrics: &Metrics, group: Ready_, max_line_bytes: usize) -> u64 {
+fn apply_group(
+    engine: &Engine,
+    metrics: &Metrics,
+    group: Ready_,
+    max_line_bytes: usize,
+    reported: &mut Reported,
+) -> u64 {
     let Ready_ {
         jobs,
         bases,
@@ -828,14 +837,6 @@ fn apply_group(engine: &Engine, metrics: &Metrics, group: Ready_, max_line_bytes
     let mut next = 0;
     {
         let mut live = engine.live.write().unwrap_or_else(|p| p.into_inner());
-        let nprops = engine.contract.properties.len();
-        let rejections = |live: &Live| {
-            let view = live.view();
-            (0..nprops)
-                .map(|p| view.stale_rejections(p))
-                .collect::<Vec<u64>>()
-        };
-        let rejections_before = rejections(&live);
         decoded.with_dependent_mut(|_, batches| {
             for ((j, &base), (batch, items)) in jobs.iter().zip(&bases).zip(batches.iter_mut()) {
                 let items = std::mem::take(items);
@@ -853,20 +854,7 @@ fn apply_group(engine: &Engine, metrics: &Metrics, group: Ready_, max_line_bytes
                 });
             }
         });
-        for (p, (after, before)) in rejections(&live)
-            .into_iter()
-            .zip(rejections_before)
-            .enumerate()
-        {
-            let n = after - before;
-            if n > 0 {
-                let labels = crate::serve::metrics::PropertyLabels {
-                    property: engine.contract.properties[p].name.clone(),
-                };
-                metrics.stale_rejections.get_or_create(&labels).inc_by(n);
-            }
-        }
-        report_counterexamples(&engine.contract, metrics, &mut live);
+        report_findings(&engine.contract, metrics, &mut live, reported);
     }
     drop(decoded);
     for (j, a) in jobs.into_iter().zip(answers) {
@@ -875,9 +863,54 @@ fn apply_group(engine: &Engine, metrics: &Metrics, group: Ready_, max_line_bytes
     next
 }
 
-/// Counts and logs the counterexamples the last pushes found and withdrew: the WAL's and each
-/// Kafka partition's go through here.
-pub fn report_counterexamples(contract: &Contract, metrics: &Metrics, live: &mut Live) {
+/// What the metrics were told of one assessor's stale rejections (per property), so that each
+/// is counted once: the assessor keeps totals, and one restored from a checkpoint (or replayed)
+/// starts from what it holds.
+#[derive(Debug, Clone, Default)]
+pub struct Reported {
+    stale_rejections: Vec<u64>,
+}
+
+impl Reported {
+    /// What `live` holds now, as already reported.
+    pub fn of(live: &Live) -> Reported {
+        let view = live.view();
+        Reported {
+            stale_rejections: (0..live.contract().properties.len())
+                .map(|p| view.stale_rejections(p))
+                .collect(),
+        }
+    }
+}
+
+/// Counts and logs what the last pushes found: counterexamples found and withdrawn, and stale
+/// commits the resource rejected since `reported`. The WAL's and each Kafka partition's
+/// assessor go through here.
+pub fn report_findings(
+    contract: &Contract,
+    metrics: &Metrics,
+    live: &mut Live,
+    reported: &mut Reported,
+) {
+    let view = live.view();
+    for (p, seen) in reported.stale_rejections.iter_mut().enumerate() {
+        let now = view.stale_rejections(p);
+        if now > *seen {
+            let labels = crate::serve::metrics::PropertyLabels {
+                property: contract.properties[p].name.clone(),
+            };
+            metrics
+                .stale_rejections
+                .get_or_create(&labels)
+                .inc_by(now - *seen);
+        }
+        *seen = now;
+    }
+    report_counterexamples(contract, metrics, live);
+}
+
+/// Counts and logs the counterexamples the last pushes found and withdrew.
+fn report_counterexamples(contract: &Contract, metrics: &Metrics, live: &mut Live) {
     for cx in live.take_new_counterexamples() {
         let property = &contract.properties[cx.property];
         metrics.counterexample(property, cx.kind, &cx.route);

@@ -134,6 +134,8 @@ pub struct Part {
     source: u32,
     /// What the last published summary covered: (next, idle).
     published: Option<(i64, bool)>,
+    /// What the metrics were told of its findings.
+    reported: crate::serve::engine::Reported,
 }
 
 /// Figures for metrics and readiness.
@@ -634,6 +636,7 @@ impl Kafka {
             .insert(
                 key,
                 Part {
+                    reported: crate::serve::engine::Reported::of(&live),
                     live,
                     next,
                     checkpointed: next,
@@ -869,10 +872,11 @@ impl Kafka {
     fn after_batch(&self) {
         let mut parts = self.parts.write().unwrap_or_else(|p| p.into_inner());
         for part in parts.values_mut() {
-            crate::serve::engine::report_counterexamples(
+            crate::serve::engine::report_findings(
                 &self.contract,
                 &self.metrics,
                 &mut part.live,
+                &mut part.reported,
             );
         }
     }

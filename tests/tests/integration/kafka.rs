@@ -271,6 +271,52 @@ pub(crate) fn killed_then_clean(
 }
 
 #[test]
+fn a_rejected_stale_commit_from_kafka_counts_as_a_stale_rejection() {
+    let mock = MockCluster::new(1).unwrap();
+    mock.create_topic(TOPIC, 2, 1).unwrap();
+    let brokers = mock.bootstrap_servers();
+    let t0 = now_ns() - 60 * SEC;
+    let rejected = |ts: i64, scope: &str, epoch: u64| {
+        (
+            scope.to_string(),
+            format!(
+                r#"{{"kind":"commit","ts":{ts},"scope":"{scope}","epoch":{epoch},"route":"orders-api.transition","outcome":"rejected"}}"#
+            ),
+        )
+    };
+    let msgs = vec![
+        commit(t0, "order-1", 2, "orders-api.transition"),
+        rejected(t0 + SEC, "order-1", 1),
+        commit(t0, "order-2", 5, "orders-api.transition"),
+        rejected(t0 + SEC, "order-2", 4),
+        rejected(t0 + 2 * SEC, "order-2", 3),
+    ];
+    produce(&brokers, TOPIC, &msgs);
+    let dir = tempfile::tempdir().unwrap();
+    let config = fast_session(dir.path());
+    let mut args = kafka_args(&brokers, "fw");
+    args.extend(["--config", config.as_str()]);
+    let svc = TestService::start(dir.path(), CONTRACT, &args);
+    svc.wait_for("every message consumed", 60, |s| {
+        s.metric("fencewatch_kafka_messages_total") == Some(5.0)
+    });
+    svc.wait_for("the rejections counted", 10, |s| {
+        s.metric("fencewatch_stale_rejections_total{property=\"order-mutation\"}") == Some(3.0)
+    });
+    // A restart does not count again what the restored checkpoints hold.
+    let (status, _) = svc.terminate();
+    assert!(status.success());
+    let svc = TestService::start(dir.path(), CONTRACT, &args);
+    svc.wait_for("assigned", 60, |s| {
+        s.metric("fencewatch_kafka_assigned_partitions") == Some(2.0)
+    });
+    produce(&brokers, TOPIC, &[rejected(t0 + 3 * SEC, "order-1", 1)]);
+    svc.wait_for("the new rejection counted, alone", 30, |s| {
+        s.metric("fencewatch_stale_rejections_total{property=\"order-mutation\"}") == Some(1.0)
+    });
+}
+
+#[test]
 fn kill_9_mid_stream_and_restart_loses_and_duplicates_nothing() {
     let mock = MockCluster::new(1).unwrap();
     mock.create_topic(TOPIC, 4, 1).unwrap();
