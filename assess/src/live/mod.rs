@@ -20,6 +20,22 @@
 //! modules); a final one is never withdrawn. Grants at or above the folded mark outlive the
 //! horizon with their holders (the `scopes` module).
 //!
+//! **Bounds on what input names** (issue 11, item 7). Names (holders, routes, emitters) are
+//! interned in one table of the state, and only what is kept is interned: not a heartbeat's
+//! route unless declared (heartbeats on undeclared routes are counted per property, shown in
+//! [`Coverage::undeclared_heartbeats`]), nor an unattributed event's holder and route. The
+//! table is swept when it holds twice the names alive after the last sweep (at least 65,536):
+//! every name no kept event, folded grant, counterexample, emitter or declared route refers to
+//! is freed and its id reused, so it holds what retained state refers to, up to twice that.
+//! Sweeping changes no answer. A name longer than [`MAX_NAME_BYTES`] (256) is kept as its first
+//! 256 bytes, its length and a 128-bit hash (`…[N bytes, xxh3-128 H]`): distinct names stay
+//! distinct but for a hash collision, and a shortened name never equals one kept whole.
+//! Undeclared routes of commits/fences are counted by name for the first
+//! [`UNDECLARED_ROUTES_KEPT`] (1,000) per property and partition, the rest under
+//! [`OTHER_UNDECLARED_ROUTES`]; `undeclared_route` is still raised per event, so no verdict
+//! depends on the bound. Not bounded yet: the emitter table (one entry per emitter id, with
+//! its runs of seqs, kept forever for exact gap detection), and counterexamples.
+//!
 //! Wall time enters only as a parameter: the time a batch was received (recorded in the WAL, so
 //! replay decides `future timestamp` the same way) and the time of a query.
 //!
@@ -86,6 +102,19 @@ const FOLDED_IDX: u32 = 1 << 31;
 pub const MALFORMED_SAMPLES: usize = 100;
 /// Samples kept per (property, reason): the first ones seen.
 pub const SAMPLES_PER_REASON: usize = 3;
+/// Undeclared routes of commits/fences counted by name per property and partition; the others
+/// are counted under [`OTHER_UNDECLARED_ROUTES`].
+pub const UNDECLARED_ROUTES_KEPT: usize = 1_000;
+/// The bucket of undeclared routes beyond [`UNDECLARED_ROUTES_KEPT`].
+pub const OTHER_UNDECLARED_ROUTES: &str = "(other undeclared routes)";
+/// Names (holders, routes, emitters) longer than this are kept shortened: their first bytes,
+/// their length and a 128-bit hash of the whole (the module doc).
+pub const MAX_NAME_BYTES: usize = 256;
+/// The name table is swept of names nothing retained refers to when it holds more than twice
+/// the names alive after the last sweep, and at least this many.
+const NAMES_SWEEP_MIN: usize = 1 << 16;
+/// The route id of a heartbeat on a route the contract lacks: not interned.
+const UNDECLARED: u32 = u32::MAX - 3;
 
 /// Options of the live assessor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -282,7 +311,12 @@ pub struct NewCounterexample {
 pub struct LiveState {
     fingerprint: u64,
     options: LiveOptions,
+    /// Holder, route and emitter names by id; a freed slot is empty and listed in `free_names`.
     names: Vec<String>,
+    /// Ids of `names` freed by the last sweeps, reused first.
+    free_names: Vec<u32>,
+    /// Sweep the name table when it holds more live names than this.
+    names_sweep_at: u64,
     sources: Vec<String>,
     /// Per source, the greatest position pushed (file ingest resumes after it).
     progress: Vec<u64>,
@@ -355,6 +389,7 @@ impl Live {
                     samples: BTreeMap::new(),
                     routes: vec![BTreeMap::new(); p.routes.len()],
                     undeclared: BTreeMap::new(),
+                    undeclared_heartbeats: 0,
                     events: 0,
                     stale_rejections: 0,
                     max_ts: None,
@@ -370,6 +405,8 @@ impl Live {
             fingerprint: fingerprint(&contract),
             options,
             names: Vec::new(),
+            free_names: Vec::new(),
+            names_sweep_at: NAMES_SWEEP_MIN as u64,
             sources: Vec::new(),
             progress: Vec::new(),
             props,
@@ -399,10 +436,17 @@ impl Live {
 
     fn from_parts(contract: Contract, state: LiveState) -> Live {
         let compiled = contract.compile();
+        let mut free = vec![false; state.names.len()];
+        for &i in &state.free_names {
+            if let Some(f) = free.get_mut(i as usize) {
+                *f = true;
+            }
+        }
         let name_ids = state
             .names
             .iter()
             .enumerate()
+            .filter(|&(i, _)| !free[i])
             .map(|(i, s)| (s.clone(), i as u32))
             .collect();
         let mut live = Live {
@@ -483,18 +527,122 @@ impl Live {
         *p = (*p).max(position);
     }
 
+    /// The id of name `s`, adding it when new. A name longer than [`MAX_NAME_BYTES`] is kept
+    /// as [`shortened`]: distinct long names stay distinct but for a 128-bit hash collision, and
+    /// a shortened name is longer than any name kept whole, so never equal to one. A declared
+    /// route is kept whole (interned at start, found exactly first).
     fn intern(&mut self, s: &str) -> u32 {
         if let Some(&id) = self.name_ids.get(s) {
             return id;
         }
-        let id = self.state.names.len() as u32;
-        self.state.names.push(s.to_string());
-        self.name_ids.insert(s.to_string(), id);
+        if s.len() > MAX_NAME_BYTES {
+            let short = shortened(s);
+            if let Some(&id) = self.name_ids.get(short.as_str()) {
+                return id;
+            }
+            return self.add_name(short);
+        }
+        self.add_name(s.to_string())
+    }
+
+    fn add_name(&mut self, s: String) -> u32 {
+        let id = match self.state.free_names.pop() {
+            Some(id) => {
+                self.state.names[id as usize] = s.clone();
+                id
+            }
+            None => {
+                let id = self.state.names.len() as u32;
+                assert!(id < UNDECLARED, "name table full");
+                self.state.names.push(s.clone());
+                id
+            }
+        };
+        self.name_ids.insert(s, id);
         id
     }
 
+    /// The id of a name already interned (a declared route is), without adding it.
+    fn name_id(&self, s: &str) -> Option<u32> {
+        if let Some(&id) = self.name_ids.get(s) {
+            return Some(id);
+        }
+        (s.len() > MAX_NAME_BYTES)
+            .then(|| self.name_ids.get(shortened(s).as_str()).copied())
+            .flatten()
+    }
+
     fn name(&self, id: u32) -> Option<&str> {
-        (id != NONE).then(|| self.state.names[id as usize].as_str())
+        self.state.names.get(id as usize).map(String::as_str)
+    }
+
+    /// Names interned and not freed.
+    pub fn names_interned(&self) -> usize {
+        self.state.names.len() - self.state.free_names.len()
+    }
+
+    /// Sweeps the name table when it doubled since the last sweep: frees every name that no
+    /// retained event, folded grant, counterexample, emitter or declared route refers to, for
+    /// its id to be reused. Run between events, never while one is being built.
+    fn sweep_names(&mut self) {
+        if (self.names_interned() as u64) <= self.state.names_sweep_at {
+            return;
+        }
+        let mut live = vec![false; self.state.names.len()];
+        let mut mark = |id: u32| {
+            if let Some(l) = live.get_mut(id as usize) {
+                *l = true;
+            }
+        };
+        let mark_ev = |e: &Ev, mark: &mut dyn FnMut(u32)| {
+            mark(e.holder);
+            mark(e.route);
+            mark(e.emitter);
+        };
+        for routes in &self.route_ids {
+            for &(id, _) in routes {
+                mark(id);
+            }
+        }
+        for &id in self.state.emitters.keys() {
+            mark(id);
+        }
+        for prop in &self.state.props {
+            prop.scopes.for_each_name(&mut mark);
+            for c in prop.cxs.values() {
+                for e in [&c.stale]
+                    .into_iter()
+                    .chain(c.witness.as_ref())
+                    .chain(&c.context)
+                    .chain(&c.former)
+                {
+                    mark_ev(e, &mut mark);
+                }
+            }
+        }
+        let mut free = vec![false; self.state.names.len()];
+        for &i in &self.state.free_names {
+            free[i as usize] = true;
+        }
+        for (i, alive) in live.iter().enumerate() {
+            if !alive && !free[i] {
+                let name = std::mem::take(&mut self.state.names[i]);
+                self.name_ids.remove(&name);
+                self.state.free_names.push(i as u32);
+            }
+        }
+        // Free slots at the table's end go; the others are reused lowest first.
+        let free = &mut self.state.free_names;
+        free.sort_unstable();
+        while let Some(&last) = free.last()
+            && last as usize + 1 == self.state.names.len()
+        {
+            free.pop();
+            self.state.names.pop();
+        }
+        free.reverse();
+        self.state.names.shrink_to(self.state.names.len() * 2);
+        self.state.names_sweep_at = (2 * self.names_interned()).max(NAMES_SWEEP_MIN) as u64;
     }
 
     /// Counterexamples found since the last call.
@@ -678,7 +826,17 @@ impl Live {
                 flags |= f;
             }
         }
-        let opt = |live: &mut Live, s: Option<&str>| s.map_or(NONE, |s| live.intern(s));
+        // Only what is kept is interned: an unattributed event's holder and route are not, nor
+        // a heartbeat's route (it matters only when declared: a declared route is interned at
+        // start, an undeclared one is [`UNDECLARED`]).
+        let opt = |live: &mut Live, s: Option<&str>| match s {
+            Some(s) if prop.is_some() => live.intern(s),
+            _ => NONE,
+        };
+        let route = match ev.route {
+            Some(r) if ev.kind == Kind::Heartbeat => self.name_id(r).unwrap_or(UNDECLARED),
+            r => opt(self, r),
+        };
         let rec = Ev {
             ts: ev.ts.0,
             epoch: ev.epoch.map_or(0, |e| e.0),
@@ -687,8 +845,8 @@ impl Live {
             seq: ev.seq.map_or(0, |s| s.0),
             position,
             holder: opt(self, ev.holder),
-            route: opt(self, ev.route),
-            emitter: opt(self, ev.emitter),
+            route,
+            emitter: ev.emitter.map_or(NONE, |e| self.intern(e)),
             source,
             kind: ev.kind as u8,
             flags,
@@ -726,6 +884,7 @@ impl Live {
         for p in 0..self.state.props.len() {
             self.advance(p);
         }
+        self.sweep_names();
         outcome
     }
 
@@ -840,15 +999,13 @@ impl Live {
                     o.count += 1;
                 }
                 Some(None) if kind.is_mutation() => {
-                    // By name, as a summary carries it (undeclared routes are few).
+                    // By name, as a summary carries it, the first ones (the others in one
+                    // bucket): the verdict does not depend on it (`undeclared_route` is raised
+                    // per event).
                     let name = &self.state.names[rec.route as usize];
-                    match prop.undeclared.get_mut(name) {
-                        Some(n) => *n += 1,
-                        None => {
-                            prop.undeclared.insert(name.clone(), 1);
-                        }
-                    }
+                    count_undeclared(&mut prop.undeclared, name, 1);
                 }
+                Some(None) => prop.undeclared_heartbeats += 1,
                 _ => {}
             }
         }
@@ -1297,6 +1454,38 @@ fn content_hash(ev: &Event<'_>) -> u64 {
     put(ev.route.unwrap_or("\u{0}").as_bytes());
     put(&ev.ts.0.to_le_bytes());
     h.digest()
+}
+
+/// Counts `n` events on undeclared route `name` in `table`: by name for the first
+/// [`UNDECLARED_ROUTES_KEPT`] names, under [`OTHER_UNDECLARED_ROUTES`] after.
+pub(super) fn count_undeclared(table: &mut BTreeMap<String, u64>, name: &str, n: u64) {
+    if let Some(m) = table.get_mut(name) {
+        *m += n;
+        return;
+    }
+    let named = table.len() - usize::from(table.contains_key(OTHER_UNDECLARED_ROUTES));
+    let key = if named < UNDECLARED_ROUTES_KEPT {
+        name
+    } else {
+        OTHER_UNDECLARED_ROUTES
+    };
+    *table.entry(key.to_string()).or_default() += n;
+}
+
+/// A name longer than [`MAX_NAME_BYTES`] as kept: its first [`MAX_NAME_BYTES`] bytes (to a
+/// character boundary), then `…[N bytes, xxh3-128 HASH]` — always longer than
+/// [`MAX_NAME_BYTES`], so never equal to a name kept whole.
+fn shortened(s: &str) -> String {
+    let mut end = MAX_NAME_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}…[{} bytes, xxh3-128 {:032x}]",
+        &s[..end],
+        s.len(),
+        xxhash_rust::xxh3::xxh3_128(s.as_bytes())
+    )
 }
 
 fn widen(v: u64) -> [u8; 9] {

@@ -87,8 +87,13 @@ pub struct Coverage {
     pub property: String,
     /// Declared routes.
     pub routes: Vec<RouteState>,
-    /// Routes seen on commits/fences that the contract lacks, with counts.
+    /// Routes seen on commits/fences that the contract lacks, with counts: the first 1,000
+    /// names per partition ([`super::UNDECLARED_ROUTES_KEPT`]), the others counted under
+    /// `"(other undeclared routes)"` ([`super::OTHER_UNDECLARED_ROUTES`]).
     pub undeclared_routes: BTreeMap<String, u64>,
+    /// Heartbeats on routes the contract lacks (their names are not kept: a heartbeat's route
+    /// matters only when declared).
+    pub undeclared_heartbeats: u64,
     /// Emitters that fed the property.
     pub emitters: Vec<EmitterCoverage>,
 }
@@ -401,6 +406,7 @@ impl<'a> View<'a> {
             property: pc.name.clone(),
             routes,
             undeclared_routes: self.undeclared(p),
+            undeclared_heartbeats: self.undeclared_heartbeats(p),
             emitters,
         }
     }

@@ -341,6 +341,21 @@ impl Scopes {
         self.cold_grants = self.states.iter().map(|s| s.folded_grants().len()).sum();
     }
 
+    /// Calls `f` with every name id the scopes refer to (holders, routes and emitters of kept
+    /// events and folded grants, and the kept events' top holder).
+    pub(super) fn for_each_name(&self, f: &mut impl FnMut(u32)) {
+        for st in &self.states {
+            for e in st.events().iter().chain(st.folded_grants()) {
+                f(e.holder);
+                f(e.route);
+                f(e.emitter);
+            }
+            if let Some(s) = st.summary() {
+                f(s.top_holder);
+            }
+        }
+    }
+
     /// Counts one more kept event.
     pub(super) fn note_kept(&mut self) {
         self.retained += 1;

@@ -26,8 +26,11 @@ pub(crate) struct Tally {
     pub(super) samples: BTreeMap<Reason, Vec<Kept>>,
     /// Per declared route: observation bounds per window index.
     pub(super) routes: Vec<BTreeMap<i64, super::Obs>>,
-    /// Routes seen on commits/fences that the contract lacks, by name.
+    /// Routes seen on commits/fences that the contract lacks, by name: the first
+    /// [`super::UNDECLARED_ROUTES_KEPT`], the others under [`super::OTHER_UNDECLARED_ROUTES`].
     pub(super) undeclared: BTreeMap<String, u64>,
+    /// Heartbeats on routes the contract lacks (their names are not kept).
+    pub(super) undeclared_heartbeats: u64,
     pub(super) events: u64,
     pub(super) stale_rejections: u64,
     /// Greatest valid event time of this property.

@@ -524,15 +524,15 @@ impl<'a> View<'a> {
         let mut out: BTreeMap<String, u64> = BTreeMap::new();
         for t in self.tallies(p) {
             for (name, n) in &t.undeclared {
-                match out.get_mut(name) {
-                    Some(m) => *m += n,
-                    None => {
-                        out.insert(name.clone(), *n);
-                    }
-                }
+                super::count_undeclared(&mut out, name, *n);
             }
         }
         out
+    }
+
+    /// Heartbeats on undeclared routes of property `p`, added.
+    pub(super) fn undeclared_heartbeats(&self, p: usize) -> u64 {
+        self.tallies(p).map(|t| t.undeclared_heartbeats).sum()
     }
 
     /// Emitters merged by name (sorted by name when there are several partitions).
