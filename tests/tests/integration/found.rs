@@ -137,3 +137,133 @@ fn a_folded_mark_from_a_conflicting_delivery_refutes_nothing_after_the_conflict_
         "final windows from 4 s on: (start, serve, check)"
     );
 }
+
+/// CRC-32 (IEEE) of `data`, for hand-made gzip members.
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = 0xffff_ffffu32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xedb8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// One gzip member holding `data` in a stored (uncompressed) deflate block.
+fn gzip_member(data: &[u8]) -> Vec<u8> {
+    assert!(data.len() < 65_536);
+    let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+    out.push(1); // BFINAL, stored
+    let len = data.len() as u16;
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&(!len).to_le_bytes());
+    out.extend_from_slice(data);
+    out.extend_from_slice(&crc32(data).to_le_bytes());
+    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out
+}
+
+/// A gzip body of two members (RFC 1952: "a series of members"; what `cat a.gz b.gz` or an
+/// appending writer makes) is answered 200 with only the first member's events accepted:
+/// the second member's events are dropped while the answer says every event is durable.
+/// Either every member is read or the body is refused (400, nothing stored).
+#[test]
+#[ignore = "issue: a gzip body of several members: events after the first member are dropped under a 200"]
+fn every_member_of_a_gzip_body_is_ingested_or_the_body_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), CONTRACT, &[]);
+    let t = fencewatch_tests::service::now_ns() - 10 * SEC;
+    let hb = |seq: u64| {
+        format!(
+            r#"{{"kind":"heartbeat","ts":{},"route":"r","emitter":"e","seq":{seq}}}"#,
+            t + seq as i64
+        )
+    };
+    let mut body = gzip_member(format!("{}\n", hb(1)).as_bytes());
+    body.extend(gzip_member(format!("{}\n{}\n", hb(2), hb(3)).as_bytes()));
+    let r = fencewatch_tests::service::request(
+        svc.addr,
+        "POST",
+        "/v1/events",
+        &[
+            ("content-type", "application/x-ndjson"),
+            ("content-encoding", "gzip"),
+        ],
+        &body,
+    )
+    .unwrap();
+    if r.status == 400 {
+        return;
+    }
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["accepted"], 3, "{}", r.text());
+}
+
+/// Commits of one scope inside the horizon cost time in proportion to how many of its events
+/// the horizon holds (each event re-decides the whole scope): 16,000 commits of one scope in
+/// one request take many times longer than 16,000 commits of 16,000 scopes (1.3 s against a
+/// few ms in a release build; 50,000 took 20 s, during which `/metrics` did not answer; a
+/// million of one scope wedged the service for minutes, `/livez` included). A hot scope at a
+/// few thousand commits per second is ordinary traffic.
+#[test]
+#[ignore = "issue: per-scope work is quadratic in the events the horizon holds: a hot scope stalls ingest"]
+fn a_hot_scope_costs_about_what_as_many_scopes_cost() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), CONTRACT, &[]);
+    let t = fencewatch_tests::service::now_ns() - 20 * SEC;
+    let n = 16_000;
+    let body = |scope: &dyn Fn(i64) -> String, t0: i64| {
+        (0..n)
+            .map(|i| {
+                format!(
+                    r#"{{"kind":"commit","ts":{},"scope":"{}","epoch":1,"route":"r"}}"#,
+                    t0 + i * 1000,
+                    scope(i)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+            + "\n"
+    };
+    let spread = body(&|i| format!("s-{i}"), t);
+    let hot = body(&|_| "hot".to_string(), t + n * 1000);
+    let start = std::time::Instant::now();
+    assert_eq!(svc.post_ndjson(&spread).status, 200);
+    let spread_time = start.elapsed();
+    let start = std::time::Instant::now();
+    assert_eq!(svc.post_ndjson(&hot).status, 200);
+    let hot_time = start.elapsed();
+    assert!(
+        hot_time < spread_time * 5 + std::time::Duration::from_millis(200),
+        "one scope: {hot_time:?}, {n} scopes: {spread_time:?}"
+    );
+}
+
+/// A client without a token holds every connection slot with requests whose bodies never
+/// come (each held for `request_timeout`, re-opened when closed): `/livez` is answered 503
+/// like any connection over the limit, so a liveness probe (deploy/kubernetes: every 10 s,
+/// 6 failures) restarts a healthy service. `/livez` (and the probes) should stay answerable.
+#[test]
+#[ignore = "issue: holding max_connections with unfinished request bodies makes /livez answer 503 (liveness probe restarts the service)"]
+fn livez_answers_while_every_connection_slot_holds_an_unfinished_body() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), CONTRACT, &["--max-connections", "16"]);
+    let mut held = Vec::new();
+    for _ in 0..32 {
+        let mut s = std::net::TcpStream::connect(svc.addr).unwrap();
+        let _ = s.write_all(
+            b"POST /v1/events HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-ndjson\r\ncontent-length: 1000\r\n\r\n{",
+        );
+        held.push(s);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let r = fencewatch_tests::service::request(svc.addr, "GET", "/livez", &[], b"").unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    drop(held);
+}
