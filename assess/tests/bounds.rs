@@ -14,7 +14,7 @@ use fencewatch_assess::event::{Epoch, Event, Kind};
 use fencewatch_assess::live::{
     Live, LiveOptions, MAX_NAME_BYTES, OTHER_UNDECLARED_ROUTES, UNDECLARED_ROUTES_KEPT,
 };
-use fencewatch_assess::{EventTime, History, Reason};
+use fencewatch_assess::{Contract, EventTime, History, Reason};
 
 fn live(retention: Option<i64>) -> Live {
     Live::new(
@@ -229,4 +229,154 @@ fn long_names_are_kept_short_and_compared_exactly() {
     );
     let bytes = postcard::to_stdvec(l.state()).unwrap().len();
     assert!(bytes < 10_000, "{bytes}");
+}
+
+fn emitter_event<'a>(emitter: &'a str, seq: u64, ts: i64, scope: &'static str) -> Event<'a> {
+    let mut c = Event::new(Kind::Commit, EventTime(ts));
+    c.scope = Some(scope);
+    c.epoch = Some(Epoch(1));
+    c.route = Some("r1");
+    c.emitter = Some(emitter);
+    c.seq = Some(fencewatch_assess::event::Seq(seq));
+    c
+}
+
+#[test]
+fn emitters_beyond_the_cap_are_set_aside_as_lost_telemetry() {
+    let c = contract_with(false, 5, "10ns", "1000000000ns");
+    let mut l = Live::new(
+        c,
+        LiveOptions {
+            retention: Some(100),
+            max_emitters: 1_000,
+            ..LiveOptions::default()
+        },
+    );
+    let src = l.add_source("http");
+    let n = 200_000u64;
+    let names: Vec<String> = (0..n).map(|i| format!("pod-{i}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let e = emitter_event(name, 0, i as i64 * 10, ["a", "b", "c"][i % 3]);
+        l.push(&e, src, i as u64, i64::MAX / 2);
+        assert!(l.emitters_tracked() <= 1_000);
+    }
+    // A tracked emitter stays tracked: its next seq is applied, no gap.
+    let e = emitter_event(&names[0], 1, n as i64 * 10, "a");
+    l.push(&e, src, n, i64::MAX / 2);
+    // A stale commit of an untracked emitter is set aside: it refutes nothing.
+    let mut stale = emitter_event("intruder", 0, n as i64 * 10 + 20, "a");
+    stale.epoch = Some(Epoch(0));
+    l.push(&stale, src, n + 1, i64::MAX / 2);
+    l.close();
+    let v = l.view();
+    assert_eq!(l.emitters_tracked(), 1_000);
+    assert_eq!(v.untracked_emitter_events(0), n - 1_000 + 1);
+    assert_eq!(v.unknown_counts(0)[&Reason::TelemetryGap], n - 1_000 + 1);
+    assert_eq!(v.counterexample_count(0), 0);
+    assert_eq!(
+        v.property_events(0),
+        n + 2,
+        "counted as events, as check does"
+    );
+    let sample = &v.samples(0)[&Reason::TelemetryGap][0];
+    assert!(
+        sample
+            .detail
+            .contains("not tracked: more than max_emitters (1000) emitters"),
+        "{}",
+        sample.detail
+    );
+    // No window holding an untracked emitter's event says `holds`.
+    for k in (100..(n as i64 * 10 + 100) / 100).step_by(7) {
+        let a = v.assurance(0, k * 100 + 99, 100, 0);
+        assert_ne!(
+            a.verdict,
+            fencewatch_assess::Verdict::Holds,
+            "window {k}: {a:?}"
+        );
+        assert!(a.unknown.contains_key(&Reason::TelemetryGap), "{a:?}");
+    }
+    // The windows of tracked emitters only have no gap (route `r2` is silent throughout).
+    let a = v.assurance(0, 99, 100, 0);
+    assert!(!a.unknown.contains_key(&Reason::TelemetryGap), "{a:?}");
+    // Unattributed events of untracked emitters are counted.
+    let c2 = Contract::parse(
+        "two.toml",
+        "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"100ns\"\n[[property.route]]\nname=\"r1\"\n[[property]]\nname=\"q\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"100ns\"\n[[property.route]]\nname=\"r1\"\n",
+    )
+    .unwrap();
+    let mut l2 = Live::new(
+        c2,
+        LiveOptions {
+            max_emitters: 1,
+            ..LiveOptions::default()
+        },
+    );
+    let src = l2.add_source("http");
+    for (i, name) in ["a", "b", "c"].iter().enumerate() {
+        let mut e = emitter_event(name, 0, i as i64, "s");
+        e.property = Some("nope");
+        l2.push(&e, src, i as u64, i64::MAX / 2);
+    }
+    assert_eq!(l2.emitters_tracked(), 1);
+    assert_eq!(l2.view().untracked_unattributed_events(), 2);
+    assert_eq!(l2.totals().2, 3);
+}
+
+#[test]
+fn the_untracked_count_merges_over_partitions() {
+    let c = contract_with(false, 5, "10ns", "1000000000ns");
+    let opts = LiveOptions {
+        max_emitters: 2,
+        ..LiveOptions::default()
+    };
+    let (mut a, mut b) = (Live::new(c.clone(), opts), Live::new(c.clone(), opts));
+    let (sa, sb) = (a.add_source("t/0"), b.add_source("t/1"));
+    for i in 0..5u64 {
+        let name = format!("e{i}");
+        a.push(&emitter_event(&name, 0, i as i64, "x"), sa, i, i64::MAX / 2);
+        b.push(&emitter_event(&name, 1, i as i64, "y"), sb, i, i64::MAX / 2);
+    }
+    let summary = b.summary();
+    let mut v = fencewatch_assess::live::View::new(&c);
+    v.add_live(&a, true).unwrap();
+    v.add_summary(&summary, true).unwrap();
+    assert_eq!(v.untracked_emitter_events(0), 6);
+    assert_eq!(v.coverage(0).emitters.len(), 2, "e0 and e1, merged by name");
+}
+
+#[test]
+fn an_idle_emitter_costs_little() {
+    // Pod restarts: each emitter sends a few seqs, then is never heard of again.
+    let c = contract_with(false, 5, "10ns", "1000000000ns");
+    let mut l = Live::new(
+        c,
+        LiveOptions {
+            retention: Some(100),
+            ..LiveOptions::default()
+        },
+    );
+    let src = l.add_source("http");
+    let n = 50_000u64;
+    for i in 0..n {
+        let name = format!("pod-{i}");
+        for seq in 0..3 {
+            let mut hb = Event::new(Kind::Heartbeat, EventTime((i * 3 + seq) as i64 * 10));
+            hb.route = Some("r1");
+            hb.emitter = Some(&name);
+            hb.seq = Some(fencewatch_assess::event::Seq(seq));
+            l.push(&hb, src, i * 3 + seq, i64::MAX / 2);
+        }
+    }
+    let mut hb = Event::new(Kind::Heartbeat, EventTime(n as i64 * 30 + 10_000));
+    hb.route = Some("r1");
+    l.push(&hb, src, n * 3, i64::MAX / 2);
+    let per = l.emitters_bytes() as f64 / n as f64;
+    assert!(per <= 160.0, "{per:.1} bytes per idle emitter");
+    assert_eq!(l.view().coverage(0).emitters.len(), n as usize);
+    assert!(
+        !l.view()
+            .unknown_counts(0)
+            .contains_key(&Reason::TelemetryGap)
+    );
 }

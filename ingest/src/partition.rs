@@ -762,6 +762,7 @@ mod tests {
         changed.live = LiveOptions {
             retention: Some(7_000_000_000),
             future_tolerance: 1_000_000_000,
+            ..LiveOptions::default()
         };
         let o = open(dir.path(), contract(), changed).unwrap();
         assert_eq!(o.restored_from, Some(0));

@@ -174,6 +174,7 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), Failed> 
         live: LiveOptions {
             retention: config.retention.map(|d| d.0),
             future_tolerance: config.future_tolerance.0,
+            ..LiveOptions::default()
         },
         max_pending_bytes: config.max_pending_bytes,
     };

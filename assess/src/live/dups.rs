@@ -25,7 +25,7 @@
 //! Of a (scope, incarnation, order, epoch) key, only kept events are compared: a delivery whose
 //! order key belongs to a folded event is judged against the mark like any late event.
 
-use super::{ASIDE, Ev, HAS_EPOCH, HAS_SEQ, Live, NONE, REJECTED, content_hash, runs_contain};
+use super::{ASIDE, Ev, HAS_EPOCH, HAS_SEQ, Live, NONE, REJECTED, content_hash};
 use crate::event::Event;
 use crate::finding::Reason;
 use serde::{Deserialize, Serialize};
@@ -82,6 +82,11 @@ impl SeqWindow {
     /// emitter's counter must not allocate its size).
     const SPAN: u64 = 1 << 22;
 
+    /// Deliveries the window has room for without allocating.
+    pub(super) fn capacity(&self) -> usize {
+        self.slots.capacity()
+    }
+
     fn slot(&self, seq: u64) -> Option<usize> {
         let i = usize::try_from(seq.checked_sub(self.base)?).ok()?;
         (i < self.slots.len() && self.slots[i].ts != i64::MIN).then_some(i)
@@ -120,14 +125,25 @@ impl SeqWindow {
         self.slots[i] = d;
     }
 
-    /// Drops the leading deliveries older than `horizon` (and empty slots before them).
+    /// Drops the leading deliveries older than `horizon` (and empty slots before them). An
+    /// emptied window gives its allocation back (an idle emitter costs its runs only), a mostly
+    /// emptied one shrinks.
     pub(super) fn forget_before(&mut self, horizon: i64) {
+        let before = self.slots.len();
         while let Some(d) = self.slots.front() {
             if d.ts >= horizon {
                 break;
             }
             self.slots.pop_front();
             self.base += 1;
+        }
+        if self.slots.len() == before {
+            return;
+        }
+        if self.slots.is_empty() {
+            self.slots = VecDeque::new();
+        } else if self.slots.capacity() > 64 && self.slots.len() < self.slots.capacity() / 4 {
+            self.slots.shrink_to(self.slots.len() * 2);
         }
     }
 }
@@ -162,6 +178,7 @@ impl Live {
             && !e.props.contains(&(p as u16))
         {
             e.props.push(p as u16);
+            e.props.shrink_to_fit();
         }
         if let Some(d) = e.recent.get(rec.seq) {
             if d.conflicted {
@@ -180,7 +197,7 @@ impl Live {
             self.conflicting_seq(prop, rec, d);
             return Seen::Aside;
         }
-        if runs_contain(&e.runs, rec.seq) {
+        if e.runs.contains(rec.seq) {
             if rec.seq >= e.recent.base {
                 // Seen elsewhere (another partition) or beyond the window: never comparable.
                 self.state.duplicates += 1;
@@ -210,7 +227,7 @@ impl Live {
             },
         );
         e.events += 1;
-        super::add_to_runs(&mut e.runs, rec.seq, rec.ts);
+        e.runs.add(rec.seq, rec.ts);
         Seen::New
     }
 

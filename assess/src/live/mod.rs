@@ -33,8 +33,22 @@
 //! Undeclared routes of commits/fences are counted by name for the first
 //! [`UNDECLARED_ROUTES_KEPT`] (1,000) per property and partition, the rest under
 //! [`OTHER_UNDECLARED_ROUTES`]; `undeclared_route` is still raised per event, so no verdict
-//! depends on the bound. Not bounded yet: the emitter table (one entry per emitter id, with
-//! its runs of seqs, kept forever for exact gap detection), and counterexamples.
+//! depends on the bound.
+//!
+//! **Emitters** are never forgotten (a later gap against a forgotten run would go unseen, a
+//! conflicting re-send would be applied), so the table is bounded instead: at most
+//! [`LiveOptions::max_emitters`] (default 1,000,000) distinct emitters are tracked per
+//! partition. An event with a `seq` of an emitter beyond them (a new id when the table is full)
+//! is *set aside*, not applied — it can neither refute nor help `holds` — and raises
+//! `unknown(telemetry_gap)` for its property in the window of its time, with the sample
+//! "emitter `X` not tracked: more than max_emitters (N) emitters": its seq cannot be tracked,
+//! which is lost telemetry as far as `serve` can tell. It counts as an event of its property
+//! (as in `check`) and in [`View::untracked_emitter_events`]; an unattributed one only in
+//! [`View::untracked_unattributed_events`] (and the unattributed total). Nothing of it is
+//! interned. An emitter tracked once stays tracked. Emitters churn (a source that restarts its
+//! counter uses a new id, every pod restart), so an idle emitter is kept compact: its recent
+//! deliveries fall out with the horizon and give their allocation back, a single run of seqs
+//! is kept inline (no map), its properties in an exactly sized list.
 //!
 //! Wall time enters only as a parameter: the time a batch was received (recorded in the WAL, so
 //! replay decides `future timestamp` the same way) and the time of a query.
@@ -116,6 +130,11 @@ const NAMES_SWEEP_MIN: usize = 1 << 16;
 /// The route id of a heartbeat on a route the contract lacks: not interned.
 const UNDECLARED: u32 = u32::MAX - 3;
 
+/// The default of [`LiveOptions::max_emitters`].
+pub const DEFAULT_MAX_EMITTERS: usize = 1_000_000;
+/// The default of [`LiveOptions::max_counterexamples`].
+pub const DEFAULT_MAX_COUNTEREXAMPLES: usize = 100_000;
+
 /// Options of the live assessor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LiveOptions {
@@ -125,6 +144,12 @@ pub struct LiveOptions {
     /// An event more than this ahead of the batch's receive time is malformed
     /// (`future timestamp`), in ns.
     pub future_tolerance: i64,
+    /// Distinct emitters tracked at most (per partition); an event with a `seq` of an emitter
+    /// beyond them is set aside as lost telemetry (the module doc, "Bounds").
+    pub max_emitters: usize,
+    /// Counterexamples kept in full per property (per partition); beyond, the oldest final
+    /// ones lose their detail but still count (the module doc, "Bounds").
+    pub max_counterexamples: usize,
 }
 
 impl Default for LiveOptions {
@@ -132,6 +157,8 @@ impl Default for LiveOptions {
         LiveOptions {
             retention: None,
             future_tolerance: 300_000_000_000,
+            max_emitters: DEFAULT_MAX_EMITTERS,
+            max_counterexamples: DEFAULT_MAX_COUNTEREXAMPLES,
         }
     }
 }
@@ -267,10 +294,125 @@ struct Run {
     end_ts: i64,
 }
 
+/// An emitter's runs of contiguous seqs, by first seq: one run inline (an emitter that lost
+/// nothing, the common case, costs no allocation), more in a map. Serialized as the map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Runs {
+    One(u64, Run),
+    Many(BTreeMap<u64, Run>),
+}
+
+type RunsIter<'r> = std::iter::Chain<
+    std::option::IntoIter<(&'r u64, &'r Run)>,
+    std::iter::Flatten<std::option::IntoIter<std::collections::btree_map::Iter<'r, u64, Run>>>,
+>;
+
+impl Default for Runs {
+    fn default() -> Runs {
+        Runs::Many(BTreeMap::new())
+    }
+}
+
+impl Runs {
+    /// Runs from a map, one run kept inline.
+    pub(super) fn from_map(m: BTreeMap<u64, Run>) -> Runs {
+        if m.len() == 1 {
+            let (&s, &r) = m.iter().next().expect("one");
+            return Runs::One(s, r);
+        }
+        Runs::Many(m)
+    }
+
+    /// How many runs.
+    pub(super) fn len(&self) -> usize {
+        match self {
+            Runs::One(..) => 1,
+            Runs::Many(m) => m.len(),
+        }
+    }
+
+    /// The runs by first seq.
+    pub(super) fn iter(&self) -> RunsIter<'_> {
+        let (one, many) = match self {
+            Runs::One(s, r) => (Some((s, r)), None),
+            Runs::Many(m) => (None, Some(m.iter())),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+
+    fn contains(&self, seq: u64) -> bool {
+        match self {
+            Runs::One(s, r) => (*s..=r.end).contains(&seq),
+            Runs::Many(m) => runs_contain(m, seq),
+        }
+    }
+
+    /// Adds `seq` (not held yet) seen at `ts`.
+    fn add(&mut self, seq: u64, ts: i64) {
+        if let Runs::One(s, r) = self {
+            if r.end.checked_add(1) == Some(seq) {
+                r.end = seq;
+                r.end_ts = ts;
+                return;
+            }
+            if seq.checked_add(1) == Some(*s) {
+                *s = seq;
+                r.start_ts = ts;
+                return;
+            }
+            *self = Runs::Many(BTreeMap::from([(*s, *r)]));
+        }
+        let Runs::Many(m) = self else {
+            unreachable!("made a map above")
+        };
+        add_to_runs(m, seq, ts);
+        if m.len() == 1 {
+            *self = Runs::from_map(std::mem::take(m));
+        }
+    }
+}
+
+impl<'r> IntoIterator for &'r Runs {
+    type Item = (&'r u64, &'r Run);
+    type IntoIter = RunsIter<'r>;
+    fn into_iter(self) -> RunsIter<'r> {
+        self.iter()
+    }
+}
+
+impl IntoIterator for Runs {
+    type Item = (u64, Run);
+    type IntoIter = std::vec::IntoIter<(u64, Run)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+            .map(|(&s, &r)| (s, r))
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+}
+
+impl Serialize for Runs {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        // With its length first: postcard needs it, and the iterator does not know it.
+        let mut m = ser.serialize_map(Some(self.len()))?;
+        for (k, v) in self.iter() {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Runs {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Runs, D::Error> {
+        BTreeMap::deserialize(de).map(Runs::from_map)
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct Emitter {
     /// Runs by first seq.
-    runs: BTreeMap<u64, Run>,
+    runs: Runs,
     /// Recent deliveries by seq, for duplicate settlement inside the horizon.
     recent: dups::SeqWindow,
     /// Properties it fed.
@@ -327,6 +469,8 @@ pub struct LiveState {
     malformed: u64,
     unattributed: u64,
     duplicates: u64,
+    /// Unattributed events with a `seq` of emitters beyond [`LiveOptions::max_emitters`].
+    untracked_unattributed: u64,
     malformed_samples: VecDeque<Kept>,
     /// The input ended: the end of input is the end of time, every window final.
     closed: bool,
@@ -390,6 +534,7 @@ impl Live {
                     routes: vec![BTreeMap::new(); p.routes.len()],
                     undeclared: BTreeMap::new(),
                     undeclared_heartbeats: 0,
+                    untracked_emitter_events: 0,
                     events: 0,
                     stale_rejections: 0,
                     max_ts: None,
@@ -416,6 +561,7 @@ impl Live {
             malformed: 0,
             unattributed: 0,
             duplicates: 0,
+            untracked_unattributed: 0,
             malformed_samples: VecDeque::new(),
             closed: false,
         };
@@ -833,6 +979,19 @@ impl Live {
             Some(s) if prop.is_some() => live.intern(s),
             _ => NONE,
         };
+        // An event with a `seq` of an emitter beyond `max_emitters`: set aside (module doc).
+        let untracked = match (ev.emitter, ev.seq) {
+            (Some(name), Some(_)) => {
+                self.state.emitters.len() >= self.state.options.max_emitters
+                    && !self
+                        .name_id(name)
+                        .is_some_and(|id| self.state.emitters.contains_key(&id))
+            }
+            _ => false,
+        };
+        if untracked {
+            return self.push_untracked(prop, ev, source, position);
+        }
         let route = match ev.route {
             Some(r) if ev.kind == Kind::Heartbeat => self.name_id(r).unwrap_or(UNDECLARED),
             r => opt(self, r),
@@ -886,6 +1045,86 @@ impl Live {
         }
         self.sweep_names();
         outcome
+    }
+
+    /// Sets aside a valid event with a `seq` of an emitter beyond [`LiveOptions::max_emitters`]:
+    /// not applied, counted, and `unknown(telemetry_gap)` for its property in the window of its
+    /// time (its seq cannot be tracked: lost telemetry as far as this partition can tell).
+    /// Nothing of it is interned.
+    fn push_untracked(
+        &mut self,
+        prop: Option<usize>,
+        ev: &Event<'_>,
+        source: u32,
+        position: u64,
+    ) -> Pushed {
+        let outcome = match prop {
+            None => {
+                self.state.unattributed += 1;
+                self.state.untracked_unattributed += 1;
+                Pushed::Unattributed
+            }
+            Some(p) => {
+                let rec = Ev {
+                    ts: ev.ts.0,
+                    epoch: 0,
+                    order: 0,
+                    inc: ev.incarnation.0,
+                    seq: ev.seq.map_or(0, |s| s.0),
+                    position,
+                    holder: NONE,
+                    route: NONE,
+                    emitter: NONE,
+                    source,
+                    kind: ev.kind as u8,
+                    flags: HAS_SEQ,
+                };
+                self.count_aside(p, &rec);
+                self.state.props[p].tally.untracked_emitter_events += 1;
+                let name = ev.emitter.unwrap_or_default();
+                let max = self.state.options.max_emitters;
+                self.raise(p, &rec, Reason::TelemetryGap, |_| {
+                    let name = if name.len() > MAX_NAME_BYTES {
+                        shortened(name)
+                    } else {
+                        name.to_string()
+                    };
+                    format!(
+                        "emitter `{name}` not tracked: more than max_emitters ({max}) emitters; its events are set aside"
+                    )
+                });
+                Pushed::Assessed
+            }
+        };
+        for p in 0..self.state.props.len() {
+            self.advance(p);
+        }
+        self.sweep_names();
+        outcome
+    }
+
+    /// Emitters tracked by this partition (at most [`LiveOptions::max_emitters`]).
+    pub fn emitters_tracked(&self) -> usize {
+        self.state.emitters.len()
+    }
+
+    /// Approximate resident bytes of the emitter table (entries, runs, recent deliveries,
+    /// properties; names not included).
+    pub fn emitters_bytes(&self) -> usize {
+        let entry = std::mem::size_of::<(u32, Emitter)>() + 1;
+        let heap = |e: &Emitter| {
+            let runs = match &e.runs {
+                Runs::One(..) => 0,
+                // A B-tree node holds up to 11 runs.
+                Runs::Many(m) => {
+                    m.len().div_ceil(11) * (11 * std::mem::size_of::<(u64, Run)>() + 16)
+                }
+            };
+            runs + e.recent.capacity() * std::mem::size_of::<dups::Delivery>()
+                + e.props.capacity() * 2
+        };
+        self.state.emitters.capacity() * entry
+            + self.state.emitters.values().map(heap).sum::<usize>()
     }
 
     /// Counts `reason` for `rec`; the sample's detail is worded only while samples are kept.

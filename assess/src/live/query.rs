@@ -384,8 +384,8 @@ impl<'a> View<'a> {
             .iter()
             .filter(|e| e.props.contains(&(p as u16)))
             .map(|e| {
-                let first = e.runs.keys().next().copied().unwrap_or(0);
-                let last = e.runs.values().map(|r| r.end).max().unwrap_or(0);
+                let first = e.runs.iter().next().map_or(0, |(&s, _)| s);
+                let last = e.runs.iter().map(|(_, r)| r.end).max().unwrap_or(0);
                 let present: u64 = e
                     .runs
                     .iter()

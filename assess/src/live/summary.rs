@@ -7,7 +7,7 @@
 //! per-property part is the same [`Tally`] a [`Live`] keeps, so exporting is a copy, and
 //! counterexamples travel rendered, so the receiver needs no name table.
 
-use super::{Kept, Live, Run};
+use super::{Kept, Live, Runs};
 use crate::event::{Kind, Outcome};
 use crate::finding::{Counterexample, CounterexampleKind, EventView, Reason, Withdrawal};
 use crate::time::EventTime;
@@ -31,6 +31,8 @@ pub(crate) struct Tally {
     pub(super) undeclared: BTreeMap<String, u64>,
     /// Heartbeats on routes the contract lacks (their names are not kept).
     pub(super) undeclared_heartbeats: u64,
+    /// Events set aside because their emitter is beyond [`super::LiveOptions::max_emitters`].
+    pub(super) untracked_emitter_events: u64,
     pub(super) events: u64,
     pub(super) stale_rejections: u64,
     /// Greatest valid event time of this property.
@@ -57,6 +59,8 @@ pub struct Summary {
     pub(super) malformed: u64,
     pub(super) unattributed: u64,
     pub(super) duplicates: u64,
+    /// Unattributed events of emitters beyond [`super::LiveOptions::max_emitters`].
+    pub(super) untracked_unattributed: u64,
     /// The most recent malformed events of the partition.
     pub(super) malformed_samples: VecDeque<Kept>,
 }
@@ -73,8 +77,8 @@ pub(super) struct PropSummary {
 /// One emitter as a partition saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct EmitterSummary {
-    /// Runs of contiguous seqs by first seq.
-    pub(super) runs: BTreeMap<u64, Run>,
+    /// Runs of contiguous seqs by first seq (serialized as a map).
+    pub(super) runs: Runs,
     /// Indices of the properties it fed.
     pub(super) props: Vec<u16>,
     /// Distinct seqs seen.
@@ -138,6 +142,7 @@ impl Live {
             malformed: s.malformed,
             unattributed: s.unattributed,
             duplicates: s.duplicates,
+            untracked_unattributed: s.untracked_unattributed,
             malformed_samples: s.malformed_samples.clone(),
         }
     }

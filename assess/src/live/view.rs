@@ -24,7 +24,7 @@
 
 use super::summary::{Summary, Tally};
 use super::{
-    Cx, Kept, Live, MALFORMED_SAMPLES, Obs, Run, SAMPLES_PER_REASON, fingerprint,
+    Cx, Kept, Live, MALFORMED_SAMPLES, Obs, Run, Runs, SAMPLES_PER_REASON, fingerprint,
     partition_watermark,
 };
 use crate::contract::Contract;
@@ -78,7 +78,7 @@ pub struct ContractMismatch {
 /// compact when one emitter's events are spread over partitions (producers key by scope, not
 /// by emitter): each partition alone sees every other seq, one run per event.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SeqRuns(pub(super) Vec<(String, BTreeMap<u64, Run>)>);
+pub struct SeqRuns(pub(super) Vec<(String, Runs)>);
 
 impl SeqRuns {
     /// Runs over all emitters.
@@ -97,7 +97,7 @@ impl SeqRuns {
 pub(super) struct EmitterRef<'a> {
     pub(super) name: &'a str,
     /// Runs of contiguous seqs by first seq.
-    pub(super) runs: Cow<'a, BTreeMap<u64, Run>>,
+    pub(super) runs: Cow<'a, Runs>,
     /// Indices of the properties it fed.
     pub(super) props: Cow<'a, [u16]>,
     pub(super) events: u64,
@@ -530,6 +530,25 @@ impl<'a> View<'a> {
         out
     }
 
+    /// Events of property `p` set aside because their emitter was beyond
+    /// [`super::LiveOptions::max_emitters`] when they arrived (each raised
+    /// `unknown(telemetry_gap)`), over all partitions.
+    pub fn untracked_emitter_events(&self, p: usize) -> u64 {
+        self.tallies(p).map(|t| t.untracked_emitter_events).sum()
+    }
+
+    /// Unattributed events of emitters beyond [`super::LiveOptions::max_emitters`] (counted,
+    /// nothing more), over all partitions.
+    pub fn untracked_unattributed_events(&self) -> u64 {
+        self.parts
+            .iter()
+            .map(|x| match x.src {
+                Src::Live(l) => l.state.untracked_unattributed,
+                Src::Summary(s) => s.untracked_unattributed,
+            })
+            .sum()
+    }
+
     /// Heartbeats on undeclared routes of property `p`, added.
     pub(super) fn undeclared_heartbeats(&self, p: usize) -> u64 {
         self.tallies(p).map(|t| t.undeclared_heartbeats).sum()
@@ -636,10 +655,12 @@ impl<'a> View<'a> {
 
 /// The union of runs of contiguous seqs: overlapping or adjacent runs join, the joined run
 /// keeping the times of the events at its two ends.
-pub(super) fn merge_runs<'r>(
-    maps: impl Iterator<Item = &'r BTreeMap<u64, Run>>,
-) -> BTreeMap<u64, Run> {
-    let mut all: Vec<(u64, Run)> = maps.flat_map(|m| m.iter().map(|(&s, &r)| (s, r))).collect();
+pub(super) fn merge_runs<'r, M: IntoIterator<Item = (&'r u64, &'r Run)>>(
+    maps: impl Iterator<Item = M>,
+) -> Runs {
+    let mut all: Vec<(u64, Run)> = maps
+        .flat_map(|m| m.into_iter().map(|(&s, &r)| (s, r)))
+        .collect();
     all.sort_by_key(|&(s, r)| (s, std::cmp::Reverse(r.end)));
     let mut out = BTreeMap::new();
     let mut cur: Option<(u64, Run)> = None;
@@ -661,7 +682,7 @@ pub(super) fn merge_runs<'r>(
     if let Some((cs, c)) = cur {
         out.insert(cs, c);
     }
-    out
+    Runs::from_map(out)
 }
 
 #[cfg(test)]
