@@ -380,3 +380,123 @@ fn an_idle_emitter_costs_little() {
             .contains_key(&Reason::TelemetryGap)
     );
 }
+
+fn commit(scope: &'static str, epoch: u64, ts: i64) -> Event<'static> {
+    let mut c = Event::new(Kind::Commit, EventTime(ts));
+    c.scope = Some(scope);
+    c.epoch = Some(Epoch(epoch));
+    c.route = Some("r1");
+    c
+}
+
+#[test]
+fn counterexamples_beyond_the_cap_keep_refuting_without_their_detail() {
+    let c = contract_with(false, 5, "10ns", "1000000000ns");
+    let mut l = Live::new(
+        c.clone(),
+        LiveOptions {
+            retention: Some(100),
+            max_counterexamples: 100,
+            ..LiveOptions::default()
+        },
+    );
+    let mut h = History::new(c);
+    let (src, hs) = (l.add_source("wal"), h.add_source("wal"));
+    let n = 10_000u64;
+    // Epoch 2 first, then a stream of stale commits of epoch 1, ten per window.
+    let mut events = vec![commit("s", 2, 0)];
+    events.extend((0..n).map(|i| commit("s", 1, 1_000 + i as i64 * 10)));
+    let mut kept_peak = 0;
+    let mut reported = 0;
+    for (i, e) in events.iter().enumerate() {
+        l.push(e, src, i as u64, i64::MAX / 2);
+        h.push(e, hs, i as u64);
+        reported += l.take_new_counterexamples().len();
+        kept_peak = kept_peak.max(
+            l.view()
+                .counterexamples(None, None, None, None, None, 100_000)
+                .counterexamples
+                .len(),
+        );
+    }
+    l.close();
+    reported += l.take_new_counterexamples().len();
+    let r = h.finish();
+    let v = l.view();
+    let page = v.counterexamples(None, None, None, None, None, 100_000);
+    assert_eq!(page.counterexamples.len(), 100, "kept in full");
+    assert!(
+        kept_peak <= 100 + 20,
+        "{kept_peak} kept at most (a few provisional)"
+    );
+    assert_eq!(r.properties[0].counterexamples.len(), n as usize);
+    assert_eq!(v.counterexample_count(0), n as usize, "still counted");
+    assert_eq!(v.counterexamples_dropped(0), n - 100);
+    assert_eq!(reported, n as usize, "metrics see every one, once");
+    // The newest are kept.
+    assert_eq!(page.counterexamples[0].at, 1_000 + (n as i64 - 100) * 10);
+    assert_eq!(v.unknown_counts(0), r.properties[0].unknown);
+    // Every window of a stale commit is still refuted, its count right.
+    for k in 10..(1_000 + n as i64 * 10) / 100 {
+        let a = v.assurance(0, k * 100 + 99, 100, 0);
+        assert_eq!(a.verdict, fencewatch_assess::Verdict::Refuted, "window {k}");
+        assert_eq!(a.counterexample_count, 10, "window {k}");
+    }
+    // Over any range: a dropped one is placed by its time (its window's earliest and latest
+    // are known exactly).
+    let a = v.assurance(0, 1_009, 10, 0);
+    assert_eq!(a.verdict, fencewatch_assess::Verdict::Refuted, "{a:?}");
+    assert_eq!(a.counterexample_count, 1);
+    // Between two dropped ones of one window, nothing is known to be there, nor known not to
+    // be: unknown, never holds.
+    let a = v.assurance(0, 1_005, 4, 0);
+    assert_eq!(a.verdict, fencewatch_assess::Verdict::Unknown, "{a:?}");
+    assert!(a.unknown.contains_key(&Reason::LateEvidence), "{a:?}");
+    // The summary and a merged view say the same.
+    let s = l.summary();
+    let mut m = fencewatch_assess::live::View::new(l.contract());
+    m.add_summary(&s, false).unwrap();
+    assert_eq!(m.counterexamples_dropped(0), n - 100);
+    assert_eq!(m.counterexample_count(0), n as usize);
+    let state = postcard::to_stdvec(l.state()).unwrap().len();
+    assert!(state < 400_000, "checkpoint of {state} bytes");
+}
+
+#[test]
+fn a_dropped_counterexample_found_again_counts_once() {
+    // Late stale commits are final when found and stay kept until the next fold: each one's
+    // decision finds the earlier ones again, whose detail the cap of 1 dropped.
+    let c = contract_with(false, 5, "10ns", "1000000000ns");
+    let mut l = Live::new(
+        c.clone(),
+        LiveOptions {
+            retention: Some(100),
+            max_counterexamples: 1,
+            ..LiveOptions::default()
+        },
+    );
+    let mut h = History::new(c);
+    let (src, hs) = (l.add_source("wal"), h.add_source("wal"));
+    let mut events = vec![commit("s", 2, 0), commit("t", 1, 5_000)];
+    events.extend((0..5).map(|i| commit("s", 1, 200 + i * 10)));
+    let mut reported = 0;
+    for (i, e) in events.iter().enumerate() {
+        l.push(e, src, i as u64, i64::MAX / 2);
+        h.push(e, hs, i as u64);
+        reported += l.take_new_counterexamples().len();
+    }
+    l.close();
+    reported += l.take_new_counterexamples().len();
+    let r = h.finish();
+    let v = l.view();
+    assert_eq!(r.properties[0].counterexamples.len(), 5);
+    assert_eq!(reported, 5, "each reported once");
+    assert_eq!(v.counterexample_count(0), 5);
+    assert_eq!(v.counterexamples_dropped(0), 4);
+    assert_eq!(
+        v.assurance(0, 299, 100, 0).counterexample_count,
+        5,
+        "window 2 holds all five"
+    );
+    assert_eq!(v.unknown_counts(0), r.properties[0].unknown);
+}

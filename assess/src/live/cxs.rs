@@ -29,14 +29,52 @@
 //! once final. A former representative older than the horizon is dropped from the list: it is
 //! folded, and so is the witness it had (earlier in its group), so that refutation is final.
 //! Final counterexamples keep no former ones.
+//!
+//! **Bounded** ([`super::LiveOptions::max_counterexamples`], the module doc of `live`): beyond
+//! the bound, the oldest final counterexamples lose their detail. The window series counts
+//! each counterexample once per window, so finding a dropped one again must change nothing. A
+//! decision finds a counterexample only with its stale event kept, and once the horizon folded
+//! it the id can never be found again; so a dropped final one is remembered, as (stale event
+//! time, 8-byte hash of its id) and its epoch reuse group's hash, only until the next fold
+//! passes its stale event: in practice only late and closed-input ones (a counterexample made
+//! final by the horizon has its stale event folded already), bounded by the events kept. Found
+//! again by id, it is ignored (its window counted, it was reported). An epoch reuse's new
+//! representative whose final old one was dropped takes it over as it would a kept one (final,
+//! not reported again, its window shared when the same). Once the old one's stale event is
+//! folded, a new representative is taken as a new counterexample (reported, provisional until
+//! its own events fold): its window is refuted by it either way, only
+//! `fencewatch_counterexamples_total` counts the group twice. A 64-bit hash collision between
+//! two ids with the same stale event time would make the second one ignored; its window is
+//! refuted by the first. A dropped withdrawn one is not remembered: found again it is new,
+//! as a withdrawn one found again is.
 
-use super::{Cx, Ev, Kind, Live, NewCounterexample};
+use super::{Cx, Ev, Kind, Live, NewCounterexample, Obs};
 use crate::finding::{CounterexampleKind, Withdrawal};
 
 /// A counterexample's key: (stale event time, id).
 pub(super) type Key = (i64, String);
 
+/// A counterexample id's hash, as a dropped one is remembered.
+fn id_hash(id: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(id.as_bytes())
+}
+
 impl Cx {
+    /// The hash of an epoch reuse's group (scope, incarnation, epoch, commits or grants), never
+    /// 0; 0 for other kinds.
+    fn group_hash(&self) -> u64 {
+        if self.kind != CounterexampleKind::EpochReuse {
+            return 0;
+        }
+        let mut h = xxhash_rust::xxh3::Xxh3Default::new();
+        h.update(&(self.scope.len() as u64).to_le_bytes());
+        h.update(self.scope.as_bytes());
+        h.update(&self.stale.inc.to_le_bytes());
+        h.update(&self.stale.epoch.to_le_bytes());
+        h.update(&[u8::from(self.stale.kind() == Kind::Grant)]);
+        h.digest().max(1)
+    }
+
     /// The time past which the horizon makes it final: the later of its stale and its
     /// superseding event (the folded mark is folded already).
     pub(super) fn due(&self) -> i64 {
@@ -81,11 +119,17 @@ impl Live {
             self.state.props[p].cxs.insert(key, cx);
             return;
         }
+        if prop.dropped.contains_key(&(key.0, id_hash(&cx.id))) {
+            // Found again, a final one whose detail was dropped: its window is refuted by it
+            // and it was reported when found; nothing changes.
+            return;
+        }
         cx.is_final = closed || cx.due() < horizon;
         let mut report = true;
         // The windows this counterexample refutes, each by one count in the series: the stale
         // event's, and an epoch reuse's former representatives'.
         let mut owned = Vec::new();
+        let mut old_window = None;
         if cx.kind == CounterexampleKind::EpochReuse {
             // One per (scope, incarnation, epoch, commits or grants), represented by the group's
             // latest event, which later evidence can change: the new representative replaces
@@ -94,6 +138,7 @@ impl Live {
             // former representative, so that a withdrawal, or the former representative turning
             // out to be a conflicting delivery, takes that window back too.
             let grant = cx.stale.kind() == Kind::Grant;
+            let group = cx.group_hash();
             let old = prop.cxs.iter().find(|(_, o)| {
                 o.kind == CounterexampleKind::EpochReuse
                     && o.scope == cx.scope
@@ -112,6 +157,30 @@ impl Live {
                     owned = old.former;
                     owned.push(old.stale);
                 }
+            } else if let Some(dk) = prop
+                .dropped
+                .iter()
+                .find(|(_, g)| **g == group)
+                .map(|(k, _)| *k)
+            {
+                // The old representative was final and its detail dropped: as above, the new
+                // one takes over a final counterexample (not reported again), its window
+                // shared when it is the same.
+                prop.dropped.remove(&dk);
+                let t = &mut prop.tally;
+                t.cxs_dropped = t.cxs_dropped.saturating_sub(1);
+                let k = t.series.index(dk.0);
+                if let Some(o) = t.dropped_at.get_mut(&k) {
+                    o.count -= 1;
+                    if o.count == 0 {
+                        t.dropped_at.remove(&k);
+                    }
+                }
+                cx.is_final = true;
+                report = false;
+                if dk.0 >= horizon {
+                    old_window = Some(k);
+                }
             }
         }
         // A former representative older than the horizon is folded, and so is the witness it
@@ -124,6 +193,7 @@ impl Live {
             Some(i) => {
                 owned.swap_remove(i);
             }
+            None if old_window == Some(k) => {}
             None => series.add_counterexample(cx.stale.ts),
         }
         if cx.is_final {
@@ -137,6 +207,43 @@ impl Live {
             self.new_cxs.push(note);
         }
         self.state.props[p].cxs.insert(key, cx);
+        self.bound_cxs(p);
+    }
+
+    /// Keeps at most [`super::LiveOptions::max_counterexamples`] counterexamples of property
+    /// `p` in full: beyond, the oldest final ones lose their detail (they still stand and
+    /// count), then the oldest withdrawn ones; a provisional one never does (its withdrawal
+    /// needs its windows), so the bound can be exceeded while the excess is provisional.
+    pub(super) fn bound_cxs(&mut self, p: usize) {
+        let max = self.state.options.max_counterexamples;
+        let prop = &mut self.state.props[p];
+        while prop.cxs.len() > max {
+            let pick = prop
+                .cxs
+                .iter()
+                .find(|(_, c)| c.is_final)
+                .or_else(|| prop.cxs.iter().find(|(_, c)| c.withdrawn.is_some()))
+                .map(|(k, _)| k.clone());
+            let Some(key) = pick else { break };
+            let c = prop.cxs.remove(&key).expect("found");
+            let t = &mut prop.tally;
+            if c.withdrawn.is_some() {
+                prop.withdrawn -= 1;
+                t.withdrawn_dropped += 1;
+                continue;
+            }
+            t.cxs_dropped += 1;
+            let k = t.series.index(key.0);
+            let o = t.dropped_at.entry(k).or_insert(Obs {
+                min: key.0,
+                max: key.0,
+                count: 0,
+            });
+            o.min = o.min.min(key.0);
+            o.max = o.max.max(key.0);
+            o.count += 1;
+            prop.dropped.insert((key.0, id_hash(&c.id)), c.group_hash());
+        }
     }
 
     /// Makes final the provisional counterexamples of property `p` whose events the horizon
@@ -154,6 +261,7 @@ impl Live {
                 c.former = Vec::new();
             }
         }
+        self.bound_cxs(p);
     }
 
     /// Withdraws the provisional counterexamples of `scope` (property `p`) whose stale or

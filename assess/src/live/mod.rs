@@ -50,6 +50,19 @@
 //! deliveries fall out with the horizon and give their allocation back, a single run of seqs
 //! is kept inline (no map), its properties in an exactly sized list.
 //!
+//! **Counterexamples** are kept in full (events, context) up to
+//! [`LiveOptions::max_counterexamples`] (default 100,000) per property and partition. Beyond,
+//! the oldest *final* ones lose their detail first, then the oldest withdrawn ones; a
+//! provisional one never does (it may still be withdrawn, which needs its windows), so the
+//! bound is exceeded only by provisional ones, until they are final. A counterexample whose
+//! detail is dropped still stands: its window stays refuted, it was reported by
+//! [`Live::take_new_counterexamples`] when found, [`View::counterexample_count`] counts it and
+//! [`View::counterexamples_dropped`] says how many are not listed. Per window, the earliest and
+//! latest stale event times and the count of dropped ones are kept, so an assurance over any
+//! range is `refuted` when one certainly lies in it, and `unknown(late_evidence)` when the
+//! range lies strictly between two of one window's dropped ones (present or not, it cannot be
+//! told), never `holds`. Finding a dropped one again changes nothing (the `cxs` module).
+//!
 //! Wall time enters only as a parameter: the time a batch was received (recorded in the WAL, so
 //! replay decides `future timestamp` the same way) and the time of a query.
 //!
@@ -284,6 +297,11 @@ struct Prop {
     provisional: std::collections::BTreeSet<(i64, cxs::Key)>,
     /// How many of `cxs` are withdrawn.
     withdrawn: usize,
+    /// Final counterexamples whose detail was dropped ([`LiveOptions::max_counterexamples`])
+    /// while their stale event may still be kept, so that finding one again changes nothing:
+    /// (stale event time, xxh3-64 of the id) -> the epoch reuse group's hash (0 for other
+    /// kinds). Pruned when the horizon folds their stale events (the `cxs` module).
+    dropped: BTreeMap<(i64, u64), u64>,
 }
 
 /// A run of contiguous `seq`s of one emitter, with the times of the events at its ends.
@@ -535,6 +553,9 @@ impl Live {
                     undeclared: BTreeMap::new(),
                     undeclared_heartbeats: 0,
                     untracked_emitter_events: 0,
+                    cxs_dropped: 0,
+                    withdrawn_dropped: 0,
+                    dropped_at: BTreeMap::new(),
                     events: 0,
                     stale_rejections: 0,
                     max_ts: None,
@@ -544,6 +565,7 @@ impl Live {
                 pending: Default::default(),
                 provisional: Default::default(),
                 withdrawn: 0,
+                dropped: BTreeMap::new(),
             })
             .collect();
         let state = LiveState {
@@ -1505,6 +1527,9 @@ impl Live {
         prop.horizon = horizon;
         let skew = prop_c.clock_skew.0;
         prop.scopes.fold(horizon, skew);
+        // No kept event is older than the horizon now: a dropped counterexample's stale event
+        // older than it can no longer be found again.
+        prop.dropped = prop.dropped.split_off(&(horizon, 0));
         self.finalize_cxs(p);
         // Per-emitter content hashes fall out with the horizon too.
         let min_horizon = self

@@ -172,6 +172,8 @@ impl<'a> View<'a> {
             usize::MAX,
         );
         in_window.retain(|(_, c)| !c.withdrawn());
+        // Final counterexamples whose detail was dropped still refute (by their times).
+        let (dropped, maybe_dropped) = self.dropped_between(p, lo, at);
         let series = self.series(p);
         let has_events = series.range().is_some();
         let stale_evidence =
@@ -221,7 +223,11 @@ impl<'a> View<'a> {
         if stale_evidence {
             *unknown.entry(Reason::StaleEvidence).or_default() += 1;
         }
-        let verdict = if !in_window.is_empty() {
+        if maybe_dropped && in_window.is_empty() && dropped == 0 {
+            // A counterexample whose detail is no longer kept may lie in the range.
+            *unknown.entry(Reason::LateEvidence).or_default() += 1;
+        }
+        let verdict = if !in_window.is_empty() || dropped > 0 {
             Verdict::Refuted
         } else if settled_empty || !unknown.is_empty() {
             Verdict::Unknown
@@ -243,7 +249,7 @@ impl<'a> View<'a> {
                 .take(ASSURANCE_CX_LIST)
                 .map(|(_, c)| c.id().to_string())
                 .collect(),
-            counterexample_count: in_window.len() as u64,
+            counterexample_count: in_window.len() as u64 + dropped,
             unknown,
             silent_routes,
             settled_empty,

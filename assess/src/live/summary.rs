@@ -33,6 +33,14 @@ pub(crate) struct Tally {
     pub(super) undeclared_heartbeats: u64,
     /// Events set aside because their emitter is beyond [`super::LiveOptions::max_emitters`].
     pub(super) untracked_emitter_events: u64,
+    /// Final counterexamples found whose detail is no longer kept
+    /// ([`super::LiveOptions::max_counterexamples`]): they stand and count.
+    pub(super) cxs_dropped: u64,
+    /// Withdrawn counterexamples whose detail is no longer kept.
+    pub(super) withdrawn_dropped: u64,
+    /// Per window index, the stale event times (min, max) and count of the final
+    /// counterexamples whose detail was dropped: enough for an assurance over any range.
+    pub(super) dropped_at: BTreeMap<i64, super::Obs>,
     pub(super) events: u64,
     pub(super) stale_rejections: u64,
     /// Greatest valid event time of this property.

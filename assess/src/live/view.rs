@@ -420,14 +420,53 @@ impl<'a> View<'a> {
     /// Counterexamples of property `p` that stand (one per id): final or provisional, not
     /// withdrawn.
     pub fn counterexample_count(&self, p: usize) -> usize {
-        match self.parts.as_slice() {
+        let kept = match self.parts.as_slice() {
             [one] => one.src.cx_count(p) - one.src.withdrawn_count(p),
             _ => self
                 .cxs(p, Bound::Unbounded, |_| false, |_, _| true, usize::MAX)
                 .iter()
                 .filter(|(_, c)| !c.withdrawn())
                 .count(),
+        };
+        kept + self.counterexamples_dropped(p) as usize
+    }
+
+    /// Final counterexamples of property `p` found but whose detail is no longer kept
+    /// ([`super::LiveOptions::max_counterexamples`]), over all partitions: they stand, are
+    /// counted by [`View::counterexample_count`] and refute their windows, but are not listed
+    /// ("N more counterexamples were found but their detail is no longer kept").
+    pub fn counterexamples_dropped(&self, p: usize) -> u64 {
+        self.tallies(p).map(|t| t.cxs_dropped).sum()
+    }
+
+    /// Withdrawn counterexamples of property `p` whose detail is no longer kept (counted by
+    /// [`View::withdrawn_count`]).
+    pub fn withdrawn_dropped(&self, p: usize) -> u64 {
+        self.tallies(p).map(|t| t.withdrawn_dropped).sum()
+    }
+
+    /// Dropped final counterexamples of property `p` with their stale event in `(lo, hi]`:
+    /// how many are certainly there, and whether some may be (a window holding dropped ones
+    /// both before `lo` and after `hi`, none known inside).
+    pub(super) fn dropped_between(&self, p: usize, lo: i64, hi: i64) -> (u64, bool) {
+        if hi <= lo {
+            return (0, false);
         }
+        let at = self.merged(|s| &s.tally(p).dropped_at, merge_obs, BTreeMap::new);
+        let w = self.contract.properties[p].window.0;
+        let (k0, k1) = (lo.saturating_add(1).div_euclid(w), hi.div_euclid(w));
+        let inside = |t: i64| t > lo && t <= hi;
+        let (mut n, mut maybe) = (0, false);
+        for o in at.range(k0..=k1).map(|(_, o)| o) {
+            if inside(o.min) && inside(o.max) {
+                n += o.count;
+            } else if inside(o.min) || inside(o.max) {
+                n += 1;
+            } else if o.min <= lo && o.max > hi {
+                maybe = true;
+            }
+        }
+        (n, maybe)
     }
 
     /// Provisional counterexamples of property `p` (one per id): not yet final, not withdrawn
@@ -445,14 +484,15 @@ impl<'a> View<'a> {
 
     /// Withdrawn counterexamples of property `p` (one per id), still listed.
     pub fn withdrawn_count(&self, p: usize) -> usize {
-        match self.parts.as_slice() {
+        let kept = match self.parts.as_slice() {
             [one] => one.src.withdrawn_count(p),
             _ => self
                 .cxs(p, Bound::Unbounded, |_| false, |_, _| true, usize::MAX)
                 .iter()
                 .filter(|(_, c)| c.withdrawn())
                 .count(),
-        }
+        };
+        kept + self.withdrawn_dropped(p) as usize
     }
 
     /// Every partition's tally of property `p`.
@@ -491,21 +531,7 @@ impl<'a> View<'a> {
 
     /// Observation bounds per window of declared route `i` of property `p`, merged.
     pub(super) fn route_obs(&self, p: usize, i: usize) -> Cow<'a, BTreeMap<i64, Obs>> {
-        self.merged(
-            |s| &s.tally(p).routes[i],
-            |a, b| {
-                for (k, o) in b {
-                    a.entry(*k)
-                        .and_modify(|m| {
-                            m.min = m.min.min(o.min);
-                            m.max = m.max.max(o.max);
-                            m.count += o.count;
-                        })
-                        .or_insert(*o);
-                }
-            },
-            BTreeMap::new,
-        )
+        self.merged(|s| &s.tally(p).routes[i], merge_obs, BTreeMap::new)
     }
 
     /// Reason counts of property `p` (those placed by events), added.
@@ -650,6 +676,19 @@ impl<'a> View<'a> {
             }
             best.map(|c| c.render())
         })
+    }
+}
+
+/// Bounds per window merged: min of mins, max of maxes, counts added.
+fn merge_obs(a: &mut BTreeMap<i64, Obs>, b: &BTreeMap<i64, Obs>) {
+    for (k, o) in b {
+        a.entry(*k)
+            .and_modify(|m| {
+                m.min = m.min.min(o.min);
+                m.max = m.max.max(o.max);
+                m.count += o.count;
+            })
+            .or_insert(*o);
     }
 }
 
