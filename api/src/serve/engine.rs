@@ -47,6 +47,8 @@ pub struct EngineOptions {
     pub live: LiveOptions,
     /// Bytes of ingest bodies in flight at most (`max_pending_bytes`).
     pub max_pending_bytes: u64,
+    /// The largest body, after decompression (`max_body_bytes`).
+    pub max_body_bytes: u64,
 }
 
 /// The answer to one submitted batch.
@@ -107,6 +109,8 @@ pub struct Engine {
     budget: Budget,
     /// Longer lines are malformed.
     max_line_bytes: usize,
+    /// The largest body, after decompression.
+    max_body_bytes: u64,
 }
 
 impl std::fmt::Debug for Job {
@@ -162,6 +166,7 @@ impl Engine {
             kafka: std::sync::OnceLock::new(),
             budget: Budget::new(opts.max_pending_bytes),
             max_line_bytes: opts.max_line_bytes,
+            max_body_bytes: opts.max_body_bytes,
         });
         let e = engine.clone();
         let handle = std::thread::Builder::new()
@@ -299,6 +304,11 @@ impl Engine {
     /// The line size limit (`max_line_bytes`): longer lines are malformed.
     pub fn max_line_bytes(&self) -> usize {
         self.max_line_bytes
+    }
+
+    /// The body size limit (`max_body_bytes`), after decompression.
+    pub fn max_body_bytes(&self) -> u64 {
+        self.max_body_bytes
     }
 
     /// The ingest budget: HTTP bodies hold a [`Reservation`] of it from their first byte until

@@ -56,9 +56,19 @@ pub enum ApiError {
         limit: u64,
     },
     /// The body's media type is not one the endpoint reads.
-    #[error("unsupported content type `{got}`")]
+    #[error("unsupported content type `{got}`{}", if expected.is_empty() { String::new() } else { format!(": {expected}") })]
     UnsupportedMediaType {
         /// The `Content-Type` of the request, or `none`.
+        got: String,
+        /// What the endpoint reads, when known.
+        expected: &'static str,
+    },
+    /// The body's `Content-Encoding` is not one the service decodes.
+    #[error(
+        "unsupported Content-Encoding `{got}`: send the body as it is, or with gzip or deflate"
+    )]
+    UnsupportedEncoding {
+        /// The `Content-Encoding` of the request.
         got: String,
     },
     /// The body is well-formed but its content cannot be used; `errors` lists the problems
@@ -155,7 +165,7 @@ impl ApiError {
                 Some("payload-too-large"),
                 "Request body too large",
             ),
-            UnsupportedMediaType { .. } => (
+            UnsupportedMediaType { .. } | UnsupportedEncoding { .. } => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 Some("unsupported-media-type"),
                 "Unsupported media type",
@@ -306,7 +316,6 @@ pub async fn problem_details(
     let path = req.uri().path().to_owned();
     let method = req.method().clone();
     let content_type = req.headers().get(header::CONTENT_TYPE).cloned();
-    let content_encoding = req.headers().get(header::CONTENT_ENCODING).cloned();
     let res = next.run(req).await;
     if res.status().as_u16() < 400 {
         return res;
@@ -325,29 +334,9 @@ pub async fn problem_details(
     } else {
         None
     };
-    let err = if parts.status == StatusCode::UNSUPPORTED_MEDIA_TYPE
-        && parts.headers.contains_key(header::ACCEPT_ENCODING)
-    {
-        // The decompression layer's answer to a `Content-Encoding` it does not decode.
-        ApiError::UnsupportedMediaType {
-            got: format!(
-                "{}` as Content-Encoding (send the body as it is, or with `gzip` or `deflate`",
-                content_encoding
-                    .as_ref()
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("none")
-            ),
-        }
-    } else {
-        error_for_status(parts.status, text, &ctx, &method, &path, content_type)
-    };
+    let err = error_for_status(parts.status, text, &ctx, &method, &path, content_type);
     let mut res = err.to_problem().with_instance(path).into_response();
-    for name in [
-        header::ALLOW,
-        header::WWW_AUTHENTICATE,
-        header::RETRY_AFTER,
-        header::ACCEPT_ENCODING,
-    ] {
+    for name in [header::ALLOW, header::WWW_AUTHENTICATE, header::RETRY_AFTER] {
         if let Some(v) = parts.headers.get(&name) {
             res.headers_mut().insert(name, v.clone());
         }
@@ -408,7 +397,10 @@ fn error_for_status(
                 .as_ref()
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("none")
-                .to_owned(),
+                .chars()
+                .take(128)
+                .collect(),
+            expected: "",
         },
         StatusCode::UNPROCESSABLE_ENTITY => ApiError::Unprocessable {
             detail: detail(),

@@ -26,6 +26,7 @@
 //! argument.
 
 pub mod auth;
+pub mod body;
 pub mod budget;
 pub mod config;
 pub mod engine;
@@ -51,7 +52,6 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::decompression::RequestDecompressionLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 use tracing_subscriber::EnvFilter;
@@ -207,9 +207,6 @@ pub fn base_router(base: Base, api: Router) -> Router {
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
         .layer(RequestBodyLimitLayer::new(limit))
-        // Outside the limit, so that `max_body_bytes` bounds the decompressed body; an
-        // encoding other than gzip or deflate is refused with 415.
-        .layer(RequestDecompressionLayer::new().gzip(true).deflate(true))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             timeout,

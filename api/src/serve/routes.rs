@@ -3,6 +3,7 @@
 //! Times in queries are RFC 3339 or integer nanoseconds since the Unix epoch; durations use the
 //! contract's syntax (`15m`, `30s`). Every error is problem+json (see [`super::error`]).
 
+use crate::serve::body;
 use crate::serve::engine::{Engine, SubmitError, now_ns};
 use crate::serve::error::ApiError;
 use axum::extract::{Path, Query, State};
@@ -446,56 +447,10 @@ fn body_format(headers: &HeaderMap) -> Result<Option<Format>, ApiError> {
         | "application/jsonlines" => Ok(Some(Format::Ndjson)),
         "application/json" => Ok(None),
         _ => Err(ApiError::UnsupportedMediaType {
-            got: format!(
-                "{ct}` (send `application/x-ndjson` with one event per line, or `application/json` with an array of events"
-            ),
+            got: ct.chars().take(128).collect(),
+            expected: "send `application/x-ndjson` with one event per line, or `application/json` with an array of events",
         }),
     }
-}
-
-/// Reads a request body into a WAL payload (after its header), taking each chunk from the
-/// ingest budget first: a body that would pass `max_pending_bytes` is answered 503 before more
-/// of it is read. The body limit (`max_body_bytes`, after decompression) is the router's.
-async fn read_payload(
-    body: axum::body::Body,
-    payload: &mut Vec<u8>,
-    held: &mut crate::serve::budget::Reservation,
-    max_pending_bytes: u64,
-) -> Result<(), Response> {
-    use http_body_util::BodyExt;
-    let mut body = body;
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(body_error)?;
-        let Ok(data) = frame.into_data() else {
-            continue; // trailers
-        };
-        if !held.grow(data.len() as u64) {
-            return Err(ApiError::Saturated {
-                detail: format!(
-                    "ingest is saturated: more than max_pending_bytes ({max_pending_bytes}) of request bodies are in flight; nothing of this body was stored, retry shortly"
-                ),
-            }
-            .into_response());
-        }
-        payload.extend_from_slice(&data);
-    }
-    Ok(())
-}
-
-/// The answer to a body that could not be read: over the limit (a bare 413, which the
-/// problem layer words with `max_body_bytes`), badly compressed or cut short (400).
-fn body_error(e: axum::Error) -> Response {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
-    while let Some(s) = source {
-        if s.is::<http_body_util::LengthLimitError>() {
-            return axum::http::StatusCode::PAYLOAD_TOO_LARGE.into_response();
-        }
-        source = s.source();
-    }
-    ApiError::BadRequest {
-        detail: format!("the request body could not be read (nothing of it was stored): {e}"),
-    }
-    .into_response()
 }
 
 /// Ingests events: NDJSON (one object per line) or a JSON array, optionally compressed
@@ -524,17 +479,41 @@ async fn ingest(
     let declared = body_format(&parts.headers)?;
     let source = "http";
     let header = partition::header_len(source);
+    let encoding = body::encoding(&parts.headers)?;
     let hint = parts
         .headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
-        .filter(|_| !parts.headers.contains_key(header::CONTENT_ENCODING))
+        .filter(|_| encoding == body::Encoding::Identity)
         .unwrap_or(0)
         .min(1 << 20);
     let mut payload = partition::encode_header(Format::Ndjson, now_ns(), source, None, hint);
     let mut held = engine.budget().reserve();
-    if let Err(answer) = read_payload(body, &mut payload, &mut held, engine.budget().max()).await {
-        return Ok(answer);
+    let max_pending = engine.budget().max();
+    if encoding == body::Encoding::Identity {
+        if let Err(refused) = body::read(body, &mut payload, &mut held, max_pending).await {
+            return Ok(refused.into_response());
+        }
+    } else {
+        let mut raw = Vec::new();
+        if let Err(refused) = body::read(body, &mut raw, &mut held, max_pending).await {
+            return Ok(refused.into_response());
+        }
+        // Decoded whole before anything is stored: a body that does not decode to its end
+        // keeps nothing.
+        let limit = engine.max_body_bytes();
+        let decoded = tokio::task::spawn_blocking(move || {
+            let r = body::decode(encoding, &raw, &mut payload, limit, &mut held, max_pending);
+            r.map(|()| (payload, held))
+        })
+        .await
+        .map_err(|e| ApiError::Internal {
+            detail: e.to_string(),
+        })?;
+        match decoded {
+            Ok((p, h)) => (payload, held) = (p, h),
+            Err(refused) => return Ok(refused.into_response()),
+        }
     }
     let body = &payload[header..];
     if body.iter().all(|b| b.is_ascii_whitespace()) {

@@ -177,6 +177,7 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), Failed> 
             ..LiveOptions::default()
         },
         max_pending_bytes: config.max_pending_bytes,
+        max_body_bytes: config.max_body_bytes,
     };
     let (engine, writer) = Engine::start(
         config.contract.clone(),
