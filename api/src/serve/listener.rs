@@ -5,9 +5,11 @@
 //!   below the process's file-descriptor limit (raised to the hard limit at start) with a
 //!   reserve left for the WAL, checkpoints and Kafka, which therefore never starve. A
 //!   connection over the limit is answered `503` problem+json with `Retry-After: 1` and closed,
-//!   never left hanging in the backlog (the close waits a moment for the client to read the
-//!   answer, for 64 connections at a time; under a flood beyond that the close is immediate,
-//!   which can reset the connection before the client read its 503).
+//!   never left hanging in the backlog. For 64 connections at a time the request head is read
+//!   for up to 100 ms first, a liveness probe (`GET /livez`) is answered 200 (a flood must not
+//!   get a healthy service restarted by its probe), and the close waits a moment for the client
+//!   to read the answer; beyond those 64 the 503 is written at once and the close is immediate,
+//!   which can reset the connection before the client read it.
 //! - **Header read timeout** (`header_read_timeout`, hyper's own): a request's headers must
 //!   arrive within it, counted from the connection's start for its first request and from the
 //!   first byte for later ones (slow-loris).
@@ -43,7 +45,7 @@ pub const RESERVED_FDS: u64 = 256 + SHED_SLOTS as u64;
 /// Connections over the limit whose close waits for the client (each at most
 /// [`SHED_LINGER`]); beyond, a shed connection is closed right after its 503 is written.
 const SHED_SLOTS: usize = 64;
-/// How long a shed connection may take to read its 503 and close.
+/// How long a shed connection may take to read its answer and close.
 const SHED_LINGER: Duration = Duration::from_millis(250);
 
 /// What the listener needs.
@@ -115,13 +117,18 @@ pub async fn serve(
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             metrics.connection_closed("limit");
-            // The answer goes out at once; a few closes wait for the client to read it.
-            answer_shed(&stream);
-            if let Ok(slot) = shed_slots.clone().try_acquire_owned() {
-                tokio::spawn(async move {
-                    linger(stream).await;
-                    drop(slot);
-                });
+            match shed_slots.clone().try_acquire_owned() {
+                // A few at a time: the request is read (a liveness probe is answered, so that
+                // a flood does not get a healthy service restarted), then 503, and the close
+                // waits for the client to read it.
+                Ok(slot) => {
+                    tokio::spawn(async move {
+                        shed(stream).await;
+                        drop(slot);
+                    });
+                }
+                // Beyond: the 503 goes out at once.
+                Err(_) => answer_shed(&stream),
             }
             continue;
         };
@@ -180,8 +187,8 @@ connection: close\r\n\
 content-length: 161\r\n\r\n\
 {\"type\":\"https://fencewatch.dev/problems/service-unavailable\",\"title\":\"Service unavailable\",\"status\":503,\"detail\":\"too many open connections; retry in a second\"}";
 
-/// Writes the 503 to a connection over the limit, without waiting: what the client sent so far
-/// is read first (so that the close resets nothing the client still has to read), and the
+/// Writes the 503 to a connection over the limit, without waiting (when no shedding slot is
+/// free): what the client sent so far is read first (so that the close resets nothing the client still has to read), and the
 /// answer fits the socket's send buffer.
 fn answer_shed(stream: &TcpStream) {
     let mut buf = [0u8; 4096];
@@ -193,13 +200,52 @@ fn answer_shed(stream: &TcpStream) {
     let _ = stream.try_write(SHED_RESPONSE);
 }
 
-/// Closes a shed connection gently: ends the writing side and waits, at most [`SHED_LINGER`],
-/// for the client to close, reading what it still sends.
-async fn linger(mut stream: TcpStream) {
+/// The answer to `GET /livez` on a connection over the limit: the process is alive.
+const LIVEZ_RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\n\
+content-type: application/json\r\n\
+connection: close\r\n\
+content-length: 15\r\n\r\n\
+{\"status\":\"ok\"}";
+
+/// How long a shed connection's request head may take to arrive.
+const SHED_HEAD_WAIT: Duration = Duration::from_millis(100);
+
+/// Whether a request head asks for the liveness probe.
+fn is_livez(head: &[u8]) -> bool {
+    let line = head
+        .split(|&b| b == b'\r' || b == b'\n')
+        .next()
+        .unwrap_or(b"");
+    let mut parts = line.split(|&b| b == b' ');
+    let (method, target) = (parts.next(), parts.next());
+    method == Some(b"GET".as_slice())
+        && target.is_some_and(|t| t == b"/livez" || t.starts_with(b"/livez?"))
+}
+
+/// Answers a shed connection: reads its request head for a moment, answers a liveness probe
+/// with 200 and anything else with 503, ends the writing side and waits, at most
+/// [`SHED_LINGER`] in all, for the client to close.
+async fn shed(mut stream: TcpStream) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut head = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    let _ = tokio::time::timeout(SHED_HEAD_WAIT, async {
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 4096 {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    let answer = if is_livez(&head) {
+        LIVEZ_RESPONSE
+    } else {
+        SHED_RESPONSE
+    };
     let _ = tokio::time::timeout(SHED_LINGER, async {
+        stream.write_all(answer).await?;
         stream.shutdown().await?;
-        let mut buf = [0u8; 4096];
         while stream.read(&mut buf).await? > 0 {}
         io::Result::Ok(())
     })
@@ -328,6 +374,19 @@ impl AsyncWrite for Tracked {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_liveness_probe_is_recognised() {
+        assert!(is_livez(b"GET /livez HTTP/1.1\r\nhost: x\r\n\r\n"));
+        assert!(is_livez(b"GET /livez?verbose HTTP/1.1\r\n"));
+        assert!(!is_livez(b"GET /livezz HTTP/1.1\r\n"));
+        assert!(!is_livez(b"POST /livez HTTP/1.1\r\n"));
+        assert!(!is_livez(b"GET /readyz HTTP/1.1\r\n"));
+        assert!(!is_livez(b""));
+        let text = std::str::from_utf8(LIVEZ_RESPONSE).unwrap();
+        let (_, body) = text.split_once("\r\n\r\n").unwrap();
+        assert_eq!(body.len(), 15);
+    }
 
     #[test]
     fn the_shed_answer_is_a_well_formed_problem() {

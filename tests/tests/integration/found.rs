@@ -248,7 +248,6 @@ fn a_hot_scope_costs_about_what_as_many_scopes_cost() {
 /// like any connection over the limit, so a liveness probe (deploy/kubernetes: every 10 s,
 /// 6 failures) restarts a healthy service. `/livez` (and the probes) should stay answerable.
 #[test]
-#[ignore = "issue: holding max_connections with unfinished request bodies makes /livez answer 503 (liveness probe restarts the service)"]
 fn livez_answers_while_every_connection_slot_holds_an_unfinished_body() {
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
