@@ -113,6 +113,13 @@ fn parse_duration(name: &str, s: &str) -> Result<i64, ApiError> {
     }
 }
 
+/// Runs a query over the engine's partitions. It may wait for the read lock while the writer
+/// applies a group: the runtime moves this worker's other tasks elsewhere meanwhile, so that
+/// slow queries never stall `/livez`, ingest or each other.
+fn query<R>(engine: &Engine, f: impl FnOnce(&fencewatch_assess::live::View<'_>) -> R) -> R {
+    tokio::task::block_in_place(|| engine.query(f))
+}
+
 fn ready(engine: &Engine) -> Result<(), ApiError> {
     if engine.is_ready() {
         Ok(())
@@ -196,7 +203,7 @@ async fn assurance(
         Some(p) => vec![p],
         None => (0..engine.contract().properties.len()).collect(),
     };
-    let answers: Vec<_> = engine.query(|view| {
+    let answers: Vec<_> = query(&engine, |view| {
         props
             .iter()
             .map(|&p| {
@@ -260,8 +267,9 @@ async fn timeline(
             detail: "query `from` must be before `to`".into(),
         });
     }
-    let (windows, wm) =
-        engine.query(|view| (view.timeline(p, from, to, MAX_TIMELINE), view.watermark(p)));
+    let (windows, wm) = query(&engine, |view| {
+        (view.timeline(p, from, to, MAX_TIMELINE), view.watermark(p))
+    });
     Ok(Json(json!({
         "property": engine.contract().properties[p].name,
         "from": EventTime(from).to_string(),
@@ -323,7 +331,7 @@ async fn counterexamples(
             Some((t.parse::<i64>().map_err(|_| bad())?, id.to_string()))
         }
     };
-    let page = engine.query(|view| {
+    let page = query(&engine, |view| {
         view.counterexamples(
             p,
             q.scope.as_deref(),
@@ -346,11 +354,9 @@ async fn counterexample(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     ready(&engine)?;
-    let cx = engine
-        .query(|view| view.counterexample(&id))
-        .ok_or_else(|| ApiError::NotFound {
-            what: format!("counterexample `{id}`"),
-        })?;
+    let cx = query(&engine, |view| view.counterexample(&id)).ok_or_else(|| ApiError::NotFound {
+        what: format!("counterexample `{id}`"),
+    })?;
     Ok(Json(serde_json::to_value(cx).expect("serializable")))
 }
 
@@ -372,7 +378,7 @@ async fn coverage(
 ) -> Result<Json<Value>, ApiError> {
     ready(&engine)?;
     let p = one_property(&engine, q.property.as_deref())?;
-    let coverage = engine.query(|view| view.coverage(p));
+    let coverage = query(&engine, |view| view.coverage(p));
     Ok(Json(serde_json::to_value(coverage).expect("serializable")))
 }
 
@@ -389,11 +395,13 @@ async fn scope(
 ) -> Result<Json<Value>, ApiError> {
     ready(&engine)?;
     let p = one_property(&engine, q.property.as_deref())?;
-    let view = engine.scope(p, &scope).ok_or_else(|| ApiError::NotFound {
-        what: format!(
-            "scope `{scope}` of property `{}`",
-            engine.contract().properties[p].name
-        ),
+    let view = tokio::task::block_in_place(|| engine.scope(p, &scope)).ok_or_else(|| {
+        ApiError::NotFound {
+            what: format!(
+                "scope `{scope}` of property `{}`",
+                engine.contract().properties[p].name
+            ),
+        }
     })?;
     Ok(Json(serde_json::to_value(view).expect("serializable")))
 }
