@@ -208,6 +208,8 @@ async fn assurance(
             .iter()
             .map(|&p| {
                 let w = window.unwrap_or(engine.contract().properties[p].assurance_window.0);
+                // A window reaching before 1970 is the whole history.
+                let w = w.min(at.max(1));
                 view.assurance(p, at, w, now)
             })
             .collect()
@@ -398,7 +400,8 @@ async fn scope(
     let view = tokio::task::block_in_place(|| engine.scope(p, &scope)).ok_or_else(|| {
         ApiError::NotFound {
             what: format!(
-                "scope `{scope}` of property `{}`",
+                "scope `{}` of property `{}`",
+                scope.chars().take(128).collect::<String>(),
                 engine.contract().properties[p].name
             ),
         }
