@@ -22,6 +22,8 @@ use utoipa::{IntoParams, OpenApi};
 /// Counterexamples per page by default, and at most.
 const DEFAULT_LIMIT: usize = 100;
 const MAX_LIMIT: usize = 1000;
+/// Emitters a coverage answer lists at most (those with gaps first).
+const MAX_EMITTERS_LISTED: usize = 1000;
 /// Timeline entries at most (runs of equal windows beyond).
 const MAX_TIMELINE: u64 = 10_000;
 
@@ -380,8 +382,21 @@ async fn coverage(
 ) -> Result<Json<Value>, ApiError> {
     ready(&engine)?;
     let p = one_property(&engine, q.property.as_deref())?;
-    let coverage = query(&engine, |view| view.coverage(p));
-    Ok(Json(serde_json::to_value(coverage).expect("serializable")))
+    let mut coverage = query(&engine, |view| view.coverage(p));
+    // Emitters are as many as the producers ever were: the answer lists those with gaps first,
+    // then the rest by name, at most MAX_EMITTERS_LISTED, and counts them all.
+    let total = coverage.emitters.len();
+    let with_gaps = coverage.emitters.iter().filter(|e| e.gaps > 0).count();
+    if total > MAX_EMITTERS_LISTED {
+        (coverage.emitters)
+            .sort_by(|a, b| (a.gaps == 0, &a.emitter).cmp(&(b.gaps == 0, &b.emitter)));
+        coverage.emitters.truncate(MAX_EMITTERS_LISTED);
+    }
+    let mut v = serde_json::to_value(coverage).expect("serializable");
+    v["emitters_total"] = json!(total);
+    v["emitters_with_gaps"] = json!(with_gaps);
+    v["emitters_not_listed"] = json!(total.saturating_sub(MAX_EMITTERS_LISTED));
+    Ok(Json(v))
 }
 
 /// One scope: its events inside the horizon, its folded high-water mark and its

@@ -73,7 +73,11 @@ fn idle_and_half_sent_connections_are_closed_and_the_service_stays_up() {
     assert_eq!(r.status, 503, "{}", r.text());
     assert_eq!(r.header("retry-after"), Some("1"));
     assert_eq!(r.header("content-type"), Some("application/problem+json"));
-    assert!(r.text().contains("too many open connections"), "{}", r.text());
+    assert!(
+        r.text().contains("too many open connections"),
+        "{}",
+        r.text()
+    );
     let r = request(svc.addr, "GET", "/livez", &[], b"").unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
     // The idle and half-sent ones are closed within the timeouts.
@@ -460,4 +464,34 @@ fn start_up_faults_exit_64_and_name_every_problem() {
         .unwrap();
     assert_eq!(out.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot listen"));
+}
+
+#[test]
+fn coverage_lists_a_bounded_number_of_emitters_with_gaps_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), CONTRACT, &[]);
+    let now = now_ns();
+    let mut lines: Vec<String> = (0..1500)
+        .map(|i| {
+            format!(
+                r#"{{"kind":"heartbeat","ts":{},"route":"{ROUTE}","emitter":"e{i:05}","seq":1}}"#,
+                now - 5 * SEC + i
+            )
+        })
+        .collect();
+    // The last emitter by name skips a seq: it is listed first.
+    lines.push(format!(
+        r#"{{"kind":"heartbeat","ts":{},"route":"{ROUTE}","emitter":"e01499","seq":3}}"#,
+        now - 4 * SEC
+    ));
+    let r = svc.post_ndjson(&lines.join("\n"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let c = svc.get("/v1/coverage").json();
+    let listed = c["emitters"].as_array().unwrap();
+    assert_eq!(listed.len(), 1000);
+    assert_eq!(c["emitters_total"], 1500);
+    assert_eq!(c["emitters_with_gaps"], 1);
+    assert_eq!(c["emitters_not_listed"], 500);
+    assert_eq!(listed[0]["emitter"], "e01499");
+    assert_eq!(listed[1]["emitter"], "e00000");
 }
