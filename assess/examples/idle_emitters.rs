@@ -63,6 +63,10 @@ fn main() {
     let idle = rss_bytes();
     println!("emitters: {n}");
     println!(
+        "emitter table (accounted, names excluded): {:.1} bytes per emitter",
+        live.emitters_bytes() as f64 / n as f64
+    );
+    println!(
         "rss growth, all idle: {:.1} bytes per emitter (its name included)",
         (idle.max(before) - before) as f64 / n as f64
     );

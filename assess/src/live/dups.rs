@@ -74,7 +74,42 @@ const EMPTY: Delivery = Delivery {
 pub(super) struct SeqWindow {
     /// Seq of the first slot: seqs below it that the emitter's runs hold were folded.
     base: u64,
-    slots: VecDeque<Delivery>,
+    slots: Slots,
+}
+
+/// A [`SeqWindow`]'s deliveries, boxed when there are any (an idle emitter's window costs
+/// one pointer); serialized as the plain sequence.
+// Boxed on purpose: one pointer per idle emitter instead of a 32-byte VecDeque header.
+#[allow(clippy::box_collection)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Slots(Option<Box<VecDeque<Delivery>>>);
+
+static NO_SLOTS: VecDeque<Delivery> = VecDeque::new();
+
+impl std::ops::Deref for Slots {
+    type Target = VecDeque<Delivery>;
+    fn deref(&self) -> &VecDeque<Delivery> {
+        self.0.as_deref().unwrap_or(&NO_SLOTS)
+    }
+}
+
+impl std::ops::DerefMut for Slots {
+    fn deref_mut(&mut self) -> &mut VecDeque<Delivery> {
+        self.0.get_or_insert_with(Default::default)
+    }
+}
+
+impl Serialize for Slots {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(ser)
+    }
+}
+
+impl<'de> Deserialize<'de> for Slots {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Slots, D::Error> {
+        let q = VecDeque::<Delivery>::deserialize(de)?;
+        Ok(Slots((!q.is_empty()).then(|| Box::new(q))))
+    }
 }
 
 impl SeqWindow {
@@ -82,9 +117,12 @@ impl SeqWindow {
     /// emitter's counter must not allocate its size).
     const SPAN: u64 = 1 << 22;
 
-    /// Deliveries the window has room for without allocating.
-    pub(super) fn capacity(&self) -> usize {
-        self.slots.capacity()
+    /// Approximate heap bytes of the window (its box and deliveries).
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.slots.0.as_ref().map_or(0, |q| {
+            std::mem::size_of::<VecDeque<Delivery>>()
+                + q.capacity() * std::mem::size_of::<Delivery>()
+        })
     }
 
     fn slot(&self, seq: u64) -> Option<usize> {
@@ -141,9 +179,10 @@ impl SeqWindow {
             return;
         }
         if self.slots.is_empty() {
-            self.slots = VecDeque::new();
+            self.slots = Slots::default();
         } else if self.slots.capacity() > 64 && self.slots.len() < self.slots.capacity() / 4 {
-            self.slots.shrink_to(self.slots.len() * 2);
+            let keep = self.slots.len() * 2;
+            self.slots.shrink_to(keep);
         }
     }
 }
@@ -174,11 +213,8 @@ impl Live {
     pub(super) fn settle_seq(&mut self, prop: Option<usize>, rec: &Ev, ev: &Event<'_>) -> Seen {
         let hash = content_hash(ev);
         let e = self.state.emitters.entry(rec.emitter).or_default();
-        if let Some(p) = prop
-            && !e.props.contains(&(p as u16))
-        {
-            e.props.push(p as u16);
-            e.props.shrink_to_fit();
+        if let Some(p) = prop {
+            e.props.insert(p as u16);
         }
         if let Some(d) = e.recent.get(rec.seq) {
             if d.conflicted {

@@ -47,8 +47,9 @@
 //! [`View::untracked_unattributed_events`] (and the unattributed total). Nothing of it is
 //! interned. An emitter tracked once stays tracked. Emitters churn (a source that restarts its
 //! counter uses a new id, every pod restart), so an idle emitter is kept compact: its recent
-//! deliveries fall out with the horizon and give their allocation back, a single run of seqs
-//! is kept inline (no map), its properties in an exactly sized list.
+//! deliveries fall out with the horizon and give their allocation back (the window is one
+//! pointer when empty), a single run of seqs is kept inline (no map), a single property too:
+//! about 110 bytes per idle emitter in its table (`Live::emitters_bytes`), plus its name.
 //!
 //! **Counterexamples** are kept in full (events, context) up to
 //! [`LiveOptions::max_counterexamples`] (default 100,000) per property and partition. Beyond,
@@ -434,8 +435,66 @@ struct Emitter {
     /// Recent deliveries by seq, for duplicate settlement inside the horizon.
     recent: dups::SeqWindow,
     /// Properties it fed.
-    props: Vec<u16>,
+    props: Props,
     events: u64,
+}
+
+/// The properties an emitter fed: one inline (the common case, no allocation), more in an
+/// exactly sized list. Serialized as the list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Props {
+    One(u16),
+    Many(Vec<u16>),
+}
+
+impl Default for Props {
+    fn default() -> Props {
+        Props::Many(Vec::new())
+    }
+}
+
+impl Props {
+    fn as_slice(&self) -> &[u16] {
+        match self {
+            Props::One(p) => std::slice::from_ref(p),
+            Props::Many(v) => v,
+        }
+    }
+
+    fn from_vec(mut v: Vec<u16>) -> Props {
+        if let [p] = v[..] {
+            return Props::One(p);
+        }
+        v.shrink_to_fit();
+        Props::Many(v)
+    }
+
+    fn insert(&mut self, p: u16) {
+        if !self.as_slice().contains(&p) {
+            let mut v = self.as_slice().to_vec();
+            v.push(p);
+            *self = Props::from_vec(v);
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Props::One(_) => 0,
+            Props::Many(v) => v.capacity() * 2,
+        }
+    }
+}
+
+impl Serialize for Props {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        self.as_slice().serialize(ser)
+    }
+}
+
+impl<'de> Deserialize<'de> for Props {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Props, D::Error> {
+        Vec::deserialize(de).map(Props::from_vec)
+    }
 }
 
 /// What one pushed event came to.
@@ -1142,8 +1201,7 @@ impl Live {
                     m.len().div_ceil(11) * (11 * std::mem::size_of::<(u64, Run)>() + 16)
                 }
             };
-            runs + e.recent.capacity() * std::mem::size_of::<dups::Delivery>()
-                + e.props.capacity() * 2
+            runs + e.recent.heap_bytes() + e.props.heap_bytes()
         };
         self.state.emitters.capacity() * entry
             + self.state.emitters.values().map(heap).sum::<usize>()

@@ -140,7 +140,7 @@ impl Live {
                         s.names[id as usize].clone(),
                         EmitterSummary {
                             runs: e.runs.clone(),
-                            props: e.props.clone(),
+                            props: e.props.as_slice().to_vec(),
                             events: e.events,
                         },
                     )

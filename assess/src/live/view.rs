@@ -206,7 +206,7 @@ impl<'a> Src<'a> {
             Src::Live(l) => out.extend(l.state.emitters.iter().map(|(&id, e)| EmitterRef {
                 name: &l.state.names[id as usize],
                 runs: Cow::Borrowed(&e.runs),
-                props: Cow::Borrowed(&e.props),
+                props: Cow::Borrowed(e.props.as_slice()),
                 events: e.events,
             })),
             Src::Summary(s) => out.extend(s.emitters.iter().map(|(name, e)| EmitterRef {
