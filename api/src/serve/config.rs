@@ -33,6 +33,8 @@ header_read_timeout = "10s"     # a client must send a request's headers within 
 idle_timeout = "60s"            # a connection with nothing in flight is closed after this
 max_connections = 1024          # more are answered 503 and closed (capped below the fd limit)
 max_pending_bytes = 268435456   # 256 MiB of ingest bodies in flight; 503 beyond
+max_emitters = 1000000          # emitters tracked per partition; events of others are unknown(telemetry_gap)
+max_counterexamples = 100000    # counterexamples kept in full per property and partition
 future_tolerance = "5m"         # an event further ahead of the wall clock is malformed
 checkpoint_interval = "10s"
 wal_segment_bytes = 67108864    # 64 MiB
@@ -103,6 +105,14 @@ pub struct ServeArgs {
     /// beyond are answered 503 with Retry-After [default: 256 MiB].
     #[arg(long, env = "FENCEWATCH_MAX_PENDING_BYTES", value_name = "BYTES")]
     pub max_pending_bytes: Option<String>,
+    /// Distinct emitters tracked per partition; events of emitters beyond are set aside as
+    /// unknown(telemetry_gap) [default: 1000000].
+    #[arg(long, env = "FENCEWATCH_MAX_EMITTERS", value_name = "N")]
+    pub max_emitters: Option<String>,
+    /// Counterexamples kept in full per property and partition; the oldest final ones beyond
+    /// keep refuting but lose their detail [default: 100000].
+    #[arg(long, env = "FENCEWATCH_MAX_COUNTEREXAMPLES", value_name = "N")]
+    pub max_counterexamples: Option<String>,
     /// Events further ahead of the wall clock are malformed [default: 5m].
     #[arg(long, env = "FENCEWATCH_FUTURE_TOLERANCE", value_name = "DURATION")]
     pub future_tolerance: Option<String>,
@@ -165,6 +175,10 @@ pub struct ServeConfig {
     pub max_connections: u64,
     /// Bytes of ingest bodies in flight at most.
     pub max_pending_bytes: u64,
+    /// Emitters tracked per partition.
+    pub max_emitters: u64,
+    /// Counterexamples kept in full per property and partition.
+    pub max_counterexamples: u64,
     /// Events further ahead of the wall clock are malformed.
     pub future_tolerance: Duration,
     /// Resident horizon; `None` lets the engine derive it from the contract.
@@ -205,6 +219,8 @@ struct Layer {
     idle_timeout: Option<String>,
     max_connections: Option<u64>,
     max_pending_bytes: Option<u64>,
+    max_emitters: Option<u64>,
+    max_counterexamples: Option<u64>,
     future_tolerance: Option<String>,
     retention: Option<String>,
     checkpoint_interval: Option<String>,
@@ -463,6 +479,12 @@ impl ServeConfig {
                 ),
             );
         }
+        let flag_emitters = l.flag_u64("max_emitters", a.max_emitters);
+        let emitters = pick(flag_emitters, f.max_emitters, d.max_emitters);
+        let max_emitters = l.bytes("max_emitters", emitters, 1);
+        let flag_cxs = l.flag_u64("max_counterexamples", a.max_counterexamples);
+        let cxs = pick(flag_cxs, f.max_counterexamples, d.max_counterexamples);
+        let max_counterexamples = l.bytes("max_counterexamples", cxs, 1);
         let flag_segment = l.flag_u64("wal_segment_bytes", a.wal_segment_bytes);
         let segment = pick(flag_segment, f.wal_segment_bytes, d.wal_segment_bytes);
         let wal_segment_bytes = l.bytes("wal_segment_bytes", segment, MIN_WAL_SEGMENT_BYTES);
@@ -604,6 +626,8 @@ impl ServeConfig {
                 idle_timeout,
                 max_connections,
                 max_pending_bytes,
+                max_emitters,
+                max_counterexamples,
                 future_tolerance,
                 retention,
                 checkpoint_interval,

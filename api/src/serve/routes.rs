@@ -335,17 +335,25 @@ async fn counterexamples(
             Some((t.parse::<i64>().map_err(|_| bad())?, id.to_string()))
         }
     };
-    let page = query(&engine, |view| {
-        view.counterexamples(
+    let nprops = engine.contract().properties.len();
+    let (page, not_kept) = query(&engine, |view| {
+        let page = view.counterexamples(
             p,
             q.scope.as_deref(),
             from,
             to,
             cursor.as_ref().map(|(t, id)| (*t, id.as_str())),
             limit,
-        )
+        );
+        let props = p.map_or(0..nprops, |p| p..p + 1);
+        let not_kept: u64 = props.map(|p| view.counterexamples_dropped(p)).sum();
+        (page, not_kept)
     });
-    Ok(Json(serde_json::to_value(page).expect("serializable")))
+    let mut v = serde_json::to_value(page).expect("serializable");
+    // Beyond `max_counterexamples` the oldest final ones keep refuting their windows but their
+    // detail is no longer kept: say how many the pages cannot list.
+    v["not_kept"] = json!(not_kept);
+    Ok(Json(v))
 }
 
 /// One counterexample: stale event, witness, context and explanation.

@@ -174,7 +174,8 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), Failed> 
         live: LiveOptions {
             retention: config.retention.map(|d| d.0),
             future_tolerance: config.future_tolerance.0,
-            ..LiveOptions::default()
+            max_emitters: usize::try_from(config.max_emitters).unwrap_or(usize::MAX),
+            max_counterexamples: usize::try_from(config.max_counterexamples).unwrap_or(usize::MAX),
         },
         max_pending_bytes: config.max_pending_bytes,
         max_body_bytes: config.max_body_bytes,

@@ -495,3 +495,37 @@ fn coverage_lists_a_bounded_number_of_emitters_with_gaps_first() {
     assert_eq!(listed[0]["emitter"], "e01499");
     assert_eq!(listed[1]["emitter"], "e00000");
 }
+
+#[test]
+fn counterexamples_beyond_max_counterexamples_keep_refuting_and_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), CONTRACT, &["--max-counterexamples", "2"]);
+    let now = now_ns();
+    let t0 = now - 120 * SEC;
+    let mut lines = Vec::new();
+    for i in 0..5 {
+        let scope = format!("s{i}");
+        lines.push(commit_line(t0 + i * SEC, &scope, 2, ROUTE));
+        lines.push(commit_line(t0 + i * SEC + SEC / 2, &scope, 1, ROUTE));
+    }
+    // The watermark moves far past them: they are final.
+    lines.push(commit_line(now - SEC, "later", 1, ROUTE));
+    let r = svc.post_ndjson(&lines.join("\n"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let page = svc.get("/v1/counterexamples").json();
+    assert_eq!(
+        page["counterexamples"].as_array().unwrap().len(),
+        2,
+        "{page}"
+    );
+    assert_eq!(page["not_kept"], 3, "{page}");
+    let a = svc.get("/v1/assurance?window=1h").json();
+    assert_eq!(a["verdict"], "refuted", "{a}");
+    assert_eq!(a["properties"][0]["counterexample_count"], 5, "{a}");
+    assert_eq!(
+        svc.metric(
+            "fencewatch_counterexamples_total{property=\"order-mutation\",kind=\"stale_commit\",route=\"orders-api.transition\"}"
+        ),
+        Some(5.0)
+    );
+}
