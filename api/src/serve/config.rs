@@ -314,6 +314,24 @@ impl Loader {
         }
     }
 
+    /// An integer key of at least `min`: the flag or variable (a string, so that a bad one is
+    /// reported with the others), else the file, else the default.
+    fn number(
+        &mut self,
+        key: &str,
+        flag: Option<String>,
+        file: Option<u64>,
+        default: Option<u64>,
+        min: u64,
+    ) -> (u64, Origin) {
+        let flag = self.flag_u64(key, flag);
+        let v = pick(flag, file, default);
+        (
+            self.bytes(key, v, min),
+            v.map_or(Origin::Default, |(_, o)| o),
+        )
+    }
+
     /// Reads the file layer; keys with errors are reported and left out.
     fn read_file(&mut self, path: &Path) -> Layer {
         let name = path.display().to_string();
@@ -458,36 +476,64 @@ impl ServeConfig {
             token(&mut l, t, f.auth_token_file, Origin::File)
         };
 
-        let flag_body = l.flag_u64("max_body_bytes", a.max_body_bytes);
-        let body = pick(flag_body, f.max_body_bytes, d.max_body_bytes);
-        let max_body_bytes = l.bytes("max_body_bytes", body, MIN_BODY_BYTES);
-        let flag_line = l.flag_u64("max_line_bytes", a.max_line_bytes);
-        let line = pick(flag_line, f.max_line_bytes, d.max_line_bytes);
-        let max_line_bytes = l.bytes("max_line_bytes", line, MIN_LINE_BYTES);
-        let flag_conns = l.flag_u64("max_connections", a.max_connections);
-        let conns = pick(flag_conns, f.max_connections, d.max_connections);
-        let max_connections = l.bytes("max_connections", conns, 1);
-        let flag_pending = l.flag_u64("max_pending_bytes", a.max_pending_bytes);
-        let pending = pick(flag_pending, f.max_pending_bytes, d.max_pending_bytes);
-        let max_pending_bytes = l.bytes("max_pending_bytes", pending, MIN_BODY_BYTES);
+        let (max_body_bytes, _) = l.number(
+            "max_body_bytes",
+            a.max_body_bytes,
+            f.max_body_bytes,
+            d.max_body_bytes,
+            MIN_BODY_BYTES,
+        );
+        let (max_line_bytes, _) = l.number(
+            "max_line_bytes",
+            a.max_line_bytes,
+            f.max_line_bytes,
+            d.max_line_bytes,
+            MIN_LINE_BYTES,
+        );
+        let (max_connections, _) = l.number(
+            "max_connections",
+            a.max_connections,
+            f.max_connections,
+            d.max_connections,
+            1,
+        );
+        let (max_pending_bytes, pending_origin) = l.number(
+            "max_pending_bytes",
+            a.max_pending_bytes,
+            f.max_pending_bytes,
+            d.max_pending_bytes,
+            MIN_BODY_BYTES,
+        );
         if max_pending_bytes < max_body_bytes {
             l.error(
                 "max_pending_bytes",
-                pending.map_or(Origin::Default, |(_, o)| o),
+                pending_origin,
                 format_args!(
                     "{max_pending_bytes} is below max_body_bytes ({max_body_bytes}): a body of the largest accepted size could never be taken"
                 ),
             );
         }
-        let flag_emitters = l.flag_u64("max_emitters", a.max_emitters);
-        let emitters = pick(flag_emitters, f.max_emitters, d.max_emitters);
-        let max_emitters = l.bytes("max_emitters", emitters, 1);
-        let flag_cxs = l.flag_u64("max_counterexamples", a.max_counterexamples);
-        let cxs = pick(flag_cxs, f.max_counterexamples, d.max_counterexamples);
-        let max_counterexamples = l.bytes("max_counterexamples", cxs, 1);
-        let flag_segment = l.flag_u64("wal_segment_bytes", a.wal_segment_bytes);
-        let segment = pick(flag_segment, f.wal_segment_bytes, d.wal_segment_bytes);
-        let wal_segment_bytes = l.bytes("wal_segment_bytes", segment, MIN_WAL_SEGMENT_BYTES);
+        let (max_emitters, _) = l.number(
+            "max_emitters",
+            a.max_emitters,
+            f.max_emitters,
+            d.max_emitters,
+            1,
+        );
+        let (max_counterexamples, _) = l.number(
+            "max_counterexamples",
+            a.max_counterexamples,
+            f.max_counterexamples,
+            d.max_counterexamples,
+            1,
+        );
+        let (wal_segment_bytes, _) = l.number(
+            "wal_segment_bytes",
+            a.wal_segment_bytes,
+            f.wal_segment_bytes,
+            d.wal_segment_bytes,
+            MIN_WAL_SEGMENT_BYTES,
+        );
         let timeout = pick(a.request_timeout, f.request_timeout, d.request_timeout);
         let request_timeout = l.duration("request_timeout", timeout).unwrap_or_default();
         let headers = pick(
