@@ -611,14 +611,17 @@ fn every_metric_in_alerts_and_dashboard_is_exposed_by_the_service() {
          not an event\n",
         now - 1_000_000_000
     );
-    let r = request(
-        demo.addr,
-        "POST",
-        "/v1/events",
-        &[("content-type", "application/x-ndjson")],
-        body.as_bytes(),
-    )
-    .expect("POST /v1/events");
+    let post = |body: &str| {
+        request(
+            demo.addr,
+            "POST",
+            "/v1/events",
+            &[("content-type", "application/x-ndjson")],
+            body.as_bytes(),
+        )
+        .expect("POST /v1/events")
+    };
+    let r = post(&body);
     assert_eq!(r.status, 422, "{}", r.text());
     // A provisional counterexample withdrawn: its stale commit is re-sent under the same
     // (emitter, seq) with another epoch, so both deliveries are set aside.
@@ -628,14 +631,7 @@ fn every_metric_in_alerts_and_dashboard_is_exposed_by_the_service() {
          {{\"kind\":\"commit\",\"ts\":{now},\"scope\":\"dashboards-withdrawn\",\"epoch\":3,\"route\":\"orders-api.transition\",\"emitter\":\"dashboards-test\",\"seq\":2}}\n",
         now - 1_000_000_000
     );
-    let r = request(
-        demo.addr,
-        "POST",
-        "/v1/events",
-        &[("content-type", "application/x-ndjson")],
-        body.as_bytes(),
-    )
-    .expect("POST /v1/events");
+    let r = post(&body);
     assert_eq!(r.status, 200, "{}", r.text());
 
     // The families only a service with Kafka ingest has (meanwhile the demo runs).
