@@ -87,6 +87,12 @@ impl Tracker {
             .max_by_key(|m| (m.incarnation, m.epoch, std::cmp::Reverse(m.first)))
     }
 
+    /// Replaces the folded mark (the live assessor lowers a mark whose event turned out to be
+    /// one of conflicting deliveries; see `live::scopes`).
+    pub fn set_mark(&mut self, mark: Option<Mark>) {
+        self.mark = mark;
+    }
+
     /// Intervals still inside the horizon.
     pub fn intervals(&self) -> &[Interval] {
         self.recent.as_deref().map_or(&[], Vec::as_slice)

@@ -469,3 +469,64 @@ fn checks_json_carries_neither_final_nor_withdrawn() {
     );
     assert!(cx.get("id").is_some() && cx.get("explanation").is_some());
 }
+
+/// `(b, 1)` arrives in order with epoch 2 and the epoch-1 commits after it are refuted; it
+/// folds into the mark. Then its other delivery (epoch 1) arrives, older than the horizon:
+/// `late_evidence`, not applied, and — as in `check`, which sets both aside — the mark no
+/// longer rests on it: the provisional counterexamples resting on it (through the mark) are
+/// withdrawn, the final ones stay, and the epoch-1 commits arriving in order after it are not
+/// refuted (the mark fell back to epoch 1, the highest other folded epoch).
+#[test]
+fn a_folded_mark_resting_on_a_conflicting_delivery_falls_back() {
+    let (c, mut l) = setup(Some(0));
+    let mut events = vec![
+        beat(0, "r2"),
+        commit(50, "s", 1, "a", 1),
+        commit(100, "s", 2, "b", 1),
+    ];
+    for (i, t) in [150, 250, 350, 450, 550].into_iter().enumerate() {
+        events.push(commit(t, "s", 1, "a", i as u64 + 2));
+    }
+    let conflict = events.len();
+    events.push(commit(100, "s", 1, "b", 1));
+    for (i, t) in [650, 750, 850, 950].into_iter().enumerate() {
+        events.push(commit(t, "s", 1, "a", i as u64 + 7));
+    }
+    let src = l.add_source("wal");
+    let push = |l: &mut Live, i: usize| l.push(&events[i], src, i as u64, 1_000_000_000);
+    for i in 0..conflict {
+        push(&mut l, i);
+    }
+    assert_eq!(
+        l.take_new_counterexamples().len(),
+        5,
+        "each epoch-1 commit is stale"
+    );
+    assert!(l.provisional_counterexamples() > 0);
+    let standing = l.view().counterexample_count(0) - l.provisional_counterexamples();
+    push(&mut l, conflict);
+    let counts = l.view().unknown_counts(0);
+    assert_eq!(counts.get(&Reason::LateEvidence), Some(&1), "{counts:?}");
+    assert!(!l.take_withdrawn_counterexamples().is_empty());
+    assert_eq!(l.provisional_counterexamples(), 0, "all withdrawn");
+    assert_eq!(
+        l.view().counterexample_count(0),
+        standing,
+        "final ones stay"
+    );
+    // The mark is never forgotten: shown still, no longer evidence.
+    let s = l.scope(0, "s").unwrap();
+    assert_eq!(s.high_water.as_ref().map(|h| h.epoch), Some(2), "{s:?}");
+    for i in conflict + 1..events.len() {
+        push(&mut l, i);
+    }
+    l.close();
+    assert_eq!(
+        l.take_new_counterexamples().len(),
+        0,
+        "nothing refuted against the set-aside delivery"
+    );
+    assert_eq!(l.view().counterexample_count(0), standing);
+    // check sets both deliveries aside: nothing is stale.
+    assert!(check(&c, &events).properties[0].counterexamples.is_empty());
+}

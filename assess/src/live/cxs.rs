@@ -275,6 +275,19 @@ impl Live {
         scope: &str,
         set_aside: impl Fn(&Ev) -> bool,
     ) {
+        self.withdraw_resting(p, scope, set_aside, |_| false);
+    }
+
+    /// As [`Live::withdraw_resting_on`], and also withdraws those whose witness is the folded
+    /// mark when `on_mark` accepts them (the mark rested on a conflicting delivery).
+    pub(super) fn withdraw_resting(
+        &mut self,
+        p: usize,
+        scope: &str,
+        set_aside: impl Fn(&Ev) -> bool,
+        on_mark: impl Fn(&Cx) -> bool,
+    ) {
+        let by_mark = |c: &Cx| c.witness.is_none() && on_mark(c);
         let prop = &self.state.props[p];
         let keys: Vec<Key> = prop
             .cxs
@@ -285,6 +298,7 @@ impl Live {
                     && c.withdrawn.is_none()
                     && (set_aside(&c.stale)
                         || c.witness.as_ref().is_some_and(&set_aside)
+                        || by_mark(c)
                         || c.former.iter().any(&set_aside))
             })
             .map(|(k, _)| k.clone())
@@ -293,7 +307,8 @@ impl Live {
         for key in keys {
             let prop = &mut self.state.props[p];
             let c = prop.cxs.get_mut(&key).expect("listed");
-            let whole = set_aside(&c.stale) || c.witness.as_ref().is_some_and(&set_aside);
+            let whole =
+                set_aside(&c.stale) || c.witness.as_ref().is_some_and(&set_aside) || by_mark(c);
             let mut gone = Vec::new();
             c.former.retain(|f| {
                 let out = whole || set_aside(f);

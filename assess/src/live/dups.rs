@@ -17,7 +17,11 @@
 //! runs, below the window) can no longer be compared: a re-send is never dropped as a
 //! duplicate, nor applied; it is `unknown(late_evidence)` when itself older than the horizon,
 //! else `unknown(conflicting_duplicate)` (its time differs from the folded event's, so its
-//! content does). An emitter that restarts its seq without a new id is seen so. A seq at or
+//! content does). An emitter that restarts its seq without a new id is seen so. If the folded
+//! event set the high-water mark of the scope the re-send names (in a property the emitter
+//! fed), that mark is tainted (the `scopes` module doc, "Tainted marks"): it no longer refutes
+//! on the event's behalf, and the provisional counterexamples resting on it are withdrawn. So
+//! is it when the earlier delivery is still in the window but its event already folded. A seq at or
 //! above the window's start that the emitter's runs hold but the window does not (seen by
 //! another partition, through [`Live::absorb_seq_runs`], or beyond the window's span) is
 //! dropped as a duplicate, as before: its content was never here to compare.
@@ -25,6 +29,7 @@
 //! Of a (scope, incarnation, order, epoch) key, only kept events are compared: a delivery whose
 //! order key belongs to a folded event is judged against the mark like any late event.
 
+use super::scopes::Tainted;
 use super::{ASIDE, Ev, HAS_EPOCH, HAS_SEQ, Live, NONE, REJECTED, content_hash};
 use crate::event::Event;
 use crate::finding::Reason;
@@ -239,6 +244,7 @@ impl Live {
                 self.state.duplicates += 1;
                 return Seen::Duplicate;
             }
+            let fed = e.props.as_slice().to_vec();
             if let Some(p) = prop {
                 let emitter = self.state.names[rec.emitter as usize].clone();
                 if rec.ts < self.state.props[p].horizon {
@@ -249,6 +255,17 @@ impl Live {
                     self.raise(p, rec, Reason::ConflictingDuplicate, |_| format!(
                         "emitter `{emitter}` seq {} was delivered before, older than the retained horizon: this delivery differs from it (an emitter that restarted its seq without a new id?)", rec.seq
                     ));
+                }
+            }
+            if let Some(scope) = ev.scope {
+                for q in fed {
+                    let q = usize::from(q);
+                    if self.taint_mark(q, scope, rec) && Some(q) != prop {
+                        let emitter = self.state.names[rec.emitter as usize].clone();
+                        self.raise(q, rec, Reason::ConflictingDuplicate, |_| format!(
+                            "emitter `{emitter}` seq {} was delivered before and folded into scope `{scope}`'s high-water mark: this delivery differs from it", rec.seq
+                        ));
+                    }
                 }
             }
             return Seen::Aside;
@@ -303,7 +320,47 @@ impl Live {
             self.set_aside_kept(p, first.scope, move |e: &Ev| {
                 e.emitter == em && e.has(HAS_SEQ) && e.seq == seq
             });
+            // Its delivery outlived its event, which folded into the mark.
+            let name = self.state.props[p].scopes.name(first.scope).to_string();
+            self.taint_mark(p, &name, rec);
         }
+    }
+
+    /// `rec` conflicts with a folded delivery of its (emitter, seq): if the high-water mark of
+    /// `scope` (property `p`) rests on that delivery, the mark falls back to what the other
+    /// folded events prove ([`ScopeState::taint`]), the scope is decided again, and the
+    /// provisional counterexamples resting on it — as their stale or superseding event, or
+    /// through the mark as their witness — are withdrawn. Returns whether the mark rested on it.
+    ///
+    /// [`ScopeState::taint`]: super::scopes::ScopeState::taint
+    fn taint_mark(&mut self, p: usize, scope: &str, rec: &Ev) -> bool {
+        let Some(emitter) = self.state.names.get(rec.emitter as usize) else {
+            return false;
+        };
+        let key = super::scopes::key_hash(emitter, rec.seq);
+        let horizon = self.state.props[p].horizon;
+        let skew = self.contract.properties[p].clock_skew.0;
+        let Some(st) = self.state.props[p].scopes.get_mut(scope) else {
+            return false;
+        };
+        let Some(t) = st.taint(key, horizon) else {
+            return false;
+        };
+        self.decide_scope(p, scope, None, horizon);
+        let (em, seq) = (rec.emitter, rec.seq);
+        let is_it = move |e: &Ev| e.emitter == em && e.has(HAS_SEQ) && e.seq == seq;
+        let on_mark = move |c: &super::Cx| {
+            let m = c.mark.map(|m| (m.incarnation, m.epoch));
+            match t {
+                Tainted::Top(top) => m == Some(top),
+                // Certain only through the mark's earliest time, now merely bounded.
+                Tainted::First(top, first) => {
+                    m == Some(top) && c.stale.ts.saturating_sub(skew) <= first
+                }
+            }
+        };
+        self.withdraw_resting(p, scope, is_it, on_mark);
+        true
     }
 
     /// Settles the (scope, incarnation, order, epoch) key of `rec` against the kept events of

@@ -1424,7 +1424,7 @@ impl Live {
                 class: 1,
             });
         }
-        let mark = st.tracker.high_water();
+        let mark = st.evidence();
         if let Some(m) = mark {
             // The folded mark takes part as the earliest event of the highest folded epoch.
             self.slots.push(Slot {
@@ -1449,7 +1449,7 @@ impl Live {
         if let Some(n) = new {
             let e = st.events()[n];
             if e.class() == 0 && e.ts < horizon.saturating_add(skew) && mark.is_some() {
-                let j = st.tracker.judge(e.inc, e.epoch, e.ts, skew, horizon);
+                let j = st.judge(e.inc, e.epoch, e.ts, skew, horizon);
                 if j == Judgement::Late && !cxs.iter().any(|c| c.1 == n as u32) {
                     late.push(n);
                 }
@@ -1584,7 +1584,16 @@ impl Live {
         }
         prop.horizon = horizon;
         let skew = prop_c.clock_skew.0;
-        prop.scopes.fold(horizon, skew);
+        let names = &self.state.names;
+        let key_of = |e: &Ev| {
+            if e.emitter == NONE || !e.has(HAS_SEQ) {
+                return 0;
+            }
+            names
+                .get(e.emitter as usize)
+                .map_or(0, |n| scopes::key_hash(n, e.seq))
+        };
+        prop.scopes.fold(horizon, skew, &key_of);
         // No kept event is older than the horizon now: a dropped counterexample's stale event
         // older than it can no longer be found again.
         prop.dropped = prop.dropped.split_off(&(horizon, 0));
@@ -1717,7 +1726,7 @@ fn changes_nothing(st: &scopes::ScopeState, rec: &Ev, skew: i64, horizon: i64) -
     }
     let key = (rec.inc, rec.epoch);
     let before = |ts: i64| ts.saturating_add(skew) < rec.ts;
-    if let Some(m) = st.tracker.high_water()
+    if let Some(m) = st.evidence()
         && ((m.incarnation, m.epoch) > key || !before(m.first))
     {
         return false;

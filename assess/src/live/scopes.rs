@@ -1,6 +1,6 @@
 //! The per-property scope table of the live assessor: scope ids interned in one arena, states
 //! in one dense vector by id. An idle scope costs its id bytes, about 13 bytes of interner
-//! overhead and one [`ScopeState`] (56 bytes): no per-scope allocation unless it folded an
+//! overhead and one [`ScopeState`] (80 bytes): no per-scope allocation unless it folded an
 //! `order` or grants (SPEC §7, at most 150 bytes per idle scope; `cargo run --release -p
 //! fencewatch-assess --example idle_live_scopes`). A scope is never removed: its high-water
 //! mark is never forgotten.
@@ -14,10 +14,29 @@
 //! went is remembered, so a commit that would need one of them is `late_evidence` when it is
 //! itself older than the horizon and is never called ungranted. What is kept is bounded per
 //! scope by the epochs granted above the highest folded commit.
+//!
+//! **Tainted marks** (SPEC §4 "Duplicates" and "Provisional counterexamples"). A conflicting
+//! delivery can show, after the fact, that a folded event was one of conflicting deliveries:
+//! `check` sets it aside, so the mark must stop being evidence for it. So the mark knows what
+//! it rests on: a 32-bit hash of the (emitter, seq) of the folded event that set its earliest
+//! time, whether its (incarnation, epoch) rests on that event alone, and the highest other
+//! folded (incarnation, epoch) below it (exact while it rests on one event), 24 bytes. When a
+//! delivery conflicting with a folded (emitter, seq) names a scope whose mark rests on it, the
+//! mark is *tainted*: it stays (it is never forgotten, and is shown) but its earliest time is
+//! only bounded by the horizon now, and if its (incarnation, epoch) rested on that event alone
+//! it is no longer evidence: the scope is judged against the highest other folded
+//! (incarnation, epoch), with that bounded earliest time (or against no mark), until events of
+//! the tainted epoch fold again. The scope is then decided again and the provisional
+//! counterexamples resting on the event (as stale or superseding event, or through the mark)
+//! are withdrawn (the `dups` and `cxs` modules); final ones stay. A later earliest time is
+//! never more certain than the evidence (fewer events certainly follow it); what lies below
+//! a fallen-back mark is not known, so it does not fall back twice. An (order, epoch) key of a
+//! folded event, and an (emitter, seq) whose conflicting delivery names another scope, are
+//! not tracked.
 
 use super::{ASIDE, Ev, HAS_ORDER, NONE};
 use crate::intern::Interner;
-use crate::tracker::Tracker;
+use crate::tracker::{Judgement, Mark, Tracker};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// What one (property, scope) keeps.
@@ -30,6 +49,45 @@ pub(super) struct ScopeState {
     /// Events of the scope (not heartbeats) inside the horizon, in arrival order, with their
     /// summary; `None` when there are none, so an idle scope holds a null pointer.
     recent: Option<Box<Active>>,
+    /// The highest (incarnation, epoch) of the folded events below the mark's, if
+    /// [`HAS_BELOW`]; kept exact while [`SOLO`] holds (what a tainted mark falls back to).
+    below: (u64, u64),
+    /// A 32-bit hash, never 0, of the emitter and seq of the folded event that set the mark's
+    /// earliest time (see [`key_hash`]); 0 when none is known.
+    top_key: u32,
+    /// [`SOLO`] and [`HAS_BELOW`].
+    mark_flags: u8,
+}
+
+/// [`ScopeState::mark_flags`]: the mark's (incarnation, epoch) rests on one folded event, the
+/// one [`ScopeState::top_key`] names.
+const SOLO: u8 = 1;
+/// [`ScopeState::mark_flags`]: [`ScopeState::below`] holds a folded (incarnation, epoch).
+const HAS_BELOW: u8 = 2;
+/// [`ScopeState::mark_flags`]: the mark's (incarnation, epoch) rested on one folded event alone,
+/// which turned out to be one of conflicting deliveries: it is no evidence (see
+/// [`ScopeState::evidence`]) until events of it fold again.
+const TAINTED: u8 = 4;
+
+/// The 32-bit hash (never 0) of an (emitter name, seq) key, as a mark remembers the event it
+/// rests on.
+pub(super) fn key_hash(emitter: &str, seq: u64) -> u32 {
+    let mut h = xxhash_rust::xxh3::Xxh3Default::new();
+    h.update(&(emitter.len() as u64).to_le_bytes());
+    h.update(emitter.as_bytes());
+    h.update(&seq.to_le_bytes());
+    (h.digest() as u32).max(1)
+}
+
+/// What [`ScopeState::taint`] did to the mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Tainted {
+    /// The mark's (incarnation, epoch) rested on that event alone: it is [`TAINTED`], evidence
+    /// falls back to the highest folded one below it (or to none).
+    Top((u64, u64)),
+    /// Other folded events share the mark's (incarnation, epoch): it stands, but its earliest
+    /// time is now only bounded (by the horizon).
+    First((u64, u64), i64),
 }
 
 /// What a scope keeps of its folded events besides the high-water mark.
@@ -213,22 +271,156 @@ impl ScopeState {
         }
     }
 
+    /// The mark as evidence: the folded high-water mark, or, when it is [`TAINTED`], the
+    /// highest other folded (incarnation, epoch) (earliest time bounded by the horizon at the
+    /// taint), if any.
+    pub(super) fn evidence(&self) -> Option<Mark> {
+        let m = self.tracker.high_water()?;
+        if self.mark_flags & TAINTED == 0 {
+            return Some(m);
+        }
+        (self.mark_flags & HAS_BELOW != 0).then_some(Mark {
+            incarnation: self.below.0,
+            epoch: self.below.1,
+            first: m.first,
+        })
+    }
+
+    /// [`Tracker::judge`] against the mark as evidence ([`ScopeState::evidence`]).
+    pub(super) fn judge(
+        &self,
+        inc: u64,
+        epoch: u64,
+        ts: i64,
+        skew: i64,
+        horizon: i64,
+    ) -> Judgement {
+        if self.mark_flags & TAINTED == 0 {
+            return self.tracker.judge(inc, epoch, ts, skew, horizon);
+        }
+        let mut t = Tracker::default();
+        t.set_mark(self.evidence());
+        t.judge(inc, epoch, ts, skew, horizon)
+    }
+
+    /// The mark rests on the folded event whose (emitter, seq) hashes to `key` ([`key_hash`]),
+    /// which turned out to be one of conflicting deliveries (the module doc, "Tainted marks"),
+    /// given the current `horizon` (every folded event is older): the mark
+    /// stays (it is never forgotten) but its earliest time is only bounded by the horizon now,
+    /// and when its (incarnation, epoch) rested on that event alone it is [`TAINTED`]: evidence
+    /// falls back to the highest other folded one. `None` when the mark does not rest on it.
+    pub(super) fn taint(&mut self, key: u32, horizon: i64) -> Option<Tainted> {
+        if key == 0 || self.top_key != key || self.mark_flags & TAINTED != 0 {
+            return None;
+        }
+        let m = self.tracker.high_water()?;
+        let top = (m.incarnation, m.epoch);
+        self.top_key = 0;
+        if let Some(c) = self.cold.as_mut() {
+            // The smallest order of the mark's events may have been that event's.
+            c.mark_order = u64::MAX;
+            if c.is_empty() {
+                self.cold = None;
+            }
+        }
+        let first = m.first.max(horizon.saturating_sub(1));
+        self.tracker.set_mark(Some(Mark { first, ..m }));
+        if self.mark_flags & SOLO == 0 {
+            return Some(Tainted::First(top, first));
+        }
+        self.mark_flags = (self.mark_flags & HAS_BELOW) | TAINTED;
+        Some(Tainted::Top(top))
+    }
+
+    /// Keeps what the mark rests on up to date after folding `folded` (older than `horizon`)
+    /// into it: `m` is the new mark, `old` the one before.
+    fn note_mark<'a>(
+        &mut self,
+        m: Mark,
+        old: Option<Mark>,
+        horizon: i64,
+        folded: impl Iterator<Item = &'a Ev>,
+        key_of: &dyn Fn(&Ev) -> u32,
+    ) {
+        let top = (m.incarnation, m.epoch);
+        let same = old.is_some_and(|o| (o.incarnation, o.epoch) == top);
+        let tainted = self.mark_flags & TAINTED != 0;
+        let had_below = (self.mark_flags & HAS_BELOW != 0).then_some(self.below);
+        // The highest certain (incarnation, epoch) below the top: a tainted old top is none.
+        let mut below = if same || tainted {
+            had_below
+        } else {
+            old.map(|o| (o.incarnation, o.epoch))
+        };
+        let mut earliest: Option<&Ev> = None;
+        let mut n = 0;
+        let mut others = false;
+        for e in folded {
+            if (e.inc, e.epoch) != top {
+                below = below.max(Some((e.inc, e.epoch)));
+                others = true;
+            } else {
+                n += 1;
+                if earliest.is_none_or(|f| e.ts < f.ts) {
+                    earliest = Some(e);
+                }
+            }
+        }
+        let solo = if n == 1 { SOLO } else { 0 };
+        let mut flags = self.mark_flags & (SOLO | TAINTED);
+        if let Some(f) = earliest {
+            if !same || tainted {
+                // A new top, or the first certain events of a tainted one: the mark rests on
+                // them, from the earliest.
+                if same {
+                    self.tracker.set_mark(Some(Mark { first: f.ts, ..m }));
+                }
+                flags = solo;
+                self.top_key = key_of(f);
+            } else {
+                flags &= !SOLO;
+                if old.is_some_and(|o| f.ts < o.first) {
+                    self.top_key = key_of(f);
+                }
+            }
+        }
+        if flags & TAINTED != 0 && others {
+            // The fallback's earliest time stays a bound on every folded event's.
+            let first = m.first.max(horizon.saturating_sub(1));
+            self.tracker.set_mark(Some(Mark { first, ..m }));
+        }
+        self.below = below.unwrap_or_default();
+        self.mark_flags = flags | if below.is_some() { HAS_BELOW } else { 0 };
+    }
+
     /// Folds the committed events older than `horizon` into the high-water mark, keeps the
     /// older grants at or above the new mark (see the module doc) and drops every other event
-    /// older than it.
-    pub(super) fn fold(&mut self, horizon: i64, skew: i64) {
+    /// older than it. `key_of` gives an event's [`key_hash`] (0 without a seq), so the mark
+    /// knows the event it rests on.
+    pub(super) fn fold(&mut self, horizon: i64, skew: i64, key_of: &dyn Fn(&Ev) -> u32) {
         let Some(events) = self.recent.as_ref().map(|a| &a.events) else {
             return;
         };
         if events.iter().all(|e| e.ts >= horizon) {
             return;
         }
-        let before = self.tracker.high_water().map(|m| (m.incarnation, m.epoch));
+        let old = self.tracker.high_water();
+        let before = old.map(|m| (m.incarnation, m.epoch));
         let folding = |e: &&Ev| e.ts < horizon && e.class() == 0 && !e.has(ASIDE);
         for e in events.iter().filter(folding) {
             self.tracker.observe(e.inc, e.epoch, e.ts, skew, i64::MIN);
         }
         self.tracker.fold(i64::MAX);
+        if let Some(m) = self.tracker.high_water() {
+            let recent = self.recent.take();
+            let events = recent.as_deref().map_or(&[][..], |a| a.events.as_slice());
+            self.note_mark(m, old, horizon, events.iter().filter(folding), key_of);
+            self.recent = recent;
+        }
+        let events = self
+            .recent
+            .as_ref()
+            .map_or(&[][..], |a| a.events.as_slice());
         let mark = self.tracker.high_water();
         let cold = self.cold.get_or_insert_with(|| {
             Box::new(Cold {
@@ -333,9 +525,9 @@ impl Scopes {
     }
 
     /// Folds every scope (see [`ScopeState::fold`]).
-    pub(super) fn fold(&mut self, horizon: i64, skew: i64) {
+    pub(super) fn fold(&mut self, horizon: i64, skew: i64, key_of: &dyn Fn(&Ev) -> u32) {
         for st in &mut self.states {
-            st.fold(horizon, skew);
+            st.fold(horizon, skew, key_of);
         }
         self.retained = self.states.iter().map(|s| s.events().len()).sum();
         self.cold_grants = self.states.iter().map(|s| s.folded_grants().len()).sum();
