@@ -5,7 +5,7 @@ usage: diff.py MIX SEED [SEED...]   (or diff.py --file mut.ndjson --contract c.t
 """
 import json, os, random, re, signal, subprocess, sys, time, urllib.request, datetime
 
-BIN = os.environ.get("FW", "target/release/fencewatch")
+BIN = os.path.abspath(os.environ.get("FW", "target/release/fencewatch"))
 ROOT = os.environ.get("DIFFTEST_DIR", "/tmp/fencewatch-difftest") + "/runs"
 NS = 1_000_000_000
 

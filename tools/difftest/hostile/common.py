@@ -1,6 +1,6 @@
 import os, socket, subprocess, time, json, re, urllib.request, shutil, signal
 
-BIN = os.environ.get("FW", "target/release/fencewatch")
+BIN = os.path.abspath(os.environ.get("FW", "target/release/fencewatch"))
 CONTRACT = """
 [[property]]
 name = "p"
