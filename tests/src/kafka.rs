@@ -17,29 +17,40 @@ pub fn produce(brokers: &str, topic: &str, messages: &[(String, String)]) {
         .create()
         .expect("a producer");
     for (key, payload) in messages {
-        let mut record = BaseRecord::to(topic)
-            .key(key.as_str())
-            .payload(payload.as_str());
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((e, r)) => {
-                    assert!(
-                        matches!(
-                            e.rdkafka_error_code(),
-                            Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
-                        ),
-                        "produce: {e}"
-                    );
-                    producer.poll(Duration::from_millis(10));
-                    record = r;
-                }
-            }
-        }
+        send(
+            &producer,
+            BaseRecord::to(topic)
+                .key(key.as_str())
+                .payload(payload.as_str()),
+        );
     }
     producer
         .flush(Duration::from_secs(30))
         .expect("every message acknowledged");
+}
+
+/// Sends one record, waiting while the producer's queue is full.
+fn send<K, P>(producer: &BaseProducer, mut record: BaseRecord<'_, K, P>)
+where
+    K: rdkafka::message::ToBytes + ?Sized,
+    P: rdkafka::message::ToBytes + ?Sized,
+{
+    loop {
+        match producer.send(record) {
+            Ok(()) => return,
+            Err((e, r)) => {
+                assert!(
+                    matches!(
+                        e.rdkafka_error_code(),
+                        Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
+                    ),
+                    "produce: {e}"
+                );
+                producer.poll(Duration::from_millis(10));
+                record = r;
+            }
+        }
+    }
 }
 
 /// A raw message for [`produce_bytes`]: key and payload, each possibly absent.
@@ -64,22 +75,7 @@ pub fn produce_bytes(brokers: &str, topic: &str, messages: &[RawMessage<'_>]) {
         if let Some(p) = payload {
             record = record.payload(p);
         }
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((e, r)) => {
-                    assert!(
-                        matches!(
-                            e.rdkafka_error_code(),
-                            Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
-                        ),
-                        "produce: {e}"
-                    );
-                    producer.poll(Duration::from_millis(10));
-                    record = r;
-                }
-            }
-        }
+        send(&producer, record);
     }
     producer
         .flush(Duration::from_secs(60))

@@ -1,6 +1,7 @@
 //! `fencewatch serve --ingest-file` under hostile files: a line far over `max_line_bytes`, a
 //! binary file, a file that has fewer lines than were ingested from it before (issue 11).
 
+use crate::kafka::observations;
 use fencewatch_tests::service::{TestService, now_ns};
 use fencewatch_tests::{ORDERS_CONTRACT, commit_line, xorshift};
 use std::io::Write;
@@ -10,16 +11,6 @@ const SEC: i64 = 1_000_000_000;
 
 fn commit(ts: i64, scope: &str, epoch: u64) -> String {
     commit_line(ts, scope, epoch, "orders-api.transition")
-}
-
-fn observations(svc: &TestService) -> u64 {
-    let c = svc.get("/v1/coverage").json();
-    c["routes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["observations"].as_u64().unwrap())
-        .sum()
 }
 
 /// Bytes of every file under `dir`.
