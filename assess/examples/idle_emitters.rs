@@ -6,25 +6,16 @@
 //! run of seqs, its name and its properties. Prints the resident-set growth per emitter, read
 //! from /proc/self/statm (Linux), once all are idle.
 
+mod common;
+
+use common::{count_arg, rss_bytes};
+
 use fencewatch_assess::event::{Event, Kind, Seq};
 use fencewatch_assess::live::{Live, LiveOptions};
 use fencewatch_assess::{Contract, EventTime};
 
-fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .expect("resident pages");
-    pages * 4096
-}
-
 fn main() {
-    let n: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(1_000_000);
+    let n = count_arg();
     let contract = Contract::parse(
         "idle.toml",
         "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"1s\"\nallowed_lateness=\"1s\"\n[[property.route]]\nname=\"r\"\n",

@@ -5,23 +5,14 @@
 //! freed interval memory is reused as it would be in steady state. Prints the resident-set growth
 //! per scope, read from /proc/self/statm (Linux).
 
+mod common;
+
+use common::{count_arg, rss_bytes};
+
 use fencewatch_assess::tracker::ScopeTable;
 
-fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .expect("resident pages");
-    pages * 4096
-}
-
 fn main() {
-    let n: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(1_000_000);
+    let n = count_arg();
     let before = rss_bytes();
     let mut table = ScopeTable::new();
     for i in 0..n {
