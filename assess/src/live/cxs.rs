@@ -11,9 +11,11 @@
 //! When a duplicate key turns out to have conflicting deliveries, they are all set aside and
 //! the scope is decided again. A provisional counterexample whose stale or superseding event
 //! was one of them, and that the new decision does not find again with other evidence (the same
-//! stale event with another witness keeps its id and stands), is *withdrawn*: its window is
-//! revised to `unknown(conflicting_duplicate)` (`refuted` → `unknown`, marked `revised` when the
-//! window was final), it stays listed with its [`Withdrawal`], and it is reported by
+//! stale event with another witness keeps its id and stands), is *withdrawn*: its window, if
+//! final, is revised to `unknown(conflicting_duplicate)` (`refuted` → `unknown`, never up to
+//! `holds`); if still provisional it reads as its own evidence says, as in `check` (the
+//! conflicting deliveries raise `conflicting_duplicate` in their own windows). It stays listed
+//! with its [`Withdrawal`], and it is reported by
 //! [`Live::take_withdrawn_counterexamples`]. Should later evidence find it again, it stands
 //! again and is reported as found again.
 //!
@@ -335,9 +337,14 @@ impl Live {
             let due = c.due();
             prop.provisional.remove(&(due, key.clone()));
             prop.withdrawn += 1;
-            prop.tally
-                .series
-                .withdraw_counterexample(key.0, why.reason());
+            // Its own window as its former representatives' (above): a provisional one reads as
+            // `check` has it, a final one becomes unknown(conflicting_duplicate), revised.
+            let series = &mut prop.tally.series;
+            if series.is_final(series.index(key.0)) {
+                series.withdraw_counterexample(key.0, why.reason());
+            } else {
+                series.retract_counterexample(key.0);
+            }
             let note = self.state.props[p].cxs[&key].note(p, self);
             self.withdrawn_cxs.push(note);
         }
