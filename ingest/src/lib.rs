@@ -5,6 +5,7 @@
 //! - [`json`]: strict schema-v1 JSON decoding (NDJSON lines and JSON arrays) with per-line,
 //!   per-field errors; a malformed line is an `Err` here and `malformed_event` evidence in the
 //!   core, never a crash.
+//! - [`decode`]: decoders beside `json`: OTLP spans and log records (feature `otlp`).
 //! - [`mod@file`]: streaming files and stdin through a parallel decoder into a
 //!   [`fencewatch_assess::History`], in reading order, with bounded memory.
 //! - [`partition`]: one local partition: the WAL batches, applying them to the live assessor,
@@ -18,6 +19,7 @@
 //! - [`checkpoint`]: atomic per-partition checkpoints of the assessor state with its offset.
 
 pub mod checkpoint;
+pub mod decode;
 pub mod demo;
 pub mod file;
 pub mod json;

@@ -29,6 +29,10 @@ pub enum Format {
     Ndjson,
     /// A JSON array of objects.
     Array,
+    /// An OTLP trace request reduced to its fencing spans, protobuf (`decode::otlp`).
+    OtlpTraces,
+    /// An OTLP logs request reduced to its fencing log records, protobuf.
+    OtlpLogs,
 }
 
 /// Errors of a partition.
@@ -129,7 +133,7 @@ pub struct Applied {
 }
 
 impl Applied {
-    fn malformed(&mut self, item: u64, offset: u64, error: DecodeError) {
+    pub(crate) fn malformed(&mut self, item: u64, offset: u64, error: DecodeError) {
         self.malformed += 1;
         if self.errors.len() < MAX_LISTED_ERRORS {
             self.errors.push(ItemError {
@@ -154,6 +158,7 @@ pub fn items(format: Format, body: &[u8]) -> u64 {
             }
         }
         Format::Array => json::for_each_element(body, |_, _| {}).map_or(1, |n| n as u64),
+        Format::OtlpTraces | Format::OtlpLogs => otlp_items(format, body),
     }
 }
 
@@ -222,6 +227,8 @@ fn format_byte(format: Format) -> u8 {
     match format {
         Format::Ndjson => 0,
         Format::Array => 1,
+        Format::OtlpTraces => 2,
+        Format::OtlpLogs => 3,
     }
 }
 
@@ -251,6 +258,8 @@ pub fn decode(payload: &[u8]) -> Result<Batch<'_>, String> {
     let format = match fmt {
         0 => Format::Ndjson,
         1 => Format::Array,
+        2 => Format::OtlpTraces,
+        3 => Format::OtlpLogs,
         x => return Err(format!("unknown body format {x}")),
     };
     let (ts, rest) = rest.split_at_checked(8).ok_or_else(short)?;
@@ -276,6 +285,9 @@ pub fn decode(payload: &[u8]) -> Result<Batch<'_>, String> {
 pub struct DecodedItems<'a> {
     events: Vec<(u32, json::Decoded<'a>)>,
     bad: Vec<u32>,
+    /// The items of an OTLP body.
+    #[cfg(feature = "otlp")]
+    otlp: Option<crate::decode::otlp::Decoded>,
 }
 
 /// One item of a batch, decoded.
@@ -291,6 +303,7 @@ fn decode_item<'a>(
             std::str::from_utf8(item).expect("for_each_element checked UTF-8"),
             max_line_bytes,
         ),
+        Format::OtlpTraces | Format::OtlpLogs => unreachable!("OTLP items are decoded whole"),
     }
 }
 
@@ -311,12 +324,16 @@ fn for_each_item<'a>(
         Format::Array => {
             json::for_each_element(batch.body, |i, e| each(i as u32, e.as_bytes())).map(drop)
         }
+        Format::OtlpTraces | Format::OtlpLogs => unreachable!("OTLP items are decoded whole"),
     }
 }
 
 /// Decodes a batch's items. Pure: it can run on any thread, before the assessor is locked.
 pub fn decode_items<'a>(batch: &Batch<'a>, max_line_bytes: usize) -> DecodedItems<'a> {
     let mut out = DecodedItems::default();
+    if matches!(batch.format, Format::OtlpTraces | Format::OtlpLogs) {
+        return otlp_decode(batch, out);
+    }
     let walked = for_each_item(batch, |i, item| {
         if batch.format == Format::Ndjson && json::is_blank(item) {
             return;
@@ -330,6 +347,7 @@ pub fn decode_items<'a>(batch: &Batch<'a>, max_line_bytes: usize) -> DecodedItem
         out = DecodedItems {
             events: Vec::new(),
             bad: vec![0],
+            ..DecodedItems::default()
         };
     }
     out
@@ -351,26 +369,16 @@ pub fn apply_decoded(
     items: DecodedItems<'_>,
     max_line_bytes: usize,
 ) -> Applied {
+    if matches!(batch.format, Format::OtlpTraces | Format::OtlpLogs) {
+        return otlp_apply(live, base, batch, items);
+    }
     let source = live.add_source(batch.source);
     let mut out = Applied::default();
     let position = |i: u64| batch.first_line.map_or(base + i, |l| l + i);
     let push_event = |live: &mut Live, out: &mut Applied, i: u32, d: &json::Decoded<'_>| {
         let i = u64::from(i);
-        match live.push(&d.event(), source, position(i), batch.received_at) {
-            Pushed::Malformed => {
-                let error = DecodeError {
-                    field: None,
-                    reason: live.view().last_malformed().unwrap_or_default().to_string(),
-                    ts: Some(d.event().ts),
-                };
-                out.malformed(i, base + i, error);
-            }
-            Pushed::Duplicate => {
-                out.accepted += 1;
-                out.duplicates += 1;
-            }
-            Pushed::Assessed | Pushed::Unattributed => out.accepted += 1,
-        }
+        let pushed = live.push(&d.event(), source, position(i), batch.received_at);
+        count_pushed(live, out, pushed, i, base + i, d.event().ts);
     };
     let push_bad = |live: &mut Live, out: &mut Applied, i: u32, error: DecodeError| {
         let i = u64::from(i);
@@ -407,6 +415,109 @@ pub fn apply_decoded(
         push_bad(live, &mut out, 0, error);
     }
     out
+}
+
+#[cfg(feature = "otlp")]
+fn otlp_signal(format: Format) -> crate::decode::otlp::Signal {
+    use crate::decode::otlp::Signal;
+    if format == Format::OtlpLogs {
+        Signal::Logs
+    } else {
+        Signal::Traces
+    }
+}
+
+/// Items of an OTLP body: its decoded items (one when it does not decode).
+fn otlp_items(format: Format, body: &[u8]) -> u64 {
+    #[cfg(feature = "otlp")]
+    if let Ok(d) = crate::decode::otlp::decode(otlp_signal(format), body) {
+        return d.len() as u64;
+    }
+    let _ = (format, body);
+    1
+}
+
+fn otlp_decode<'a>(batch: &Batch<'a>, mut out: DecodedItems<'a>) -> DecodedItems<'a> {
+    #[cfg(feature = "otlp")]
+    if let Ok(d) = crate::decode::otlp::decode(otlp_signal(batch.format), batch.body) {
+        out.otlp = Some(d);
+        return out;
+    }
+    let _ = batch;
+    out.bad.push(0);
+    out
+}
+
+/// Feeds a decoded OTLP body: a span with its own provenance (`otlp:<trace_id>/<span_id>`), a
+/// log record at its offset. A body that does not decode (a build without OTLP, or a record
+/// another build wrote) is one malformed item.
+fn otlp_apply(live: &mut Live, base: u64, batch: &Batch<'_>, items: DecodedItems<'_>) -> Applied {
+    let source = live.add_source(batch.source);
+    let mut out = Applied::default();
+    #[cfg(feature = "otlp")]
+    if let Some(d) = items.otlp {
+        use crate::decode::otlp::Entry;
+        for (i, entry) in d.entries().enumerate() {
+            let (i, at) = (i as u64, base + i as u64);
+            match entry {
+                Entry::Event(ev, span) => {
+                    let pushed = match span {
+                        Some(s) => live.push_span(&ev, s, source, at, batch.received_at),
+                        None => live.push(&ev, source, at, batch.received_at),
+                    };
+                    count_pushed(live, &mut out, pushed, i, at, ev.ts);
+                }
+                Entry::Malformed(e) => {
+                    let message = e.error.to_string();
+                    match &e.span {
+                        Some(s) => live.push_malformed_span(s, source, at, e.error.ts, message),
+                        None => live.push_malformed(source, at, e.error.ts, message),
+                    }
+                    out.malformed(i, at, e.error);
+                }
+            }
+        }
+        return out;
+    }
+    let _ = items;
+    let reason = "an OTLP record this build cannot decode".to_string();
+    live.push_malformed(source, base, None, reason.clone());
+    out.malformed(
+        0,
+        base,
+        DecodeError {
+            field: None,
+            reason,
+            ts: None,
+        },
+    );
+    out
+}
+
+/// Counts what pushing item `i` (at WAL offset `at`) came to.
+fn count_pushed(
+    live: &Live,
+    out: &mut Applied,
+    pushed: Pushed,
+    i: u64,
+    at: u64,
+    ts: fencewatch_assess::EventTime,
+) {
+    match pushed {
+        Pushed::Malformed => {
+            let error = DecodeError {
+                field: None,
+                reason: live.view().last_malformed().unwrap_or_default().to_string(),
+                ts: Some(ts),
+            };
+            out.malformed(i, at, error);
+        }
+        Pushed::Duplicate => {
+            out.accepted += 1;
+            out.duplicates += 1;
+        }
+        Pushed::Assessed | Pushed::Unattributed => out.accepted += 1,
+    }
 }
 
 /// A partition opened from its data directory, with what opening it took.

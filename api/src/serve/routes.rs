@@ -563,7 +563,7 @@ async fn ingest(
     // Lines are counted in place (memchr: microseconds for a 1000-event body); an array's
     // JSON is checked while its elements are counted, off the async workers.
     let (payload, items) = match format {
-        Format::Ndjson => {
+        Format::Ndjson | Format::OtlpTraces | Format::OtlpLogs => {
             let items = partition::items(format, &payload[header..]);
             (payload, Ok(items))
         }
@@ -600,8 +600,8 @@ async fn ingest(
         .into_response());
     }
     let unit = match format {
-        Format::Ndjson => "line",
         Format::Array => "element",
+        _ => "line",
     };
     let listed = a.errors.len() as u64;
     let omitted = a.malformed - listed;

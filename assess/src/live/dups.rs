@@ -366,13 +366,48 @@ impl Live {
     /// Settles the (scope, incarnation, order, epoch) key of `rec` against the kept events of
     /// `scope`: `None` when no kept event shares it.
     pub(super) fn settle_order(&mut self, p: usize, rec: &Ev, scope: &str) -> Option<Attributed> {
-        let st = self.state.props[p].scopes.get(scope)?;
         let same_key = |e: &Ev| {
             e.kind().is_mutation()
                 && e.has(super::HAS_ORDER)
                 && e.has(HAS_EPOCH)
                 && (e.inc, e.order, e.epoch) == (rec.inc, rec.order, rec.epoch)
         };
+        self.settle_kept(p, rec, scope, same_key, || {
+            format!(
+                "two different events of scope `{scope}` carry incarnation {}, order {} and epoch {}",
+                rec.inc, rec.order, rec.epoch
+            )
+        })
+    }
+
+    /// Settles the span key of `rec` (its own provenance, [`Live::push_span`]) against the kept
+    /// events of `scope`, as an order key is: `None` when no kept event has it. A span is
+    /// compared with its scope's kept events only: a delivery naming another scope or property,
+    /// or one of a folded event (judged against the mark like any late event, and the same
+    /// counterexample id if stale), is taken as another event.
+    pub(super) fn settle_span(&mut self, p: usize, rec: &Ev, scope: &str) -> Option<Attributed> {
+        let span = self.state.names[rec.span as usize].clone();
+        self.settle_kept(
+            p,
+            rec,
+            scope,
+            |e: &Ev| e.span == rec.span,
+            || format!("two different events of scope `{scope}` come from span `{span}`"),
+        )
+    }
+
+    /// Settles a duplicate key of `rec` against the first kept event of `scope` that `same_key`
+    /// accepts: an equal one makes `rec` a duplicate; a different one sets both aside and raises
+    /// `conflicting_duplicate` (worded by `detail`).
+    fn settle_kept(
+        &mut self,
+        p: usize,
+        rec: &Ev,
+        scope: &str,
+        same_key: impl Fn(&Ev) -> bool,
+        detail: impl FnOnce() -> String,
+    ) -> Option<Attributed> {
+        let st = self.state.props[p].scopes.get(scope)?;
         let first = *st.events().iter().find(|e| same_key(e))?;
         if first.same_content(rec) {
             self.state.duplicates += 1;
@@ -384,12 +419,7 @@ impl Live {
             t.series.add_reason(rec.ts, Reason::ConflictingDuplicate);
             return Some(Attributed::Aside);
         }
-        self.raise_span(p, rec, first.ts, Reason::ConflictingDuplicate, |_| {
-            format!(
-                "two different events of scope `{scope}` carry incarnation {}, order {} and epoch {}",
-                rec.inc, rec.order, rec.epoch
-            )
-        });
+        self.raise_span(p, rec, first.ts, Reason::ConflictingDuplicate, |_| detail());
         let reasons = self.static_reasons(p, &first, true);
         self.withdraw_reasons(p, first.ts, reasons);
         let id = self.state.props[p].scopes.id(scope).expect("kept");

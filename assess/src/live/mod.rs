@@ -190,6 +190,10 @@ struct Ev {
     route: u32,
     emitter: u32,
     source: u32,
+    /// The event's own provenance when it has one (an OTLP span's `otlp:<trace_id>/<span_id>`),
+    /// an id in the name table, else `NONE`: then it is `source:position`. In the record's
+    /// padding (72 bytes either way).
+    span: u32,
     kind: u8,
     flags: u8,
 }
@@ -803,6 +807,14 @@ impl Live {
         self.state.names.get(id as usize).map(String::as_str)
     }
 
+    /// Where `e` was read: its span's provenance, or `source:position`.
+    fn provenance(&self, e: &Ev) -> String {
+        match self.name(e.span) {
+            Some(span) if e.span != NONE => span.to_string(),
+            _ => format!("{}:{}", self.state.sources[e.source as usize], e.position),
+        }
+    }
+
     /// Names interned and not freed.
     pub fn names_interned(&self) -> usize {
         self.state.names.len() - self.state.free_names.len()
@@ -825,6 +837,7 @@ impl Live {
             mark(e.holder);
             mark(e.route);
             mark(e.emitter);
+            mark(e.span);
         };
         for routes in &self.route_ids {
             for &(id, _) in routes {
@@ -922,14 +935,42 @@ impl Live {
         ts: Option<EventTime>,
         message: String,
     ) {
+        self.malformed_at(None, source, position, ts, message);
+    }
+
+    /// Adds a malformed event that has a provenance of its own (an OTLP span, see
+    /// [`Live::push_span`]), read at `position` of `source`.
+    pub fn push_malformed_span(
+        &mut self,
+        span: &str,
+        source: u32,
+        position: u64,
+        ts: Option<EventTime>,
+        message: String,
+    ) {
+        self.malformed_at(Some(span), source, position, ts, message);
+    }
+
+    fn malformed_at(
+        &mut self,
+        span: Option<&str>,
+        source: u32,
+        position: u64,
+        ts: Option<EventTime>,
+        message: String,
+    ) {
         self.note_position(source, position);
         let s = &mut self.state;
         s.malformed += 1;
         if s.malformed_samples.len() >= MALFORMED_SAMPLES {
             s.malformed_samples.pop_front();
         }
+        let where_ = span.map_or_else(
+            || format!("{}:{position}", s.sources[source as usize]),
+            str::to_string,
+        );
         s.malformed_samples.push_back(Kept {
-            source: format!("{}:{position}", s.sources[source as usize]),
+            source: where_.clone(),
             ts: ts.map(|t| t.to_string()),
             detail: message.clone(),
         });
@@ -944,7 +985,7 @@ impl Live {
             let samples = p.samples.entry(Reason::MalformedEvent).or_default();
             if samples.len() < SAMPLES_PER_REASON {
                 samples.push(Kept {
-                    source: format!("{}:{position}", s.sources[source as usize]),
+                    source: where_.clone(),
                     ts: ts.map(|t| t.to_string()),
                     detail: message.clone(),
                 });
@@ -1002,9 +1043,38 @@ impl Live {
     /// Adds a decoded event received at wall time `received_at` (ns), read at `position` of
     /// `source`.
     pub fn push(&mut self, ev: &Event<'_>, source: u32, position: u64, received_at: i64) -> Pushed {
+        self.push_from(ev, None, source, position, received_at)
+    }
+
+    /// Adds a decoded event that has a provenance of its own, `span` (an OTLP span's
+    /// `otlp:<trace_id>/<span_id>`, SPEC §8), read at `position` of `source`. Its provenance
+    /// names it in findings and keys its counterexample ids, so they are the same however often
+    /// it is delivered, and it is one more duplicate key (SPEC §4 "Duplicates"): a delivery
+    /// equal to a kept event of its scope with the same provenance is dropped, a different one
+    /// sets both aside (the `dups` module).
+    pub fn push_span(
+        &mut self,
+        ev: &Event<'_>,
+        span: &str,
+        source: u32,
+        position: u64,
+        received_at: i64,
+    ) -> Pushed {
+        self.push_from(ev, Some(span), source, position, received_at)
+    }
+
+    fn push_from(
+        &mut self,
+        ev: &Event<'_>,
+        span: Option<&str>,
+        source: u32,
+        position: u64,
+        received_at: i64,
+    ) -> Pushed {
         self.note_position(source, position);
         if let Err((field, why)) = ev.validate() {
-            self.push_malformed(
+            self.malformed_at(
+                span,
                 source,
                 position,
                 Some(ev.ts),
@@ -1013,7 +1083,8 @@ impl Live {
             return Pushed::Malformed;
         }
         if ev.ts.0 > received_at.saturating_add(self.state.options.future_tolerance) {
-            self.push_malformed(
+            self.malformed_at(
+                span,
                 source,
                 position,
                 Some(ev.ts),
@@ -1030,7 +1101,8 @@ impl Live {
             Some(name) => self.contract.property_index(name),
             None if self.contract.properties.len() == 1 => Some(0),
             None => {
-                self.push_malformed(
+                self.malformed_at(
+                    span,
                     source,
                     position,
                     Some(ev.ts),
@@ -1071,7 +1143,8 @@ impl Live {
             _ => false,
         };
         if untracked {
-            return self.push_untracked(prop, ev, source, position);
+            let span = opt(self, span);
+            return self.push_untracked(prop, ev, source, position, span);
         }
         let route = match ev.route {
             Some(r) if ev.kind == Kind::Heartbeat => self.name_id(r).unwrap_or(UNDECLARED),
@@ -1088,6 +1161,7 @@ impl Live {
             route,
             emitter: ev.emitter.map_or(NONE, |e| self.intern(e)),
             source,
+            span: opt(self, span),
             kind: ev.kind as u8,
             flags,
         };
@@ -1138,6 +1212,7 @@ impl Live {
         ev: &Event<'_>,
         source: u32,
         position: u64,
+        span: u32,
     ) -> Pushed {
         let outcome = match prop {
             None => {
@@ -1157,6 +1232,7 @@ impl Live {
                     route: NONE,
                     emitter: NONE,
                     source,
+                    span,
                     kind: ev.kind as u8,
                     flags: HAS_SEQ,
                 };
@@ -1215,10 +1291,7 @@ impl Live {
             .get(&reason)
             .is_none_or(|v| v.len() < SAMPLES_PER_REASON);
         let sample = wanted.then(|| Kept {
-            source: format!(
-                "{}:{}",
-                self.state.sources[rec.source as usize], rec.position
-            ),
+            source: self.provenance(rec),
             ts: Some(EventTime(rec.ts).to_string()),
             detail: detail(self),
         });
@@ -1289,6 +1362,13 @@ impl Live {
             && rec.has(HAS_ORDER)
             && rec.has(HAS_EPOCH)
             && let Some(settled) = self.settle_order(p, &rec, scope)
+        {
+            return settled;
+        }
+        if let Some(scope) = scope
+            && rec.span != NONE
+            && kind != Kind::Heartbeat
+            && let Some(settled) = self.settle_span(p, &rec, scope)
         {
             return settled;
         }
@@ -1531,9 +1611,16 @@ impl Live {
         let mut out = Vec::new();
         for (kind, stale, witness) in cxs {
             let s = events[stale as usize];
-            let prov = Provenance {
-                source: self.state.sources[s.source as usize].clone(),
-                position: s.position,
+            let prov = match self.name(s.span) {
+                // The span alone: the same id however often, and wherever, it is delivered.
+                Some(span) if s.span != NONE => Provenance {
+                    source: span.to_string(),
+                    position: 0,
+                },
+                _ => Provenance {
+                    source: self.state.sources[s.source as usize].clone(),
+                    position: s.position,
+                },
             };
             let id = counterexample_id(&prop_name, kind, scope, s.inc, &prov);
             let upto = by_time.partition_point(|&i| (events[i as usize].ts, i) <= (s.ts, stale));
@@ -1662,7 +1749,7 @@ impl Live {
             },
             emitter: s(e.emitter),
             seq: e.has(HAS_SEQ).then_some(e.seq),
-            source: format!("{}:{}", self.state.sources[e.source as usize], e.position),
+            source: self.provenance(e),
         }
     }
 

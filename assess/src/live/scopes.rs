@@ -541,6 +541,7 @@ impl Scopes {
                 f(e.holder);
                 f(e.route);
                 f(e.emitter);
+                f(e.span);
             }
             if let Some(s) = st.summary() {
                 f(s.top_holder);

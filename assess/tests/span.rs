@@ -1,0 +1,126 @@
+//! Events with a provenance of their own (OTLP spans, SPEC §8 "Provenance"): the span names the
+//! event in findings, keys its counterexample id whatever its WAL position, and is one more
+//! duplicate key (SPEC §4 "Duplicates"): an equal re-delivery is dropped, a different one sets
+//! both aside.
+
+mod common;
+
+use common::contract_with;
+use fencewatch_assess::event::{Epoch, Event, Kind};
+use fencewatch_assess::live::{Live, LiveOptions, Pushed};
+use fencewatch_assess::{EventTime, Reason, Verdict};
+
+const A: &str = "otlp:0af7651916cd43dd8448eb211c80319c/b7ad6b7169203331";
+const B: &str = "otlp:0af7651916cd43dd8448eb211c80319c/00f067aa0ba902b7";
+
+fn commit(ts: i64, epoch: u64) -> Event<'static> {
+    let mut e = Event::new(Kind::Commit, EventTime(ts));
+    e.scope = Some("s");
+    e.epoch = Some(Epoch(epoch));
+    e.route = Some("r1");
+    e
+}
+
+fn live() -> Live {
+    Live::new(
+        contract_with(false, 5, "1000ns", "1000000ns"),
+        LiveOptions::default(),
+    )
+}
+
+/// A resumed old owner: epoch 2 commits at 10 (span B), epoch 1 at 100 (span A, stale).
+fn resumed(l: &mut Live, first: u64) -> Vec<Pushed> {
+    let src = l.add_source("otlp");
+    vec![
+        l.push_span(&commit(10, 2), B, src, first, 1_000_000),
+        l.push_span(&commit(100, 1), A, src, first + 1, 1_000_000),
+    ]
+}
+
+fn cxs(l: &Live) -> Vec<fencewatch_assess::Counterexample> {
+    l.view()
+        .counterexamples(Some(0), None, None, None, None, 100)
+        .counterexamples
+}
+
+#[test]
+fn a_span_names_its_counterexample_and_keys_its_id_whatever_its_position() {
+    let (mut a, mut b) = (live(), live());
+    resumed(&mut a, 0);
+    resumed(&mut b, 7_000);
+    let (ca, cb) = (cxs(&a), cxs(&b));
+    assert_eq!(ca.len(), 1);
+    assert_eq!(ca[0].stale.source, A);
+    assert_eq!(ca[0].superseding.source, B);
+    assert_eq!(
+        ca[0].id, cb[0].id,
+        "the id hashes the span, not the WAL offset"
+    );
+    // The same events by position get another id.
+    let mut c = live();
+    let src = c.add_source("otlp");
+    c.push(&commit(10, 2), src, 0, 1_000_000);
+    c.push(&commit(100, 1), src, 1, 1_000_000);
+    let cc = cxs(&c);
+    assert_eq!(cc[0].stale.source, "otlp:1");
+    assert_ne!(cc[0].id, ca[0].id);
+}
+
+#[test]
+fn a_span_delivered_twice_is_one_event() {
+    let mut l = live();
+    resumed(&mut l, 0);
+    let again = resumed(&mut l, 2);
+    assert_eq!(again, vec![Pushed::Duplicate, Pushed::Duplicate]);
+    assert_eq!(cxs(&l).len(), 1);
+    assert_eq!(l.totals().3, 2, "two duplicates counted");
+    assert_eq!(
+        l.view()
+            .unknown_counts(0)
+            .get(&Reason::ConflictingDuplicate),
+        None
+    );
+}
+
+#[test]
+fn a_span_delivered_again_with_other_content_sets_both_aside() {
+    let mut l = live();
+    resumed(&mut l, 0);
+    let src = l.add_source("otlp");
+    // Span A again, another epoch: which is true is not known.
+    let other = l.push_span(&commit(100, 3), A, src, 2, 1_000_000);
+    assert_eq!(other, Pushed::Assessed);
+    let counts = l.view().unknown_counts(0);
+    assert_eq!(counts.get(&Reason::ConflictingDuplicate), Some(&1));
+    let c = cxs(&l);
+    assert_eq!(c.len(), 1, "still listed");
+    assert!(
+        c[0].withdrawn.is_some(),
+        "the counterexample rested on span A"
+    );
+    let a = l.view().assurance(0, 200, 1_000, 200);
+    assert_ne!(a.verdict, Verdict::Refuted);
+}
+
+#[test]
+fn different_spans_with_equal_content_are_two_events() {
+    let mut l = live();
+    let src = l.add_source("otlp");
+    l.push_span(&commit(10, 2), B, src, 0, 1_000_000);
+    let x = l.push_span(&commit(10, 2), A, src, 1, 1_000_000);
+    assert_eq!(x, Pushed::Assessed);
+    assert_eq!(l.totals().3, 0);
+}
+
+#[test]
+fn a_malformed_span_is_named_by_its_span() {
+    let mut l = live();
+    let src = l.add_source("otlp");
+    let mut g = Event::new(Kind::Grant, EventTime(5));
+    g.scope = Some("s");
+    assert_eq!(l.push_span(&g, A, src, 0, 1_000_000), Pushed::Malformed);
+    l.push_malformed_span(B, src, 1, None, "span status ERROR".into());
+    let samples = l.view().malformed_samples();
+    let sources: Vec<&str> = samples.iter().map(|s| s.source.as_str()).collect();
+    assert_eq!(sources, vec![A, B]);
+}

@@ -1,0 +1,636 @@
+use super::*;
+use crate::decode::otlp::common::v1::{AnyValue, InstrumentationScope, KeyValue};
+use crate::decode::otlp::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
+use crate::decode::otlp::resource::v1::Resource;
+use crate::decode::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span, Status};
+use proptest::prelude::*;
+
+const TRACE: [u8; 16] = [
+    0x0a, 0xf7, 0x65, 0x19, 0x16, 0xcd, 0x43, 0xdd, 0x84, 0x48, 0xeb, 0x21, 0x1c, 0x80, 0x31, 0x9c,
+];
+const SPAN: [u8; 8] = [0xb7, 0xad, 0x6b, 0x71, 0x69, 0x20, 0x33, 0x31];
+const PROV: &str = "otlp:0af7651916cd43dd8448eb211c80319c/b7ad6b7169203331";
+
+fn s(k: &str, v: &str) -> KeyValue {
+    KeyValue {
+        key: k.into(),
+        value: Some(AnyValue {
+            value: Some(Value::StringValue(v.into())),
+        }),
+    }
+}
+
+fn i(k: &str, v: i64) -> KeyValue {
+    KeyValue {
+        key: k.into(),
+        value: Some(AnyValue {
+            value: Some(Value::IntValue(v)),
+        }),
+    }
+}
+
+fn kv(k: &str, v: Value) -> KeyValue {
+    KeyValue {
+        key: k.into(),
+        value: Some(AnyValue { value: Some(v) }),
+    }
+}
+
+fn span(attrs: Vec<KeyValue>) -> Span {
+    Span {
+        trace_id: TRACE.to_vec(),
+        span_id: SPAN.to_vec(),
+        name: "db.commit".into(),
+        start_time_unix_nano: 1,
+        end_time_unix_nano: 1_700_000_000_000_000_000,
+        attributes: attrs,
+        ..Span::default()
+    }
+}
+
+fn commit(epoch: i64) -> Vec<KeyValue> {
+    vec![
+        s("fencing.kind", "commit"),
+        s("fencing.scope", "order-17"),
+        i("fencing.epoch", epoch),
+        s("fencing.route", "orders-api.transition"),
+    ]
+}
+
+fn traces(
+    resource: Vec<KeyValue>,
+    scope: Vec<KeyValue>,
+    spans: Vec<Span>,
+) -> ExportTraceServiceRequest {
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: resource,
+                ..Resource::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                scope: Some(InstrumentationScope {
+                    name: "orders".into(),
+                    attributes: scope,
+                    ..InstrumentationScope::default()
+                }),
+                spans,
+                schema_url: String::new(),
+            }],
+            schema_url: String::new(),
+        }],
+    }
+}
+
+/// What a request comes to after the whole ingest path: reduced, stored as protobuf, decoded.
+fn ingest(req: ExportTraceServiceRequest) -> (Reduced, Vec<String>) {
+    let reduced = reduce_traces(req);
+    let d = decode(Signal::Traces, &reduced.body).unwrap();
+    (reduced, render(&d))
+}
+
+/// Each item as one comparable line.
+fn render(d: &Decoded) -> Vec<String> {
+    d.entries()
+        .map(|e| match e {
+            Entry::Event(ev, span) => format!("{ev:?} {span:?}"),
+            Entry::Malformed(e) => format!("malformed {:?}: {}", e.span, e.error),
+        })
+        .collect()
+}
+
+fn one(attrs: Vec<KeyValue>) -> Result<(String, Option<String>), String> {
+    one_with(vec![], vec![], span(attrs))
+}
+
+fn one_with(
+    resource: Vec<KeyValue>,
+    scope: Vec<KeyValue>,
+    sp: Span,
+) -> Result<(String, Option<String>), String> {
+    let reduced = reduce_traces(traces(resource, scope, vec![sp]));
+    assert_eq!(reduced.items, 1);
+    let d = decode(Signal::Traces, &reduced.body).unwrap();
+    let mut entries = d.entries();
+    match entries.next().unwrap() {
+        Entry::Event(ev, span) => Ok((format!("{ev:?}"), span.map(str::to_string))),
+        Entry::Malformed(e) => Err(e.error.to_string()),
+    }
+}
+
+fn event_of(attrs: Vec<KeyValue>) -> Event<'static> {
+    let reduced = reduce_traces(traces(vec![], vec![], vec![span(attrs)]));
+    let d = decode(Signal::Traces, &reduced.body).unwrap();
+    let Entry::Event(ev, _) = d.entries().next().unwrap() else {
+        panic!("malformed")
+    };
+    // Owned copies for the assertions.
+    let leak = |s: Option<&str>| s.map(|s| &*Box::leak(s.to_string().into_boxed_str()));
+    Event {
+        property: leak(ev.property),
+        scope: leak(ev.scope),
+        route: leak(ev.route),
+        holder: leak(ev.holder),
+        op_id: leak(ev.op_id),
+        emitter: leak(ev.emitter),
+        ..ev
+    }
+}
+
+#[test]
+fn a_commit_span_maps_every_field() {
+    let mut attrs = commit(42);
+    attrs.extend([
+        s("fencing.property", "order-mutation"),
+        s("fencing.holder", "worker-2"),
+        s("fencing.op_id", "op-9"),
+        i("fencing.incarnation", 3),
+        s("fencing.order", "77"),
+        s("fencing.outcome", "rejected"),
+        s("fencing.emitter", "orders-api-1"),
+        i("fencing.seq", 5),
+        s("http.method", "POST"),
+    ]);
+    let ev = event_of(attrs);
+    assert_eq!(ev.kind, Kind::Commit);
+    assert_eq!(
+        ev.ts,
+        EventTime(1_700_000_000_000_000_000),
+        "the span's end"
+    );
+    assert_eq!(ev.scope, Some("order-17"));
+    assert_eq!(ev.epoch, Some(Epoch(42)));
+    assert_eq!(ev.route, Some("orders-api.transition"));
+    assert_eq!(ev.property, Some("order-mutation"));
+    assert_eq!(ev.holder, Some("worker-2"));
+    assert_eq!(ev.op_id, Some("op-9"));
+    assert_eq!(ev.incarnation, Incarnation(3));
+    assert_eq!(ev.order, Some(Order(77)));
+    assert_eq!(ev.outcome, Outcome::Rejected);
+    assert_eq!(ev.emitter, Some("orders-api-1"));
+    assert_eq!(ev.seq, Some(Seq(5)));
+    let (_, prov) = one(commit(1)).unwrap();
+    assert_eq!(prov.as_deref(), Some(PROV));
+}
+
+#[test]
+fn attributes_are_looked_up_on_the_item_then_the_scope_then_the_resource() {
+    let resource = vec![
+        s("fencing.property", "from-resource"),
+        s("fencing.route", "from-resource"),
+        s("fencing.holder", "from-resource"),
+    ];
+    let scope = vec![
+        s("fencing.route", "from-scope"),
+        s("fencing.holder", "from-scope"),
+    ];
+    let mut attrs = commit(1);
+    attrs.retain(|kv| kv.key != "fencing.route");
+    attrs.push(s("fencing.holder", "from-item"));
+    let (ev, _) = one_with(resource, scope, span(attrs)).unwrap();
+    assert!(ev.contains(r#"property: Some("from-resource")"#), "{ev}");
+    assert!(ev.contains(r#"route: Some("from-scope")"#), "{ev}");
+    assert!(ev.contains(r#"holder: Some("from-item")"#), "{ev}");
+}
+
+#[test]
+fn shared_strings_are_shared_by_the_items_of_a_scope() {
+    let resource = vec![s("fencing.property", "p")];
+    let spans = (0..3).map(|_| span(commit(1))).collect();
+    let reduced = reduce_traces(traces(resource, vec![], spans));
+    let d = decode(Signal::Traces, &reduced.body).unwrap();
+    // 3 items × (scope, route) of their own + the property once.
+    assert_eq!(d.strings.len(), 7);
+    assert!(
+        d.entries()
+            .all(|e| matches!(e, Entry::Event(ev, _) if ev.property == Some("p")))
+    );
+}
+
+#[test]
+fn fencing_kind_counts_on_the_item_only() {
+    let resource = vec![s("fencing.kind", "commit")];
+    let scope = vec![s("fencing.kind", "commit")];
+    let mut plain = span(vec![s("fencing.scope", "x")]);
+    plain.span_id = vec![1; 8];
+    let req = traces(resource, scope, vec![plain, span(commit(1))]);
+    let (reduced, items) = ingest(req);
+    assert_eq!((reduced.items, reduced.ignored), (1, 1));
+    assert_eq!(reduced.locations, vec![[0, 0, 1]]);
+    assert_eq!(items.len(), 1);
+    assert_eq!(
+        location_name(Signal::Traces, reduced.locations[0]),
+        "resource_spans[0].scope_spans[0].spans[1]"
+    );
+}
+
+#[test]
+fn a_request_without_fencing_items_stores_nothing() {
+    let reduced = reduce_traces(traces(vec![], vec![], vec![span(vec![s("a", "b")])]));
+    assert_eq!((reduced.items, reduced.ignored), (0, 1));
+    assert!(reduced.body.is_empty());
+}
+
+#[test]
+fn u64_fields_take_non_negative_ints_and_decimal_strings() {
+    let epoch = |v: Value| one(vec![s("fencing.kind", "commit"), kv("fencing.epoch", v)]);
+    let ok = |r: Result<(String, Option<String>), String>, want: u64| {
+        let (ev, _) = r.unwrap();
+        assert!(ev.contains(&format!("epoch: Some(Epoch({want}))")), "{ev}");
+    };
+    ok(epoch(Value::IntValue(0)), 0);
+    ok(epoch(Value::IntValue(i64::MAX)), i64::MAX as u64);
+    ok(
+        epoch(Value::StringValue("18446744073709551615".into())),
+        u64::MAX,
+    );
+    ok(epoch(Value::StringValue("007".into())), 7);
+    for bad in [
+        Value::IntValue(-1),
+        Value::IntValue(i64::MIN),
+        Value::StringValue("18446744073709551616".into()),
+        Value::StringValue(String::new()),
+        Value::StringValue("+1".into()),
+        Value::StringValue("-1".into()),
+        Value::StringValue(" 1".into()),
+        Value::StringValue("1.0".into()),
+        Value::StringValue("１".into()),
+        Value::DoubleValue(1.0),
+        Value::BoolValue(true),
+        Value::BytesValue(vec![1]),
+    ] {
+        let e = epoch(bad.clone()).unwrap_err();
+        assert!(
+            e.starts_with("field `fencing.epoch`: must be a non-negative integer"),
+            "{bad:?}: {e}"
+        );
+    }
+    let none = one(vec![
+        s("fencing.kind", "commit"),
+        KeyValue {
+            key: "fencing.seq".into(),
+            value: None,
+        },
+    ]);
+    assert!(none.unwrap_err().starts_with("field `fencing.seq`"));
+}
+
+#[test]
+fn string_fields_take_strings_and_decimal_ints() {
+    let (ev, _) = one(vec![s("fencing.kind", "commit"), i("fencing.scope", -42)]).unwrap();
+    assert!(ev.contains(r#"scope: Some("-42")"#), "{ev}");
+    let e = one(vec![
+        s("fencing.kind", "commit"),
+        kv("fencing.route", Value::BoolValue(true)),
+    ])
+    .unwrap_err();
+    assert_eq!(e, format!("field `fencing.route`: {STR_FIELDS}"));
+    let e = one(vec![
+        s("fencing.kind", "commit"),
+        kv("fencing.premise", Value::DoubleValue(1.0)),
+    ])
+    .unwrap_err();
+    assert!(e.starts_with("field `fencing.premise`"), "{e}");
+    let e = one(vec![s("fencing.kind", "merge")]).unwrap_err();
+    assert_eq!(e, "field `fencing.kind`: unknown kind `merge`");
+    let e = one(vec![
+        s("fencing.kind", "commit"),
+        s("fencing.outcome", "maybe"),
+    ])
+    .unwrap_err();
+    assert_eq!(e, "field `fencing.outcome`: unknown outcome `maybe`");
+}
+
+#[test]
+fn a_repeated_fencing_key_makes_the_items_under_it_malformed() {
+    let mut attrs = commit(1);
+    attrs.push(i("fencing.epoch", 2));
+    assert_eq!(
+        one(attrs).unwrap_err(),
+        "attribute `fencing.epoch` is repeated"
+    );
+    let scope = vec![s("fencing.route", "a"), s("fencing.route", "a")];
+    assert_eq!(
+        one_with(vec![], scope, span(commit(1))).unwrap_err(),
+        "attribute `fencing.route` is repeated"
+    );
+    // A repeated key on the resource: every fencing item under it.
+    let resource = vec![s("fencing.property", "a"), s("fencing.property", "b")];
+    let spans = vec![span(commit(1)), span(commit(2))];
+    let (_, items) = ingest(traces(resource, vec![], spans));
+    assert_eq!(items.len(), 2);
+    assert!(
+        items
+            .iter()
+            .all(|l| l.contains("`fencing.property` is repeated")),
+        "{items:?}"
+    );
+    // Other attributes may repeat.
+    let mut attrs = commit(1);
+    attrs.extend([s("http.method", "a"), s("http.method", "b")]);
+    assert!(one(attrs).is_ok());
+}
+
+#[test]
+fn ids_must_be_16_and_8_bytes_and_not_zero() {
+    for (trace, span_id, why) in [
+        (vec![1; 15], vec![1; 8], "trace_id is 15 bytes, must be 16"),
+        (vec![1; 17], vec![1; 8], "trace_id is 17 bytes, must be 16"),
+        (vec![], vec![1; 8], "trace_id is 0 bytes, must be 16"),
+        (vec![1; 16], vec![1; 7], "span_id is 7 bytes, must be 8"),
+        (vec![1; 16], vec![1; 9], "span_id is 9 bytes, must be 8"),
+        (vec![0; 16], vec![1; 8], "trace_id is all zeros"),
+        (vec![1; 16], vec![0; 8], "span_id is all zeros"),
+    ] {
+        let mut sp = span(commit(1));
+        sp.trace_id = trace;
+        sp.span_id = span_id;
+        let reduced = reduce_traces(traces(vec![], vec![], vec![sp]));
+        let d = decode(Signal::Traces, &reduced.body).unwrap();
+        match d.entries().next().unwrap() {
+            Entry::Malformed(e) => {
+                assert_eq!(e.error.reason, why);
+                assert_eq!(e.span, None);
+                assert!(e.error.ts.is_some(), "its time parsed");
+            }
+            Entry::Event(..) => panic!("{why}: taken"),
+        }
+    }
+}
+
+#[test]
+fn an_errored_commit_without_outcome_is_malformed_never_committed() {
+    let errored = |attrs: Vec<KeyValue>| {
+        let mut sp = span(attrs);
+        sp.status = Some(Status {
+            message: "deadlock".into(),
+            code: StatusCode::Error as i32,
+        });
+        sp
+    };
+    let e = one_with(vec![], vec![], errored(commit(1))).unwrap_err();
+    assert_eq!(e, ERROR_WITHOUT_OUTCOME);
+    let mut fence = commit(1);
+    fence[0] = s("fencing.kind", "fence");
+    assert_eq!(
+        one_with(vec![], vec![], errored(fence)).unwrap_err(),
+        ERROR_WITHOUT_OUTCOME
+    );
+    // With an outcome it is that outcome.
+    let mut attrs = commit(1);
+    attrs.push(s("fencing.outcome", "rejected"));
+    let (ev, _) = one_with(vec![], vec![], errored(attrs)).unwrap();
+    assert!(ev.contains("outcome: Rejected"), "{ev}");
+    let mut attrs = commit(1);
+    attrs.push(s("fencing.outcome", "committed"));
+    assert!(one_with(vec![], vec![], errored(attrs)).is_ok());
+    // Only a write's outcome is in doubt.
+    let grant = vec![
+        s("fencing.kind", "grant"),
+        s("fencing.scope", "x"),
+        i("fencing.epoch", 1),
+    ];
+    assert!(one_with(vec![], vec![], errored(grant)).is_ok());
+    // OK and unset statuses are as no status.
+    let mut ok = span(commit(1));
+    ok.status = Some(Status {
+        message: String::new(),
+        code: StatusCode::Ok as i32,
+    });
+    assert!(one_with(vec![], vec![], ok).is_ok());
+}
+
+#[test]
+fn a_span_time_is_its_end_and_must_be_in_range() {
+    let at = |end: u64| {
+        let mut sp = span(commit(1));
+        sp.end_time_unix_nano = end;
+        one_with(vec![], vec![], sp)
+    };
+    assert_eq!(at(0).unwrap_err(), "span end_time_unix_nano is 0");
+    assert_eq!(
+        at(1 << 63).unwrap_err(),
+        "span end_time_unix_nano is beyond 2^63-1 ns"
+    );
+    assert!(at(i64::MAX as u64).is_ok());
+    assert!(at(1).is_ok());
+}
+
+fn logs(records: Vec<LogRecord>, resource: Vec<KeyValue>) -> ExportLogsServiceRequest {
+    ExportLogsServiceRequest {
+        resource_logs: vec![ResourceLogs {
+            resource: Some(Resource {
+                attributes: resource,
+                ..Resource::default()
+            }),
+            scope_logs: vec![ScopeLogs {
+                scope: None,
+                log_records: records,
+                schema_url: String::new(),
+            }],
+            schema_url: String::new(),
+        }],
+    }
+}
+
+#[test]
+fn log_records_take_their_time_or_their_observed_time() {
+    let rec = |t: u64, observed: u64, attrs: Vec<KeyValue>| LogRecord {
+        time_unix_nano: t,
+        observed_time_unix_nano: observed,
+        attributes: attrs,
+        trace_id: TRACE.to_vec(),
+        span_id: SPAN.to_vec(),
+        ..LogRecord::default()
+    };
+    let req = logs(
+        vec![
+            rec(5, 9, commit(1)),
+            rec(0, 9, commit(1)),
+            rec(0, 0, commit(1)),
+            rec(5, 9, vec![s("other", "x")]),
+        ],
+        vec![s("fencing.property", "p")],
+    );
+    let reduced = reduce_logs(req);
+    assert_eq!((reduced.items, reduced.ignored), (3, 1));
+    let d = decode(Signal::Logs, &reduced.body).unwrap();
+    let items: Vec<_> = d.entries().collect();
+    let ts = |e: &Entry<'_>| match e {
+        Entry::Event(ev, span) => {
+            assert_eq!(*span, None, "a log record is named by its offset");
+            assert_eq!(ev.property, Some("p"));
+            ev.ts.0
+        }
+        Entry::Malformed(e) => panic!("{}", e.error),
+    };
+    assert_eq!((ts(&items[0]), ts(&items[1])), (5, 9));
+    let Entry::Malformed(e) = &items[2] else {
+        panic!("taken")
+    };
+    assert_eq!(
+        e.error.reason,
+        "log record time_unix_nano and observed_time_unix_nano are 0"
+    );
+}
+
+#[test]
+fn otlp_json_decodes_as_protobuf_does() {
+    let mut sp = span(commit(7));
+    sp.attributes.push(s("fencing.order", "12"));
+    sp.status = Some(Status {
+        message: String::new(),
+        code: StatusCode::Error as i32,
+    });
+    let req = traces(
+        vec![s("fencing.property", "p")],
+        vec![],
+        vec![sp, span(commit(8))],
+    );
+    let json = serde_json::to_vec(&req).unwrap();
+    let text = String::from_utf8(json.clone()).unwrap();
+    assert!(
+        text.contains("\"traceId\":\"0af7651916cd43dd8448eb211c80319c\""),
+        "{text}"
+    );
+    let from_json = parse_traces(&json, true).unwrap();
+    let from_proto = parse_traces(&req.encode_to_vec(), false).unwrap();
+    assert_eq!(ingest(from_json).1, ingest(from_proto).1);
+}
+
+#[test]
+fn otlp_json_ids_of_another_length_make_the_item_malformed_not_the_request() {
+    let json = br#"{"resourceSpans":[{"scopeSpans":[{"spans":[
+        {"traceId":"0af7651916cd43dd","spanId":"b7ad6b7169203331","endTimeUnixNano":"5",
+         "attributes":[{"key":"fencing.kind","value":{"stringValue":"commit"}},
+                       {"key":"fencing.epoch","value":{"intValue":"3"}}]}]}]}]}"#;
+    let req = parse_traces(json, true).unwrap();
+    let (_, items) = ingest(req);
+    assert_eq!(
+        items,
+        vec!["malformed None: trace_id is 8 bytes, must be 16"]
+    );
+    // Not hex, not JSON, not protobuf: the request is refused whole.
+    assert!(
+        parse_traces(
+            br#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"zz"}]}]}]}"#,
+            true
+        )
+        .is_err()
+    );
+    assert!(parse_traces(b"{", true).is_err());
+    assert!(parse_traces(b"\xff\xff\xff", false).is_err());
+    assert!(parse_logs(b"[]", true).is_err());
+}
+
+#[test]
+fn a_stored_body_that_is_not_otlp_is_an_error() {
+    let e = decode(Signal::Logs, b"\xff\xff\xff").unwrap_err();
+    assert!(e.to_string().starts_with("not an OTLP logs request"), "{e}");
+}
+
+fn value() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        (-3i64..5).prop_map(Value::IntValue),
+        prop_oneof![
+            Just("commit"),
+            Just("fence"),
+            Just("grant"),
+            Just("heartbeat"),
+            Just("rejected"),
+            Just("s1"),
+            Just("12"),
+            Just(""),
+        ]
+        .prop_map(|s| Value::StringValue(s.into())),
+        any::<bool>().prop_map(Value::BoolValue),
+    ]
+}
+
+fn attrs() -> impl Strategy<Value = Vec<KeyValue>> {
+    let key = prop_oneof![
+        Just("fencing.kind"),
+        Just("fencing.scope"),
+        Just("fencing.epoch"),
+        Just("fencing.route"),
+        Just("fencing.outcome"),
+        Just("fencing.property"),
+        Just("fencing.order"),
+        Just("other"),
+    ];
+    proptest::collection::vec((key, value()), 0..5).prop_map(|v| {
+        v.into_iter()
+            .map(|(k, v)| kv(k, v))
+            .collect::<Vec<KeyValue>>()
+    })
+}
+
+fn request() -> impl Strategy<Value = ExportTraceServiceRequest> {
+    let sp = (
+        attrs(),
+        0u64..3,
+        0u8..3,
+        prop_oneof![Just(16usize), Just(15)],
+        0i32..3,
+    )
+        .prop_map(|(mut a, end, id, tlen, code)| {
+            if end > 0 {
+                a.push(s("fencing.kind", "commit"));
+            }
+            Span {
+                trace_id: vec![id + 1; tlen],
+                span_id: vec![id + 1; 8],
+                end_time_unix_nano: end,
+                attributes: a,
+                status: Some(Status {
+                    message: String::new(),
+                    code,
+                }),
+                ..Span::default()
+            }
+        });
+    let scope = (attrs(), proptest::collection::vec(sp, 0..4));
+    let resource = (attrs(), proptest::collection::vec(scope, 0..3));
+    proptest::collection::vec(resource, 0..3).prop_map(|rs| ExportTraceServiceRequest {
+        resource_spans: rs
+            .into_iter()
+            .map(|(ra, scopes)| ResourceSpans {
+                resource: Some(Resource {
+                    attributes: ra,
+                    ..Resource::default()
+                }),
+                scope_spans: scopes
+                    .into_iter()
+                    .map(|(sa, spans)| ScopeSpans {
+                        scope: Some(InstrumentationScope {
+                            attributes: sa,
+                            ..InstrumentationScope::default()
+                        }),
+                        spans,
+                        schema_url: String::new(),
+                    })
+                    .collect(),
+                schema_url: String::new(),
+            })
+            .collect(),
+    })
+}
+
+proptest! {
+    /// Reducing keeps exactly what the mapping reads: the reduced body decodes to the items
+    /// the whole request maps to; JSON and protobuf give the same; every item is a fencing item
+    /// or ignored.
+    #[test]
+    fn reducing_and_json_change_no_item(req in request()) {
+        let whole = render(&map_traces(req.clone()));
+        let total: usize = req.resource_spans.iter()
+            .flat_map(|r| &r.scope_spans).map(|s| s.spans.len()).sum();
+        let json = serde_json::to_vec(&req).unwrap();
+        let (reduced, items) = ingest(req.clone());
+        prop_assert_eq!(&items, &whole);
+        prop_assert_eq!(reduced.items as usize + reduced.ignored as usize, total);
+        prop_assert_eq!(reduced.locations.len(), items.len());
+        let (_, from_json) = ingest(parse_traces(&json, true).unwrap());
+        prop_assert_eq!(from_json, whole);
+    }
+}
