@@ -25,10 +25,19 @@ pub enum Tool {
     KubernetesValidate,
     /// The confluent-kafka client in `python3` (`import confluent_kafka`).
     ConfluentKafka,
+    /// The Python OpenTelemetry SDK with its OTLP/HTTP and OTLP/gRPC exporters in `python3`.
+    OtelSdk,
 }
 
 /// The names under which [`Tool::Chromium`] is looked for, in order.
 pub const CHROMIUM: [&str; 3] = ["chromium", "chromium-browser", "google-chrome"];
+
+/// The Python packages of [`Tool::OtelSdk`], pinned as `.ci/run` installs them.
+const OTEL_PACKAGES: [&str; 3] = [
+    "'opentelemetry-sdk==1.45.2'",
+    "'opentelemetry-exporter-otlp-proto-http==1.45.2'",
+    "'opentelemetry-exporter-otlp-proto-grpc==1.45.2'",
+];
 
 const PIP_NOTE: &str = "Debian's own python3 needs --break-system-packages";
 
@@ -43,6 +52,7 @@ impl Tool {
             Tool::PyYaml => "the Python module yaml (PyYAML)",
             Tool::KubernetesValidate => "the Python module kubernetes_validate",
             Tool::ConfluentKafka => "the Python module confluent_kafka",
+            Tool::OtelSdk => "the Python OpenTelemetry SDK and OTLP exporters",
         }
     }
 
@@ -67,6 +77,10 @@ impl Tool {
             Tool::ConfluentKafka => {
                 format!("`python3 -m pip install 'confluent-kafka==2.16.1'`; {PIP_NOTE}")
             }
+            Tool::OtelSdk => format!(
+                "`python3 -m pip install {}`; {PIP_NOTE}",
+                OTEL_PACKAGES.join(" ")
+            ),
         }
     }
 
@@ -81,6 +95,10 @@ impl Tool {
             Tool::PyYaml => python_runs("import yaml"),
             Tool::KubernetesValidate => python_runs("import kubernetes_validate"),
             Tool::ConfluentKafka => python_runs("import confluent_kafka"),
+            Tool::OtelSdk => python_runs(
+                "import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.http, \
+                 opentelemetry.exporter.otlp.proto.grpc",
+            ),
         }
     }
 }

@@ -253,7 +253,7 @@ pub struct Metrics {
     pub kafka_connected: Gauge,
 }
 
-fn http_histogram() -> Histogram {
+pub(crate) fn http_histogram() -> Histogram {
     Histogram::new([
         0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
     ])

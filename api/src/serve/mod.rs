@@ -34,6 +34,7 @@ pub mod error;
 pub mod kafka;
 pub mod listener;
 pub mod metrics;
+pub mod otlp;
 pub mod routes;
 pub mod run;
 

@@ -41,7 +41,9 @@ const MAX_TIMELINE: u64 = 10_000;
         coverage,
         scope,
         contract,
-        ingest
+        ingest,
+        crate::serve::otlp::http::traces,
+        crate::serve::otlp::http::logs
     )
 )]
 struct ApiDoc;

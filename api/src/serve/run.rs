@@ -6,6 +6,7 @@ use crate::serve::config::{ServeArgs, ServeConfig};
 use crate::serve::engine::{Engine, EngineOptions};
 use crate::serve::kafka::{Kafka, KafkaOptions};
 use crate::serve::metrics::Metrics;
+use crate::serve::otlp::{self, Otlp, OtlpMetrics};
 use crate::serve::{
     Base, Ready, Refresh, Upstream, base_router, init_tracing, listener, routes, shutdown_signal,
 };
@@ -162,6 +163,7 @@ fn run_checked(args: ServeArgs, feeders: Vec<Feeder>, files: &[PathBuf]) -> i32 
 async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), Failed> {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
+    let otlp_metrics = OtlpMetrics::register(&mut registry);
     if config.kafka.is_some() {
         metrics.register_kafka(&mut registry);
     }
@@ -223,7 +225,12 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), Failed> 
         let k = k.clone();
         base.upstream = Some(Upstream(Arc::new(move || k.unready())));
     }
-    let app = base_router(base, routes::router(engine.clone()));
+    let otlp = Otlp {
+        engine: engine.clone(),
+        metrics: otlp_metrics,
+    };
+    let api = routes::router(engine.clone()).merge(otlp::http::router(otlp));
+    let app = base_router(base, api).layer(axum::middleware::from_fn(otlp::http::answers));
     for feed in feeders {
         let engine = engine.clone();
         std::thread::spawn(move || feed(engine));

@@ -11,6 +11,7 @@ mod hostile;
 mod ingest_file;
 mod kafka;
 mod kafka_hostile;
+mod otlp;
 mod page;
 mod serve;
 mod simulated;

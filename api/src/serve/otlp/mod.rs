@@ -1,0 +1,256 @@
+//! OTLP ingest (SPEC §8): spans and log records carrying `fencing.*` attributes, over OTLP/HTTP
+//! on the listener ([`http`]: `POST /v1/traces`, `POST /v1/logs`). It goes through [`take`]: the request is reduced to its
+//! fencing items (`fencewatch_ingest::decode::otlp`), stored in the WAL as one batch (protobuf,
+//! source `otlp`) and applied; the answer is full success, or partial success naming the first
+//! malformed items (durable as `malformed_event` evidence: not to be retried).
+
+pub mod http;
+
+use crate::serve::budget::Reservation;
+use crate::serve::engine::{Engine, SubmitError, now_ns};
+use fencewatch_ingest::decode::otlp::{self, Location, Reduced, Signal};
+use fencewatch_ingest::partition::{self, Format};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// The WAL source (and metric label) of OTLP batches.
+pub const SOURCE: &str = "otlp";
+/// Counter {signal}: spans and log records without `fencing.kind`, neither taken nor rejected.
+pub const ITEMS_IGNORED: &str = "fencewatch_otlp_items_ignored";
+/// Histogram {service, code}: time of an OTLP/gRPC export call; `service` is `traces` or
+/// `logs`, `code` the gRPC status code's name. (OTLP/HTTP is in
+/// `fencewatch_http_request_duration_seconds`, routes `/v1/traces` and `/v1/logs`.)
+pub const GRPC_REQUEST_DURATION_SECONDS: &str = "fencewatch_otlp_grpc_request_duration_seconds";
+/// Malformed items an `error_message` names at most.
+const NAMED: usize = 5;
+
+/// Labels {signal}.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SignalLabels {
+    /// `traces` or `logs`.
+    pub signal: &'static str,
+}
+
+/// Labels {service, code}.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GrpcLabels {
+    /// `traces` or `logs`.
+    pub service: &'static str,
+    /// The gRPC status code, e.g. `ok`, `invalid_argument`.
+    pub code: &'static str,
+}
+
+/// The OTLP metrics (beside the service's: ingested and rejected events count under source
+/// `otlp`).
+#[derive(Debug, Clone)]
+pub struct OtlpMetrics {
+    ignored: Family<SignalLabels, Counter>,
+    grpc_duration: Family<GrpcLabels, Histogram>,
+}
+
+impl OtlpMetrics {
+    /// Registers the families in `registry`.
+    pub fn register(registry: &mut Registry) -> OtlpMetrics {
+        let ignored = Family::<SignalLabels, Counter>::default();
+        registry.register(
+            ITEMS_IGNORED,
+            "OTLP spans and log records without fencing.kind (neither taken nor rejected)",
+            ignored.clone(),
+        );
+        let grpc_duration = Family::<GrpcLabels, Histogram>::new_with_constructor(
+            crate::serve::metrics::http_histogram as fn() -> Histogram,
+        );
+        registry.register(
+            GRPC_REQUEST_DURATION_SECONDS,
+            "Time of OTLP/gRPC export calls",
+            grpc_duration.clone(),
+        );
+        OtlpMetrics {
+            ignored,
+            grpc_duration,
+        }
+    }
+
+    fn ignored(&self, signal: Signal, n: u64) {
+        if n > 0 {
+            let labels = SignalLabels {
+                signal: signal.as_str(),
+            };
+            self.ignored.get_or_create(&labels).inc_by(n);
+        }
+    }
+
+    /// Records one gRPC call.
+    pub fn grpc_call(&self, signal: Signal, code: &'static str, seconds: f64) {
+        let labels = GrpcLabels {
+            service: signal.as_str(),
+            code,
+        };
+        self.grpc_duration.get_or_create(&labels).observe(seconds);
+    }
+}
+
+/// What OTLP ingest shares between HTTP and gRPC.
+#[derive(Debug, Clone)]
+pub struct Otlp {
+    /// The engine the batches go to.
+    pub engine: std::sync::Arc<Engine>,
+    /// The OTLP metrics.
+    pub metrics: OtlpMetrics,
+}
+
+/// Why a request was not taken; nothing of it is stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// Not an OTLP request of the signal (HTTP 400, gRPC `INVALID_ARGUMENT`).
+    Invalid(String),
+    /// Over `max_body_bytes`, compressed or not (HTTP 413, gRPC `RESOURCE_EXHAUSTED`).
+    TooLarge(String),
+    /// Ingest saturated, not ready or shutting down: retry (HTTP 503 with `Retry-After`, gRPC
+    /// `UNAVAILABLE` with retry info).
+    Unavailable(String),
+}
+
+/// A request taken: durable in the WAL and applied.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Taken {
+    /// Malformed fencing items (kept as `malformed_event` evidence).
+    pub rejected: u64,
+    /// Names the first malformed items (index, field, reason); empty when none.
+    pub error_message: String,
+}
+
+/// An OTLP request, parsed.
+#[derive(Debug)]
+pub enum Request {
+    /// Of the trace service.
+    Traces(otlp::trace_service::ExportTraceServiceRequest),
+    /// Of the logs service.
+    Logs(otlp::logs_service::ExportLogsServiceRequest),
+}
+
+impl Request {
+    fn signal(&self) -> Signal {
+        match self {
+            Request::Traces(_) => Signal::Traces,
+            Request::Logs(_) => Signal::Logs,
+        }
+    }
+
+    /// Parses an OTLP/HTTP body of `signal`, protobuf or (`json`) OTLP/JSON.
+    pub fn parse(signal: Signal, body: &[u8], json: bool) -> Result<Request, Failure> {
+        let invalid = |e: otlp::RequestError| Failure::Invalid(e.0);
+        match signal {
+            Signal::Traces => otlp::parse_traces(body, json)
+                .map(Request::Traces)
+                .map_err(invalid),
+            Signal::Logs => otlp::parse_logs(body, json)
+                .map(Request::Logs)
+                .map_err(invalid),
+        }
+    }
+
+    fn reduce(self) -> Reduced {
+        match self {
+            Request::Traces(r) => otlp::reduce_traces(r),
+            Request::Logs(r) => otlp::reduce_logs(r),
+        }
+    }
+}
+
+impl Otlp {
+    /// Stores and applies `request`, holding `held` of the ingest budget until answered. A
+    /// request without fencing items stores nothing.
+    pub async fn take(&self, request: Request, held: Reservation) -> Result<Taken, Failure> {
+        let signal = request.signal();
+        let reduced = tokio::task::spawn_blocking(move || request.reduce())
+            .await
+            .map_err(|e| Failure::Unavailable(e.to_string()))?;
+        self.metrics.ignored(signal, reduced.ignored);
+        if reduced.items == 0 {
+            return Ok(Taken::default());
+        }
+        let format = match signal {
+            Signal::Traces => Format::OtlpTraces,
+            Signal::Logs => Format::OtlpLogs,
+        };
+        let payload = partition::encode(format, now_ns(), SOURCE, None, &reduced.body);
+        drop(reduced.body);
+        let done = self
+            .engine
+            .submit_payload(reduced.items, payload, held)
+            .await
+            .map_err(|SubmitError::Unavailable(why)| Failure::Unavailable(why))?;
+        let a = &done.applied;
+        Ok(Taken {
+            rejected: a.malformed,
+            error_message: error_message(signal, a, &reduced.locations),
+        })
+    }
+}
+
+/// Names the first [`NAMED`] malformed items by their place in the request.
+fn error_message(signal: Signal, a: &partition::Applied, locations: &[Location]) -> String {
+    if a.malformed == 0 {
+        return String::new();
+    }
+    let named: Vec<String> = a
+        .errors
+        .iter()
+        .take(NAMED)
+        .map(|e| {
+            let at = usize::try_from(e.item - 1)
+                .ok()
+                .and_then(|i| locations.get(i))
+                .map_or_else(
+                    || format!("item {}", e.item),
+                    |l| otlp::location_name(signal, *l),
+                );
+            format!("{at}: {}", e.error)
+        })
+        .collect();
+    let more = a.malformed - named.len() as u64;
+    format!(
+        "{} {}(s) malformed, kept as malformed_event evidence (do not retry them): {}{}",
+        a.malformed,
+        signal.item(),
+        named.join("; "),
+        if more > 0 {
+            format!("; and {more} more")
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// `google.rpc.Status`, the body of an OTLP/HTTP error (its `details` are never sent).
+#[derive(Clone, PartialEq, prost::Message, serde::Serialize)]
+pub struct RpcStatus {
+    /// The gRPC status code.
+    #[prost(int32, tag = "1")]
+    pub code: i32,
+    /// What went wrong.
+    #[prost(string, tag = "2")]
+    pub message: String,
+}
+
+/// gRPC status codes the answers use.
+pub mod code {
+    /// `INVALID_ARGUMENT`.
+    pub const INVALID_ARGUMENT: i32 = 3;
+    /// `RESOURCE_EXHAUSTED`.
+    pub const RESOURCE_EXHAUSTED: i32 = 8;
+    /// `UNAVAILABLE`.
+    pub const UNAVAILABLE: i32 = 14;
+    /// `UNAUTHENTICATED`.
+    pub const UNAUTHENTICATED: i32 = 16;
+    /// `UNIMPLEMENTED`.
+    pub const UNIMPLEMENTED: i32 = 12;
+    /// `NOT_FOUND`.
+    pub const NOT_FOUND: i32 = 5;
+    /// `INTERNAL`.
+    pub const INTERNAL: i32 = 13;
+}

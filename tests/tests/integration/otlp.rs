@@ -1,0 +1,321 @@
+//! OTLP ingest against the real binary (SPEC §8, issue 13): the Python OpenTelemetry SDK's
+//! exporters as a user would configure them, and hand-built requests (the Python
+//! opentelemetry-proto classes) at the edges.
+
+use fencewatch_tests::service::{Response, TestService, now_ns, request};
+use fencewatch_tests::{ORDERS_CONTRACT, require};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Command;
+
+const ROUTE: &str = "orders-api.transition";
+
+fn script() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("python/otlp_send.py")
+}
+
+/// Runs `otlp_send.py ARGS`, with `token` in `$FENCEWATCH_TOKEN`; its JSON line.
+fn python(args: &[&str], token: Option<&str>) -> Value {
+    let mut cmd = Command::new("python3");
+    cmd.arg(script()).args(args);
+    if let Some(t) = token {
+        cmd.env("FENCEWATCH_TOKEN", t);
+    }
+    let out = cmd.output().expect("python3");
+    assert!(
+        out.status.success(),
+        "otlp_send.py {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| {
+        panic!(
+            "otlp_send.py {args:?}: {e}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// A resumed old owner: epoch 42 commits 2 s ago, epoch 41 1 s ago.
+fn resumed_history(scope: &str) -> String {
+    let now = now_ns();
+    json!([
+        {"ts": now - 2_000_000_000, "scope": scope, "epoch": 42, "route": ROUTE},
+        {"ts": now - 1_000_000_000, "scope": scope, "epoch": 41, "route": ROUTE},
+    ])
+    .to_string()
+}
+
+fn counterexamples(svc: &TestService) -> Vec<Value> {
+    svc.get("/v1/counterexamples").json()["counterexamples"]
+        .as_array()
+        .expect("a page")
+        .clone()
+}
+
+fn post(svc: &TestService, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Response {
+    request(svc.addr, "POST", path, headers, body).expect("POST")
+}
+
+fn build(dir: &Path, kind: &str, now: i64) -> Vec<u8> {
+    let out = dir.join(format!("{kind}.bin"));
+    python(
+        &["build", kind, out.to_str().unwrap(), &now.to_string()],
+        None,
+    );
+    std::fs::read(out).unwrap()
+}
+
+const PROTOBUF: (&str, &str) = ("content-type", "application/x-protobuf");
+
+#[test]
+fn sdk_span_exporter_refutes_a_resumed_old_owner_and_names_its_span() {
+    require!(Python3, OtelSdk);
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), ORDERS_CONTRACT, &[]);
+    let url = format!("http://{}/v1/traces", svc.addr);
+    let sent = python(&["http", &url, &resumed_history("order-17")], None);
+    assert_eq!(sent["result"], "SUCCESS", "{sent}");
+    let cxs = counterexamples(&svc);
+    assert_eq!(cxs.len(), 1, "{cxs:?}");
+    let (stale, newer) = (&sent["spans"][1], &sent["spans"][0]);
+    let name = |s: &Value| {
+        format!(
+            "otlp:{}/{}",
+            s["trace_id"].as_str().unwrap(),
+            s["span_id"].as_str().unwrap()
+        )
+    };
+    assert_eq!(cxs[0]["stale"]["source"], name(stale).as_str());
+    assert_eq!(cxs[0]["superseding"]["source"], name(newer).as_str());
+    assert_eq!(cxs[0]["stale"]["epoch"], 41);
+    assert_eq!(
+        svc.metric("fencewatch_events_ingested_total{source=\"otlp\"}"),
+        Some(2.0)
+    );
+    let a = svc.get("/v1/assurance").json();
+    assert_eq!(a["verdict"], "refuted", "{a}");
+}
+
+#[test]
+fn sdk_log_exporter_refutes_and_names_the_record_by_its_offset() {
+    require!(Python3, OtelSdk);
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), ORDERS_CONTRACT, &[]);
+    let url = format!("http://{}/v1/logs", svc.addr);
+    let sent = python(&["logs", &url, &resumed_history("order-9")], None);
+    assert_eq!(sent["result"], "SUCCESS", "{sent}");
+    let cxs = counterexamples(&svc);
+    assert_eq!(cxs.len(), 1, "{cxs:?}");
+    let source = cxs[0]["stale"]["source"].as_str().unwrap();
+    let offset: u64 = source
+        .strip_prefix("otlp:")
+        .and_then(|o| o.parse().ok())
+        .unwrap_or_else(|| panic!("not otlp:<offset>: {source}"));
+    assert!(offset <= 1, "{source}");
+}
+
+#[test]
+fn a_token_is_required_when_set() {
+    require!(Python3, OtelSdk);
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), ORDERS_CONTRACT, &["--auth-token", "s3cret"]);
+    let url = format!("http://{}/v1/traces", svc.addr);
+    let refused = python(&["http", &url, &resumed_history("a")], None);
+    assert_eq!(refused["result"], "FAILURE");
+    let r = post(
+        &svc,
+        "/v1/traces",
+        &[("content-type", "application/json")],
+        b"{}",
+    );
+    assert_eq!(r.status, 401);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(r.json()["code"], 16, "UNAUTHENTICATED");
+    assert!(r.header("www-authenticate").is_some());
+    let sent = python(&["http", &url, &resumed_history("a")], Some("s3cret"));
+    assert_eq!(sent["result"], "SUCCESS");
+    assert_eq!(
+        svc.metric("fencewatch_events_ingested_total{source=\"otlp\"}"),
+        Some(2.0)
+    );
+}
+
+#[test]
+fn hand_built_requests_at_the_edges() {
+    require!(Python3, OtelSdk);
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), ORDERS_CONTRACT, &["--max-body-bytes", "65536"]);
+    let now = now_ns();
+    // Partial success: a bad epoch and an errored commit without outcome are rejected (kept as
+    // malformed evidence), the others taken; the answer is protobuf as the request was.
+    let partial = build(dir.path(), "partial", now);
+    let r = post(&svc, "/v1/traces", &[PROTOBUF], &partial);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/x-protobuf"));
+    let text = r.text();
+    assert!(
+        text.contains("2 span(s) malformed")
+            && text.contains("resource_spans[0].scope_spans[0].spans[2]: field `fencing.epoch`")
+            && text.contains(
+                "resource_spans[0].scope_spans[0].spans[4]: span status ERROR: the commit's outcome is unknown; set fencing.outcome"
+            ),
+        "{text}"
+    );
+    assert_eq!(
+        svc.metric("fencewatch_events_rejected_total{source=\"otlp\",reason=\"malformed\"}"),
+        Some(2.0)
+    );
+    assert_eq!(
+        svc.metric("fencewatch_otlp_items_ignored_total{signal=\"traces\"}"),
+        Some(1.0)
+    );
+    let ids = svc.cx_ids();
+    assert_eq!(
+        ids.len(),
+        1,
+        "the stale epoch 1; the errored epoch 3 is no committed write"
+    );
+    // Retried (an exporter that did not see the answer): the same counterexample, once.
+    let again = post(&svc, "/v1/traces", &[PROTOBUF], &partial);
+    assert_eq!(again.status, 200);
+    assert_eq!(svc.cx_ids(), ids);
+    // The same spans as OTLP/JSON and gzip: one delivery each of the same events.
+    let json_body = build(dir.path(), "resumed-json", now);
+    let r = post(
+        &svc,
+        "/v1/traces",
+        &[("content-type", "application/json")],
+        &json_body,
+    );
+    assert_eq!((r.status, r.text().as_str()), (200, "{}"));
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let gz = build(dir.path(), "resumed-gzip", now);
+    let r = post(
+        &svc,
+        "/v1/traces",
+        &[PROTOBUF, ("content-encoding", "gzip")],
+        &gz,
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(svc.cx_ids(), ids);
+    let page = counterexamples(&svc);
+    assert!(page[0]["withdrawn"].is_null(), "equal deliveries: {page:?}");
+    // An errored commit alone: 200, rejected, no counterexample, unknown(malformed_event).
+    let r = post(
+        &svc,
+        "/v1/traces",
+        &[PROTOBUF],
+        &build(dir.path(), "errored", now),
+    );
+    assert_eq!(r.status, 200);
+    assert!(r.text().contains("1 span(s) malformed"), "{}", r.text());
+    // Undecodable: 400 google.rpc.Status in the request's type.
+    let r = post(&svc, "/v1/traces", &[PROTOBUF], b"\xff\xff\xff\xff");
+    assert_eq!(r.status, 400);
+    assert_eq!(r.header("content-type"), Some("application/x-protobuf"));
+    assert!(r.text().contains("invalid OTLP protobuf"), "{}", r.text());
+    let r = post(
+        &svc,
+        "/v1/logs",
+        &[("content-type", "application/json")],
+        b"{\"resourceLogs\":3}",
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["code"], 3);
+    // Another type: 415; another encoding: 415.
+    let r = post(&svc, "/v1/traces", &[("content-type", "text/plain")], b"x");
+    assert_eq!((r.status, r.json()["code"].as_i64()), (415, Some(3)));
+    let r = post(
+        &svc,
+        "/v1/traces",
+        &[PROTOBUF, ("content-encoding", "br")],
+        b"x",
+    );
+    assert_eq!(r.status, 415);
+    // Over the limit once decompressed, and on the wire: 413.
+    let big = build(dir.path(), "big", now);
+    assert!(big.len() < 65536, "{} bytes compressed", big.len());
+    let r = post(
+        &svc,
+        "/v1/traces",
+        &[PROTOBUF, ("content-encoding", "gzip")],
+        &big,
+    );
+    assert_eq!(r.status, 413, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/x-protobuf"));
+    let r = post(
+        &svc,
+        "/v1/traces",
+        &[("content-type", "application/json")],
+        &vec![b' '; 70_000],
+    );
+    assert_eq!((r.status, r.json()["code"].as_i64()), (413, Some(8)));
+    assert_eq!(
+        svc.cx_ids(),
+        ids,
+        "nothing of the refused bodies was stored"
+    );
+}
+
+#[test]
+fn a_saturated_service_answers_503_with_retry_after() {
+    require!(Python3, OtelSdk);
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(
+        dir.path(),
+        ORDERS_CONTRACT,
+        &["--max-pending-bytes", "4096", "--max-body-bytes", "4096"],
+    );
+    // A slow client holds 3,000 bytes of the budget with a body it never finishes.
+    let mut slow = std::net::TcpStream::connect(svc.addr).unwrap();
+    slow.write_all(
+        b"POST /v1/traces HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-protobuf\r\ncontent-length: 4000\r\n\r\n",
+    )
+    .unwrap();
+    slow.write_all(&[0u8; 3000]).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let mut body = build(dir.path(), "resumed", now_ns());
+    let taken = body.clone();
+    body.resize(1500, 0); // 1,500 bytes do not fit beside the slow body's 3,000
+    let r = post(&svc, "/v1/traces", &[PROTOBUF], &body);
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(r.header("content-type"), Some("application/x-protobuf"));
+    assert!(r.text().contains("max_pending_bytes"), "{}", r.text());
+    drop(slow);
+    svc.wait_for("the budget given back", 10, |s| {
+        s.metric("fencewatch_ingest_pending_bytes") == Some(0.0)
+    });
+    assert!(svc.cx_ids().is_empty());
+    let r = post(&svc, "/v1/traces", &[PROTOBUF], &taken);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(svc.cx_ids().len(), 1);
+}
+
+#[test]
+fn sigkill_after_a_success_and_restart_give_the_same_counterexamples() {
+    require!(Python3, OtelSdk);
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), ORDERS_CONTRACT, &[]);
+    let url = format!("http://{}/v1/traces", svc.addr);
+    for scope in ["k1", "k2", "k3"] {
+        let sent = python(&["http", &url, &resumed_history(scope)], None);
+        assert_eq!(sent["result"], "SUCCESS");
+    }
+    let before = svc.cx_ids();
+    assert_eq!(before.len(), 3);
+    let sources: Vec<Value> = counterexamples(&svc)
+        .iter()
+        .map(|c| c["stale"]["source"].clone())
+        .collect();
+    let svc = TestService::restart(svc.kill9());
+    svc.wait_for("ready", 30, |s| s.get("/readyz").status == 200);
+    assert_eq!(svc.cx_ids(), before);
+    let after: Vec<Value> = counterexamples(&svc)
+        .iter()
+        .map(|c| c["stale"]["source"].clone())
+        .collect();
+    assert_eq!(after, sources);
+}
