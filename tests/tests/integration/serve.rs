@@ -432,6 +432,8 @@ fn openapi_documents_every_route_and_every_documented_route_answers() {
         "/v1/scopes/{scope}",
         "/v1/contract",
         "/v1/events",
+        "/v1/traces",
+        "/v1/logs",
     ]
     .iter()
     .map(|s| s.to_string())
