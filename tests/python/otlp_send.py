@@ -3,7 +3,10 @@
   otlp_send.py http URL HISTORY      the SDK's OTLP/HTTP span exporter (protobuf) sends HISTORY
   otlp_send.py grpc HOST:PORT HISTORY the SDK's OTLP/gRPC span exporter
   otlp_send.py logs URL HISTORY      the SDK's OTLP/HTTP log exporter
-  otlp_send.py build KIND OUT         a hand-built request (opentelemetry-proto classes) in OUT
+  otlp_send.py build KIND OUT NOW     a hand-built request (opentelemetry-proto classes) in OUT
+  otlp_send.py grpc-raw HOST:PORT KIND NOW [gzip]  sends hand-built request KIND with the
+                                     generated gRPC stub; prints its status code, rejected
+                                     count, message and whether retry info came with it
 
 HISTORY is a JSON list of events {"ts", "scope", "epoch", "route", "kind"?, "holder"?}, each
 sent as one span (or log record) ending at `ts` with the fencing.* attributes. Prints one JSON
@@ -146,8 +149,42 @@ def build(kind, out):
     return ("SUCCESS", [])
 
 
+def grpc_raw(target, kind, now, gzip_it):
+    import tempfile
+
+    import grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2 as ts
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc as tsg
+
+    with tempfile.NamedTemporaryFile() as f:
+        sys.argv[4:] = [str(now)]
+        build(kind, f.name)
+        data = open(f.name, "rb").read()
+    if kind == "big":
+        import gzip
+        data = gzip.decompress(data)
+    req = ts.ExportTraceServiceRequest()
+    req.ParseFromString(data)
+    md = tuple(headers().items()) if headers() else None
+    with grpc.insecure_channel(target) as ch:
+        stub = tsg.TraceServiceStub(ch)
+        try:
+            res = stub.Export(req, timeout=10, metadata=md,
+                              compression=grpc.Compression.Gzip if gzip_it else None)
+            return {"code": "OK", "rejected": res.partial_success.rejected_spans,
+                    "message": res.partial_success.error_message}
+        except grpc.RpcError as e:
+            trailers = dict(e.trailing_metadata() or ())
+            return {"code": e.code().name, "message": e.details(),
+                    "retry_info": "grpc-status-details-bin" in trailers}
+
+
 def main():
     mode = sys.argv[1]
+    if mode == "grpc-raw":
+        out = grpc_raw(sys.argv[2], sys.argv[3], int(sys.argv[4]), len(sys.argv) > 5)
+        print(json.dumps(out))
+        return
     if mode == "build":
         result = build(sys.argv[2], sys.argv[3])
     else:

@@ -75,6 +75,13 @@ pub struct ServeArgs {
     /// Address to listen on [default: 127.0.0.1:8080].
     #[arg(long, env = "FENCEWATCH_LISTEN", value_name = "IP:PORT")]
     pub listen: Option<String>,
+    /// Address of the OTLP/gRPC listener (trace and logs services); off unless set.
+    #[arg(long, env = "FENCEWATCH_OTLP_GRPC_LISTEN", value_name = "IP:PORT")]
+    pub otlp_grpc_listen: Option<String>,
+    /// A link to a trace on the page, `{trace_id}` (and `{span_id}`) filled in, e.g.
+    /// `https://grafana.example/explore?traceId={trace_id}`.
+    #[arg(long, env = "FENCEWATCH_TRACE_URL_TEMPLATE", value_name = "URL")]
+    pub trace_url_template: Option<String>,
     /// Bearer token required on /v1/* (prefer --auth-token-file).
     #[arg(long, env = "FENCEWATCH_AUTH_TOKEN", hide_env_values = true)]
     pub auth_token: Option<String>,
@@ -159,8 +166,12 @@ pub struct ServeConfig {
     pub data_dir: PathBuf,
     /// Address to listen on.
     pub listen: SocketAddr,
-    /// Token required on `/v1/*`, if any.
+    /// Token required on `/v1/*` (and on OTLP/gRPC), if any.
     pub auth_token: Option<AuthToken>,
+    /// Address of the OTLP/gRPC listener, when set.
+    pub otlp_grpc_listen: Option<SocketAddr>,
+    /// Link to a trace on the page (`{trace_id}`, `{span_id}`), when set.
+    pub trace_url_template: Option<String>,
     /// Largest accepted request body.
     pub max_body_bytes: u64,
     /// Longer event lines are malformed.
@@ -210,6 +221,8 @@ struct Layer {
     contract: Option<PathBuf>,
     data_dir: Option<PathBuf>,
     listen: Option<String>,
+    otlp_grpc_listen: Option<String>,
+    trace_url_template: Option<String>,
     auth_token: Option<String>,
     auth_token_file: Option<PathBuf>,
     max_body_bytes: Option<u64>,
@@ -468,6 +481,34 @@ impl ServeConfig {
             SocketAddr::from(([127, 0, 0, 1], 0))
         });
 
+        let otlp_grpc_listen =
+            pick(a.otlp_grpc_listen, f.otlp_grpc_listen, None).and_then(|(addr, origin)| {
+                let parsed = addr.parse::<SocketAddr>();
+                if parsed.is_err() {
+                    l.error(
+                        "otlp_grpc_listen",
+                        origin,
+                        format_args!(
+                            "`{addr}` is not an address (expected IP:PORT, e.g. 0.0.0.0:4317)"
+                        ),
+                    );
+                }
+                parsed.ok()
+            });
+        let trace_url_template =
+            pick(a.trace_url_template, f.trace_url_template, None).and_then(|(t, origin)| {
+                let ok = t.contains("{trace_id}")
+                    && (t.starts_with("https://") || t.starts_with("http://"));
+                if !ok {
+                    l.error(
+                        "trace_url_template",
+                        origin,
+                        format_args!("`{t}` must be an http(s) URL holding `{{trace_id}}`"),
+                    );
+                }
+                ok.then_some(t)
+            });
+
         let auth_token = if a.auth_token.is_some() || a.auth_token_file.is_some() {
             let t = a.auth_token.map(|s| s.parse::<AuthToken>());
             token(&mut l, t, a.auth_token_file, Origin::Flag)
@@ -665,6 +706,8 @@ impl ServeConfig {
                 data_dir,
                 listen,
                 auth_token,
+                otlp_grpc_listen,
+                trace_url_template,
                 max_body_bytes,
                 max_line_bytes,
                 request_timeout,

@@ -229,8 +229,18 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), Failed> 
         engine: engine.clone(),
         metrics: otlp_metrics,
     };
+    let grpc = match config.otlp_grpc_listen {
+        Some(at) => Some(start_grpc(at, otlp.clone(), &config, max_connections).await?),
+        None => None,
+    };
     let api = routes::router(engine.clone()).merge(otlp::http::router(otlp));
-    let app = base_router(base, api).layer(axum::middleware::from_fn(otlp::http::answers));
+    let template: Option<Arc<str>> = config.trace_url_template.as_deref().map(Arc::from);
+    let app = base_router(base, api)
+        .layer(axum::middleware::from_fn(otlp::http::answers))
+        .layer(axum::middleware::from_fn_with_state(
+            template,
+            otlp::links::trace_links,
+        ));
     for feed in feeders {
         let engine = engine.clone();
         std::thread::spawn(move || feed(engine));
@@ -262,6 +272,10 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), Failed> 
         }
     })
     .await;
+    if let Some((stop, task)) = grpc {
+        stop.notify_one();
+        let _ = task.await;
+    }
     let kafka_result = match kafka {
         Some((k, consumer)) => {
             tracing::info!("shutting down: checkpointing the kafka partitions");
@@ -280,6 +294,36 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), Failed> 
     kafka_result?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Binds `at` and serves OTLP/gRPC there until notified; a bind failure is a configuration
+/// error (exit 64).
+async fn start_grpc(
+    at: std::net::SocketAddr,
+    otlp: Otlp,
+    config: &ServeConfig,
+    max_connections: usize,
+) -> Result<(Arc<tokio::sync::Notify>, tokio::task::JoinHandle<()>), Failed> {
+    let listener = tokio::net::TcpListener::bind(at)
+        .await
+        .map_err(|e| Failed::Config(format!("cannot listen on {at} (otlp_grpc_listen): {e}")))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    tracing::info!(%addr, "OTLP/gRPC listening");
+    let opts = otlp::grpc::GrpcOptions {
+        max_connections,
+        idle_timeout: std::time::Duration::from_nanos(config.idle_timeout.0 as u64),
+        request_timeout: std::time::Duration::from_nanos(config.request_timeout.0 as u64),
+        max_body_bytes: usize::try_from(config.max_body_bytes).unwrap_or(usize::MAX),
+        token: config.auth_token.clone(),
+    };
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let s = stop.clone();
+    let task = tokio::spawn(async move {
+        if let Err(e) = otlp::grpc::serve(listener, otlp, opts, s.notified()).await {
+            tracing::error!(error = %e, "the OTLP/gRPC listener failed");
+        }
+    });
+    Ok((stop, task))
 }
 
 /// Lines per batch of file ingest.

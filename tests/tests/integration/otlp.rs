@@ -319,3 +319,137 @@ fn sigkill_after_a_success_and_restart_give_the_same_counterexamples() {
         .collect();
     assert_eq!(after, sources);
 }
+
+/// A port free on the loopback now (the service binds it next).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn grpc_service(dir: &Path, extra: &[&str]) -> (TestService, String) {
+    let grpc = format!("127.0.0.1:{}", free_port());
+    let mut args = vec!["--otlp-grpc-listen", grpc.as_str()];
+    args.extend_from_slice(extra);
+    let svc = TestService::start(dir, ORDERS_CONTRACT, &args);
+    (svc, grpc)
+}
+
+#[test]
+fn sdk_grpc_exporter_refutes_a_resumed_old_owner() {
+    require!(Python3, OtelSdk);
+    let dir = tempfile::tempdir().unwrap();
+    let (svc, grpc) = grpc_service(dir.path(), &["--auth-token", "s3cret"]);
+    let refused = python(&["grpc", &grpc, &resumed_history("g")], None);
+    assert_eq!(refused["result"], "FAILURE", "no token");
+    let sent = python(&["grpc", &grpc, &resumed_history("g")], Some("s3cret"));
+    assert_eq!(sent["result"], "SUCCESS", "{sent}");
+    let auth = |p: &str| {
+        request(
+            svc.addr,
+            "GET",
+            p,
+            &[("authorization", "Bearer s3cret")],
+            b"",
+        )
+        .unwrap()
+    };
+    let cxs = auth("/v1/counterexamples").json()["counterexamples"].clone();
+    assert_eq!(cxs.as_array().map(Vec::len), Some(1), "{cxs}");
+    let stale = &sent["spans"][1];
+    assert_eq!(
+        cxs[0]["stale"]["source"],
+        format!(
+            "otlp:{}/{}",
+            stale["trace_id"].as_str().unwrap(),
+            stale["span_id"].as_str().unwrap()
+        )
+        .as_str()
+    );
+    let metrics = svc.get("/metrics").text();
+    let ok =
+        "fencewatch_otlp_grpc_request_duration_seconds_count{service=\"traces\",code=\"ok\"} 1";
+    let unauth = "fencewatch_otlp_grpc_request_duration_seconds_count{service=\"traces\",code=\"unauthenticated\"}";
+    assert!(metrics.lines().any(|l| l == ok), "{metrics}");
+    assert!(metrics.lines().any(|l| l.starts_with(unauth)), "{metrics}");
+}
+
+#[test]
+fn grpc_answers_as_http_does() {
+    require!(Python3, OtelSdk);
+    let dir = tempfile::tempdir().unwrap();
+    let (svc, grpc) = grpc_service(dir.path(), &["--max-body-bytes", "65536"]);
+    let now = now_ns().to_string();
+    let raw = |kind: &str, gzip: bool| {
+        let mut args = vec!["grpc-raw", grpc.as_str(), kind, now.as_str()];
+        if gzip {
+            args.push("gzip");
+        }
+        python(&args, None)
+    };
+    let r = raw("partial", false);
+    assert_eq!(
+        (r["code"].as_str(), r["rejected"].as_i64()),
+        (Some("OK"), Some(2)),
+        "{r}"
+    );
+    let message = r["message"].as_str().unwrap();
+    assert!(
+        message.contains("resource_spans[0].scope_spans[0].spans[4]: span status ERROR"),
+        "{message}"
+    );
+    assert_eq!(svc.cx_ids().len(), 1);
+    // The same spans again, gzip: one counterexample still.
+    let r = raw("resumed", true);
+    assert_eq!(r["code"], "OK", "{r}");
+    assert_eq!(svc.cx_ids().len(), 1);
+    // Over the limit decompressed (sent gzip) and on the wire: RESOURCE_EXHAUSTED, no retry.
+    for gzip in [true, false] {
+        let r = raw("big", gzip);
+        assert_eq!(r["code"], "RESOURCE_EXHAUSTED", "gzip {gzip}: {r}");
+        assert_eq!(r["retry_info"], false, "{r}");
+    }
+    assert_eq!(svc.cx_ids().len(), 1);
+}
+
+#[test]
+fn counterexamples_link_to_their_traces_in_the_api_and_on_the_page() {
+    require!(Python3, OtelSdk, Chromium);
+    let dir = tempfile::tempdir().unwrap();
+    let template = "https://grafana.example/explore?traceId={trace_id}";
+    let svc = TestService::start(
+        dir.path(),
+        ORDERS_CONTRACT,
+        &["--trace-url-template", template],
+    );
+    let url = format!("http://{}/v1/traces", svc.addr);
+    let sent = python(&["http", &url, &resumed_history("order-5")], None);
+    let (stale, newer) = (&sent["spans"][1], &sent["spans"][0]);
+    let cx = &counterexamples(&svc)[0];
+    for (ev, span) in [(&cx["stale"], stale), (&cx["superseding"], newer)] {
+        assert_eq!(ev["trace_id"], span["trace_id"], "{cx}");
+        assert_eq!(ev["span_id"], span["span_id"]);
+        let link = template.replace("{trace_id}", span["trace_id"].as_str().unwrap());
+        assert_eq!(ev["trace_url"], link.as_str());
+    }
+    let one = svc.get(&format!(
+        "/v1/counterexamples/{}",
+        cx["id"].as_str().unwrap()
+    ));
+    assert_eq!(one.json()["stale"]["trace_id"], stale["trace_id"]);
+    let profile = tempfile::tempdir().unwrap();
+    let out = crate::page::dump_dom(&crate::page::chromium(), profile.path(), svc.addr);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    for span in [stale, newer] {
+        let trace = span["trace_id"].as_str().unwrap();
+        let href = format!(
+            "href=\"{}\"",
+            template.replace("{trace_id}", trace).replace('&', "&amp;")
+        );
+        assert!(dom.contains(&href), "no {href} in the page:\n{dom}");
+        assert!(dom.contains(&format!("trace {trace}")), "{dom}");
+        assert!(dom.contains(span["span_id"].as_str().unwrap()));
+    }
+}

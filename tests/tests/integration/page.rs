@@ -5,7 +5,7 @@
 use fencewatch_tests::service::{Demo, request};
 use std::process::{Command, Stdio};
 
-fn chromium() -> String {
+pub(crate) fn chromium() -> String {
     for c in fencewatch_tests::CHROMIUM {
         if Command::new(c)
             .arg("--version")
@@ -18,6 +18,26 @@ fn chromium() -> String {
         }
     }
     panic!("headless Chromium is needed: apt-get install -y --no-install-recommends chromium");
+}
+
+/// The page at `addr` as headless Chromium renders it (8 s of virtual time), in `profile`.
+pub(crate) fn dump_dom(
+    browser: &str,
+    profile: &std::path::Path,
+    addr: std::net::SocketAddr,
+) -> std::process::Output {
+    Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--virtual-time-budget=8000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("http://{addr}/"))
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -38,18 +58,7 @@ fn the_page_shows_verdicts_timelines_and_counterexamples_in_a_browser() {
             .starts_with("text/html")
     );
     let profile = tempfile::tempdir().unwrap();
-    let out = Command::new(&browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--virtual-time-budget=8000",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(format!("http://{addr}/"))
-        .output()
-        .unwrap();
+    let out = dump_dom(&browser, profile.path(), addr);
     // And a screenshot, as a person would look at it.
     let shot = profile.path().join("page.png");
     let snap = Command::new(&browser)

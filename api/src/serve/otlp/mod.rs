@@ -1,10 +1,14 @@
 //! OTLP ingest (SPEC §8): spans and log records carrying `fencing.*` attributes, over OTLP/HTTP
-//! on the listener ([`http`]: `POST /v1/traces`, `POST /v1/logs`). It goes through [`take`]: the request is reduced to its
+//! on the listener ([`http`]: `POST /v1/traces`, `POST /v1/logs`) and over OTLP/gRPC on
+//! `otlp_grpc_listen` ([`grpc`]). Both go through [`take`]: the request is reduced to its
 //! fencing items (`fencewatch_ingest::decode::otlp`), stored in the WAL as one batch (protobuf,
 //! source `otlp`) and applied; the answer is full success, or partial success naming the first
-//! malformed items (durable as `malformed_event` evidence: not to be retried).
+//! malformed items (durable as `malformed_event` evidence: not to be retried). [`links`] adds
+//! the trace and span ids (and links) to the events of the `/v1` answers.
 
+pub mod grpc;
 pub mod http;
+pub mod links;
 
 use crate::serve::budget::Reservation;
 use crate::serve::engine::{Engine, SubmitError, now_ns};

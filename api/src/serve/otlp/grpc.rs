@@ -1,0 +1,410 @@
+//! OTLP/gRPC (SPEC §8): the trace and logs services (tonic) on `otlp_grpc_listen`, off unless
+//! set. Same semantics as OTLP/HTTP ([`super::Otlp::take`]): `OK` with `partial_success` when
+//! some items were malformed; `INVALID_ARGUMENT` for an undecodable request;
+//! `RESOURCE_EXHAUSTED` (no retry info) over `max_body_bytes`, on the wire or decompressed
+//! (gzip accepted); `UNAVAILABLE` with retry info (`google.rpc.RetryInfo`, 1 s) when saturated,
+//! not ready or shutting down, or past `request_timeout`; `UNAUTHENTICATED` without
+//! `authorization: Bearer <token>` when a token is configured.
+//!
+//! Connections are accepted by our own loop, as on the HTTP listener: at most
+//! `max_connections` at once (beyond, closed at once: gRPC clients retry), and one with no byte
+//! moving for `idle_timeout` is closed.
+
+use super::{Failure, Otlp, Request, Taken};
+use crate::serve::auth::AuthToken;
+use fencewatch_ingest::decode::otlp::{Signal, logs_service, trace_service};
+use logs_service::logs_service_server::{LogsService, LogsServiceServer};
+use prost::Message;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tonic::codec::CompressionEncoding;
+use tonic::{Code, Status};
+use trace_service::trace_service_server::{TraceService, TraceServiceServer};
+
+/// What the gRPC listener needs.
+#[derive(Debug, Clone)]
+pub struct GrpcOptions {
+    /// Connections served at once.
+    pub max_connections: usize,
+    /// A connection moving no byte for this long is closed.
+    pub idle_timeout: Duration,
+    /// An export call taking longer answers `UNAVAILABLE`.
+    pub request_timeout: Duration,
+    /// The largest request, compressed or not.
+    pub max_body_bytes: usize,
+    /// Required as `authorization: Bearer <token>`, when set.
+    pub token: Option<AuthToken>,
+}
+
+#[derive(Debug, Clone)]
+struct Export {
+    otlp: Otlp,
+    request_timeout: Duration,
+}
+
+impl Export {
+    async fn take(&self, request: Request, encoded: usize) -> Result<Taken, Status> {
+        let engine = &self.otlp.engine;
+        if !engine.is_ready() {
+            return Err(unavailable(
+                "replaying the write-ahead log; not ready yet".into(),
+            ));
+        }
+        let mut held = engine.budget().reserve();
+        if !held.grow(encoded as u64) {
+            return Err(unavailable(format!(
+                "ingest is saturated: more than max_pending_bytes ({}) of requests are in flight; nothing of this request was stored, retry shortly",
+                engine.budget().max()
+            )));
+        }
+        match tokio::time::timeout(self.request_timeout, self.otlp.take(request, held)).await {
+            Err(_) => Err(unavailable(format!(
+                "the request took longer than request_timeout ({:?})",
+                self.request_timeout
+            ))),
+            Ok(Err(Failure::Invalid(why))) => Err(Status::invalid_argument(why)),
+            Ok(Err(Failure::TooLarge(why))) => Err(Status::resource_exhausted(why)),
+            Ok(Err(Failure::Unavailable(why))) => Err(unavailable(why)),
+            Ok(Ok(taken)) => Ok(taken),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl TraceService for Export {
+    async fn export(
+        &self,
+        request: tonic::Request<trace_service::ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<trace_service::ExportTraceServiceResponse>, Status> {
+        let req = request.into_inner();
+        let encoded = req.encoded_len();
+        let t = self.take(Request::Traces(req), encoded).await?;
+        Ok(tonic::Response::new(
+            trace_service::ExportTraceServiceResponse {
+                partial_success: (t.rejected > 0).then(|| {
+                    trace_service::ExportTracePartialSuccess {
+                        rejected_spans: i64::try_from(t.rejected).unwrap_or(i64::MAX),
+                        error_message: t.error_message,
+                    }
+                }),
+            },
+        ))
+    }
+}
+
+#[tonic::async_trait]
+impl LogsService for Export {
+    async fn export(
+        &self,
+        request: tonic::Request<logs_service::ExportLogsServiceRequest>,
+    ) -> Result<tonic::Response<logs_service::ExportLogsServiceResponse>, Status> {
+        let req = request.into_inner();
+        let encoded = req.encoded_len();
+        let t = self.take(Request::Logs(req), encoded).await?;
+        Ok(tonic::Response::new(
+            logs_service::ExportLogsServiceResponse {
+                partial_success: (t.rejected > 0).then(|| logs_service::ExportLogsPartialSuccess {
+                    rejected_log_records: i64::try_from(t.rejected).unwrap_or(i64::MAX),
+                    error_message: t.error_message,
+                }),
+            },
+        ))
+    }
+}
+
+/// `google.rpc.Status` with its details, for `grpc-status-details-bin`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct StatusDetails {
+    #[prost(int32, tag = "1")]
+    code: i32,
+    #[prost(string, tag = "2")]
+    message: String,
+    #[prost(message, repeated, tag = "3")]
+    details: Vec<Any>,
+}
+
+/// `google.protobuf.Any`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct Any {
+    #[prost(string, tag = "1")]
+    type_url: String,
+    #[prost(bytes = "vec", tag = "2")]
+    value: Vec<u8>,
+}
+
+/// `google.rpc.RetryInfo`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RetryInfo {
+    #[prost(message, optional, tag = "1")]
+    retry_delay: Option<ProtoDuration>,
+}
+
+/// `google.protobuf.Duration`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ProtoDuration {
+    #[prost(int64, tag = "1")]
+    seconds: i64,
+    #[prost(int32, tag = "2")]
+    nanos: i32,
+}
+
+/// `UNAVAILABLE` with retry info: retry in a second (OTLP clients honour it).
+fn unavailable(message: String) -> Status {
+    let retry = RetryInfo {
+        retry_delay: Some(ProtoDuration {
+            seconds: 1,
+            nanos: 0,
+        }),
+    };
+    let details = StatusDetails {
+        code: Code::Unavailable as i32,
+        message: message.clone(),
+        details: vec![Any {
+            type_url: "type.googleapis.com/google.rpc.RetryInfo".into(),
+            value: retry.encode_to_vec(),
+        }],
+    };
+    Status::with_details(Code::Unavailable, message, details.encode_to_vec().into())
+}
+
+/// The signal of a gRPC path, for the metrics.
+fn signal_of(path: &str) -> Option<Signal> {
+    if path.starts_with("/opentelemetry.proto.collector.trace.v1.TraceService/") {
+        Some(Signal::Traces)
+    } else if path.starts_with("/opentelemetry.proto.collector.logs.v1.LogsService/") {
+        Some(Signal::Logs)
+    } else {
+        None
+    }
+}
+
+/// A gRPC status code's metric label.
+fn code_label(code: &str) -> &'static str {
+    match code {
+        "0" => "ok",
+        "3" => "invalid_argument",
+        "8" => "resource_exhausted",
+        "12" => "unimplemented",
+        "13" => "internal",
+        "14" => "unavailable",
+        "16" => "unauthenticated",
+        _ => "other",
+    }
+}
+
+/// The layer around the services: checks the bearer token, records each call's duration
+/// (`fencewatch_otlp_grpc_request_duration_seconds`), and reports a request over the size
+/// limit on the wire (tonic's `OUT_OF_RANGE`) as `RESOURCE_EXHAUSTED`, as it does one over the
+/// limit decompressed.
+#[derive(Debug, Clone)]
+struct Observe<S> {
+    inner: S,
+    otlp: Otlp,
+    token: Option<AuthToken>,
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S, B> tower::Service<http::Request<B>> for Observe<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+    B: Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<Self::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let start = Instant::now();
+        let signal = signal_of(req.uri().path());
+        let authorized = self.token.as_ref().is_none_or(|t| {
+            crate::serve::auth::bearer(req.headers()).is_some_and(|p| t.matches(p))
+        });
+        let metrics = self.otlp.metrics.clone();
+        let inner = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, inner);
+        Box::pin(async move {
+            let mut res = if authorized {
+                inner.call(req).await?
+            } else {
+                Status::unauthenticated("send `authorization: Bearer <token>`").into_http()
+            };
+            let headers = res.headers_mut();
+            if headers.get("grpc-status").is_some_and(|c| c == "11") {
+                headers.insert("grpc-status", http::HeaderValue::from_static("8"));
+            }
+            let code = headers
+                .get("grpc-status")
+                .and_then(|c| c.to_str().ok())
+                .map_or("ok", code_label);
+            if let Some(signal) = signal {
+                metrics.grpc_call(signal, code, start.elapsed().as_secs_f64());
+            }
+            Ok(res)
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+struct ObserveLayer {
+    otlp: Otlp,
+    token: Option<AuthToken>,
+}
+
+impl<S> tower::Layer<S> for ObserveLayer {
+    type Service = Observe<S>;
+    fn layer(&self, inner: S) -> Observe<S> {
+        Observe {
+            inner,
+            otlp: self.otlp.clone(),
+            token: self.token.clone(),
+        }
+    }
+}
+
+/// Serves the trace and logs services on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: TcpListener,
+    otlp: Otlp,
+    opts: GrpcOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), tonic::transport::Error> {
+    let export = Export {
+        otlp: otlp.clone(),
+        request_timeout: opts.request_timeout,
+    };
+    let limit = opts.max_body_bytes;
+    let traces = TraceServiceServer::new(export.clone())
+        .accept_compressed(CompressionEncoding::Gzip)
+        .max_decoding_message_size(limit);
+    let logs = LogsServiceServer::new(export)
+        .accept_compressed(CompressionEncoding::Gzip)
+        .max_decoding_message_size(limit);
+    let (tx, rx) = tokio::sync::mpsc::channel::<io::Result<Conn>>(16);
+    let permits = Arc::new(Semaphore::new(opts.max_connections));
+    let idle = opts.idle_timeout;
+    let accept = tokio::spawn(async move {
+        loop {
+            let (stream, _) = match listener.accept().await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting an OTLP/gRPC connection failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let Ok(permit) = permits.clone().try_acquire_owned() else {
+                tracing::debug!("OTLP/gRPC connection over max_connections closed");
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let conn = Conn {
+                inner: stream,
+                _permit: permit,
+                idle,
+                timer: Box::pin(tokio::time::sleep(idle)),
+            };
+            if tx.send(Ok(conn)).await.is_err() {
+                return;
+            }
+        }
+    });
+    let incoming = tokio_stream::wrappers::ReceiverStream::new(rx);
+    let r = tonic::transport::Server::builder()
+        .layer(ObserveLayer {
+            otlp,
+            token: opts.token,
+        })
+        .add_service(traces)
+        .add_service(logs)
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await;
+    accept.abort();
+    r
+}
+
+/// An accepted connection: holds its slot of `max_connections`, and fails its reads once no
+/// byte moved for `idle` (which closes it).
+struct Conn {
+    inner: TcpStream,
+    _permit: OwnedSemaphorePermit,
+    idle: Duration,
+    timer: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Conn {
+    fn touch(&mut self) {
+        let at = tokio::time::Instant::now() + self.idle;
+        self.timer.as_mut().reset(at);
+    }
+}
+
+impl tonic::transport::server::Connected for Conn {
+    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.inner.connect_info()
+    }
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        match Pin::new(&mut self.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before {
+                    self.touch();
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Pending => match self.timer.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "idle OTLP/gRPC connection closed",
+                ))),
+                Poll::Pending => Poll::Pending,
+            },
+            r => r,
+        }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.touch();
+        }
+        r
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
