@@ -4,6 +4,7 @@
 //! ```sh
 //! cargo build --release -p fencewatch-api
 //! cargo run --release -p fencewatch-api --example serve_bench -- --connections 1,2,4,8
+//! cargo run --release -p fencewatch-api --example serve_bench -- --formats ndjson,otlp --trials 0
 //! ```
 //!
 //! 1. **Ingest**: for each `--connections` value, a fresh `serve` (port 0, temporary data
@@ -14,6 +15,10 @@
 //!    commit). Reported: events/s and requests/s (wall), request latency, the service's CPU time
 //!    (utime+stime from `/proc`, split by thread: the writer, tokio workers) and max RSS, the
 //!    client's CPU, the WAL bytes from `/metrics` and the checkpoints the log reports.
+//!    With `--formats ndjson,otlp` each run is made in each format: `otlp` posts the same
+//!    events as OTLP/HTTP protobuf (`POST /v1/traces`), one span per event carrying the
+//!    `fencing.*` attributes (and a few others, as instrumented code has), `--batch` spans per
+//!    request.
 //! 2. **Visibility**: on the last service, with a background load at `--load` times the best
 //!    measured rate, `--trials` times: post one batch whose last event completes a stale commit
 //!    on a fresh scope (epoch 2 at t, then epoch 1 at t + 1s), note the instant the `2xx`
@@ -71,6 +76,9 @@ struct Args {
     /// Background load during the trials, as a fraction of the best measured rate.
     #[arg(long, default_value_t = 0.5)]
     load: f64,
+    /// Body formats: `ndjson` (`POST /v1/events`), `otlp` (OTLP/HTTP protobuf, `POST /v1/traces`).
+    #[arg(long, value_delimiter = ',', default_value = "ndjson")]
+    formats: Vec<String>,
     /// Keep the data directories (their paths go to stderr).
     #[arg(long)]
     keep: bool,
@@ -132,6 +140,66 @@ impl Gen {
     }
 }
 
+/// The same events as [`Gen::batch`] writes them, as one OTLP trace request (protobuf): a span
+/// per event, ending at its time, with its fields as `fencing.*` attributes.
+fn otlp_body(ndjson: &[u8], batch_no: usize) -> Vec<u8> {
+    use fencewatch_ingest::decode::otlp::common::v1::{AnyValue, KeyValue, any_value::Value};
+    use fencewatch_ingest::decode::otlp::resource::v1::Resource;
+    use fencewatch_ingest::decode::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span};
+    use fencewatch_ingest::decode::otlp::trace_service::ExportTraceServiceRequest;
+    use prost::Message;
+    let kv = |k: &str, v: Value| KeyValue {
+        key: k.into(),
+        value: Some(AnyValue { value: Some(v) }),
+    };
+    let s = |v: &serde_json::Value| Value::StringValue(v.as_str().unwrap_or_default().into());
+    let i = |v: &serde_json::Value| Value::IntValue(v.as_i64().unwrap_or_default());
+    let mut trace_id = [0u8; 16];
+    trace_id[..8].copy_from_slice(&(batch_no as u64 + 1).to_be_bytes());
+    let spans = ndjson
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .enumerate()
+        .map(|(n, line)| {
+            let e: serde_json::Value = serde_json::from_slice(line).expect("a generated event");
+            let end = e["ts"].as_u64().unwrap_or_default();
+            Span {
+                trace_id: trace_id.to_vec(),
+                span_id: (n as u64 + 1).to_be_bytes().to_vec(),
+                name: "UPDATE orders".into(),
+                start_time_unix_nano: end - 1_000,
+                end_time_unix_nano: end,
+                attributes: vec![
+                    kv("fencing.kind", s(&e["kind"])),
+                    kv("fencing.scope", s(&e["scope"])),
+                    kv("fencing.epoch", i(&e["epoch"])),
+                    kv("fencing.route", s(&e["route"])),
+                    kv("fencing.holder", s(&e["holder"])),
+                    kv("fencing.emitter", s(&e["emitter"])),
+                    kv("fencing.seq", i(&e["seq"])),
+                    kv("db.system", Value::StringValue("postgresql".into())),
+                    kv("db.operation.name", Value::StringValue("UPDATE".into())),
+                ],
+                ..Span::default()
+            }
+        })
+        .collect();
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![kv("service.name", Value::StringValue("orders-api".into()))],
+                ..Resource::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..ScopeSpans::default()
+            }],
+            schema_url: String::new(),
+        }],
+    }
+    .encode_to_vec()
+}
+
 fn agent() -> Agent {
     let config = Agent::config_builder().http_status_as_error(false);
     Agent::new_with_config(config.timeout_global(Some(Duration::from_secs(60))).build())
@@ -139,7 +207,12 @@ fn agent() -> Agent {
 
 /// Posts an NDJSON body: the instant the answer's head arrived, its status and its body.
 fn post(a: &Agent, url: &str, body: &[u8]) -> (Instant, u16, String) {
-    let req = a.post(url).header("content-type", "application/x-ndjson");
+    post_as(a, url, "application/x-ndjson", body)
+}
+
+/// Posts a body of `content_type`.
+fn post_as(a: &Agent, url: &str, content_type: &str, body: &[u8]) -> (Instant, u16, String) {
+    let req = a.post(url).header("content-type", content_type);
     let mut r = req.send(body).expect("POST /v1/events");
     let at = Instant::now();
     let text = r.body_mut().read_to_string().expect("read the answer");
@@ -258,7 +331,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// One ingest run on a fresh service: its events/s, its table row and the service.
-fn ingest(args: &Args, conns: usize) -> (f64, String, Service) {
+fn ingest(args: &Args, conns: usize, otlp: bool) -> (f64, String, Service) {
     let batches = args.events.div_ceil(args.batch);
     let step = 2_000; // ns between events: 2M events span 4 s, ending 5 s before now
     let mut g = Gen::new("order", args.scopes, conns, 7);
@@ -268,14 +341,19 @@ fn ingest(args: &Args, conns: usize) -> (f64, String, Service) {
             let mut body = Vec::with_capacity(args.batch * 170);
             let n = args.batch.min(args.events - b * args.batch);
             g.batch(&mut body, n, b % conns, base_ts, step);
-            body
+            if otlp { otlp_body(&body, b) } else { body }
         })
         .collect();
     let mib = bodies.iter().map(Vec::len).sum::<usize>() >> 20;
     eprintln!("{conns} connection(s): {batches} bodies, {mib} MiB");
     let svc = Service::start(&args.bin, args.keep);
     let (pid, me) = (svc.child.id(), std::process::id());
-    let url = format!("{}/v1/events", svc.base);
+    let (path, ct) = if otlp {
+        ("/v1/traces", "application/x-protobuf")
+    } else {
+        ("/v1/events", "application/x-ndjson")
+    };
+    let url = format!("{}{path}", svc.base);
     let (cpu0, me0, start) = (cpu(pid), cpu(me), Instant::now());
     let mut lat: Vec<f64> = std::thread::scope(|s| {
         let worker = |k: usize| {
@@ -283,8 +361,9 @@ fn ingest(args: &Args, conns: usize) -> (f64, String, Service) {
             let mine = bodies.iter().skip(k).step_by(conns);
             let post = |body: &Vec<u8>| {
                 let t = Instant::now();
-                let (at, status, text) = post(&a, &url, body);
-                assert_eq!(status, 200, "POST /v1/events: {text}");
+                let (at, status, text) = post_as(&a, &url, ct, body);
+                assert_eq!(status, 200, "POST {path}: {text}");
+                assert!(text.is_empty() || !otlp, "a partial success: {text}");
                 ms(at - t)
             };
             mine.map(post).collect::<Vec<f64>>()
@@ -305,7 +384,7 @@ fn ingest(args: &Args, conns: usize) -> (f64, String, Service) {
     let (ckpts, ckpt_ms) = svc.checkpoints();
     let (eps, total) = (args.events as f64 / wall, c[0] + c[1]);
     let row = [
-        format!("{conns}"),
+        format!("{} {conns}", if otlp { "otlp" } else { "ndjson" }),
         format!("{wall:.2}"),
         format!("{eps:.0}"),
         format!("{:.0}", batches as f64 / wall),
@@ -421,12 +500,14 @@ fn main() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let (mut rows, mut best, mut last) = (Vec::new(), 0.0f64, None::<Service>);
     for &c in &args.connections {
-        if let Some(s) = last.take() {
-            s.stop();
+        for f in &args.formats {
+            if let Some(s) = last.take() {
+                s.stop();
+            }
+            let (eps, row, svc) = ingest(&args, c.max(1), f == "otlp");
+            (best, last) = (best.max(eps), Some(svc));
+            rows.push(row);
         }
-        let (eps, row, svc) = ingest(&args, c.max(1));
-        (best, last) = (best.max(eps), Some(svc));
-        rows.push(row);
     }
     let vis = (args.trials > 0).then(|| {
         let svc = last
@@ -444,7 +525,7 @@ fn main() {
         args.events, args.batch, args.scopes
     );
     println!(
-        "| conns | wall s | events/s | req/s | latency p50 / p99 / max ms | service CPU s (user + sys) | service CPU µs/event | writer / tokio threads CPU s | client CPU s | service max RSS MiB | WAL MiB | checkpoints / longest ms | counterexamples |\n{}",
+        "| format, conns | wall s | events/s | req/s | latency p50 / p99 / max ms | service CPU s (user + sys) | service CPU µs/event | writer / tokio threads CPU s | client CPU s | service max RSS MiB | WAL MiB | checkpoints / longest ms | counterexamples |\n{}",
         "| --- ".repeat(13) + "|"
     );
     println!("{}", rows.join("\n"));

@@ -744,6 +744,7 @@ fn truncate(wal: &mut Wal, keep_from: u64) {
 
 /// Appends every job and fsyncs once. On failure nothing is acknowledged.
 fn append(wal: &mut Wal, jobs: &mut Vec<Job>) -> Result<Vec<u64>, String> {
+    let _span = tracing::info_span!("wal.group_commit", batches = jobs.len()).entered();
     let mut bases = Vec::with_capacity(jobs.len());
     let mut failure = None;
     for j in jobs.iter() {

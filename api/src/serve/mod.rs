@@ -37,6 +37,7 @@ pub mod metrics;
 pub mod otlp;
 pub mod routes;
 pub mod run;
+pub mod telemetry;
 
 use crate::serve::auth::{AuthToken, require_bearer};
 use crate::serve::config::{LogFormat, ServeConfig};
@@ -219,25 +220,34 @@ pub fn base_router(base: Base, api: Router) -> Router {
 }
 
 /// Installs the global `tracing` subscriber writing to stderr: text (coloured on a terminal)
-/// or one JSON object per line. `level` is a level or `EnvFilter` directives, validated by
-/// the config already.
-pub fn init_tracing(format: LogFormat, level: &str) -> Result<(), TryInitError> {
-    let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder
+/// or one JSON object per line; with `telemetry`, spans are exported too. `level` is a level
+/// or `EnvFilter` directives, validated by the config already.
+pub fn init_tracing(
+    format: LogFormat,
+    level: &str,
+    telemetry: Option<&telemetry::Telemetry>,
+) -> Result<(), TryInitError> {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    let filter = || EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"));
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    type Boxed = Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>;
+    let mut layers: Vec<Boxed> = vec![match format {
+        LogFormat::Text => fmt
             .with_ansi(std::io::stderr().is_terminal())
-            .finish()
-            .try_init(),
-        LogFormat::Json => builder
+            .with_filter(filter())
+            .boxed(),
+        LogFormat::Json => fmt
             .json()
             .flatten_event(true)
             .with_ansi(false)
-            .finish()
-            .try_init(),
+            .with_filter(filter())
+            .boxed(),
+    }];
+    if let Some(t) = telemetry {
+        layers.push(t.layer().with_filter(filter()).boxed());
     }
+    tracing_subscriber::registry().with(layers).try_init()
 }
 
 /// Completes on SIGTERM or Ctrl-C (SIGINT), for `axum::serve(..).with_graceful_shutdown`.

@@ -9,6 +9,7 @@ use crate::serve::metrics::Metrics;
 use crate::serve::otlp::{self, Otlp, OtlpMetrics};
 use crate::serve::{
     Base, Ready, Refresh, Upstream, base_router, init_tracing, listener, routes, shutdown_signal,
+    telemetry,
 };
 use fencewatch_assess::live::LiveOptions;
 use prometheus_client::registry::Registry;
@@ -132,9 +133,6 @@ fn run_checked(args: ServeArgs, feeders: Vec<Feeder>, files: &[PathBuf]) -> i32 
             return EXIT_CONFIG;
         }
     };
-    if let Err(e) = init_tracing(config.log_format, &config.log_level) {
-        eprintln!("fencewatch serve: cannot set up logging: {e}");
-    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -145,7 +143,26 @@ fn run_checked(args: ServeArgs, feeders: Vec<Feeder>, files: &[PathBuf]) -> i32 
             return EXIT_FAILURE;
         }
     };
-    match rt.block_on(serve(config, feeders)) {
+    // The exporter's channel runs on the runtime: built inside it, shut down before it ends.
+    let telemetry = match telemetry::wanted() {
+        Ok(false) => None,
+        Ok(true) => match rt.block_on(async { telemetry::Telemetry::start() }) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("fencewatch serve: {e}");
+                return EXIT_CONFIG;
+            }
+        },
+        Err(e) => {
+            eprintln!("fencewatch serve: invalid configuration:\n{e}");
+            return EXIT_CONFIG;
+        }
+    };
+    if let Err(e) = init_tracing(config.log_format, &config.log_level, telemetry.as_ref()) {
+        eprintln!("fencewatch serve: cannot set up logging: {e}");
+    }
+    let traced = telemetry.is_some();
+    let code = match rt.block_on(serve(config, feeders, traced)) {
         Ok(()) => 0,
         Err(Failed::Config(e)) => {
             tracing::error!(error = %e, "fencewatch serve cannot start");
@@ -157,10 +174,14 @@ fn run_checked(args: ServeArgs, feeders: Vec<Feeder>, files: &[PathBuf]) -> i32 
             eprintln!("fencewatch serve: {e}");
             EXIT_FAILURE
         }
+    };
+    if let Some(t) = telemetry {
+        t.shutdown();
     }
+    code
 }
 
-async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), Failed> {
+async fn serve(config: ServeConfig, feeders: Vec<Feeder>, traced: bool) -> Result<(), Failed> {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let otlp_metrics = OtlpMetrics::register(&mut registry);
@@ -235,7 +256,11 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>) -> Result<(), Failed> 
     };
     let api = routes::router(engine.clone()).merge(otlp::http::router(otlp));
     let template: Option<Arc<str>> = config.trace_url_template.as_deref().map(Arc::from);
-    let app = base_router(base, api)
+    let mut app = base_router(base, api);
+    if traced {
+        app = app.layer(axum::middleware::from_fn(telemetry::trace_requests));
+    }
+    let app = app
         .layer(axum::middleware::from_fn(otlp::http::answers))
         .layer(axum::middleware::from_fn_with_state(
             template,

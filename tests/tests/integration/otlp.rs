@@ -453,3 +453,139 @@ fn counterexamples_link_to_their_traces_in_the_api_and_on_the_page() {
         assert!(dom.contains(span["span_id"].as_str().unwrap()));
     }
 }
+
+#[test]
+fn its_own_spans_reach_an_otlp_receiver_and_continue_the_callers_trace() {
+    require!(Python3, OtelSdk);
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let spans_file = dir.path().join("spans.jsonl");
+    let mut receiver = Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("python/otlp_receiver.py"))
+        .arg(port.to_string())
+        .arg(&spans_file)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut ready = String::new();
+    std::io::BufReader::new(receiver.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert_eq!(ready.trim(), "ready");
+    let contract = dir.path().join("contract.toml");
+    std::fs::write(&contract, ORDERS_CONTRACT).unwrap();
+    let mut child = Command::new(fencewatch_tests::bin())
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+            "--contract",
+        ])
+        .arg(&contract)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{port}"),
+        )
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let addr: std::net::SocketAddr = first
+        .trim()
+        .rsplit("http://")
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while request(addr, "GET", "/readyz", &[], b"")
+        .map(|r| r.status)
+        .ok()
+        != Some(200)
+    {
+        assert!(std::time::Instant::now() < deadline, "not ready");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (trace, parent) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
+    let traceparent = format!("00-{trace}-{parent}-01");
+    let line = fencewatch_tests::commit_line(now_ns() - 1_000_000_000, "o-1", 3, ROUTE);
+    let headers = [
+        ("content-type", "application/x-ndjson"),
+        ("traceparent", traceparent.as_str()),
+    ];
+    let r = request(
+        addr,
+        "POST",
+        "/v1/events",
+        &headers,
+        format!("{line}\n{{}}\n").as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(r.status, 422, "{}", r.text());
+    let r = request(addr, "GET", "/v1/assurance", &[], b"").unwrap();
+    assert_eq!(r.status, 200);
+    // SIGTERM: the last spans are flushed before the process ends.
+    assert!(fencewatch_tests::signal(child.id(), "TERM"));
+    assert!(child.wait().unwrap().success());
+    let spans: Vec<Value> = std::fs::read_to_string(&spans_file)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let _ = receiver.kill();
+    let _ = receiver.wait();
+    let named = |n: &str| spans.iter().find(|s| s["name"] == n).cloned();
+    let ingest = named("POST /v1/events").unwrap_or_else(|| panic!("{spans:?}"));
+    assert_eq!(ingest["trace_id"], trace, "the caller's trace continued");
+    assert_eq!(ingest["parent_span_id"], parent);
+    assert_eq!(ingest["service"], "fencewatch");
+    let query = named("GET /v1/assurance").unwrap_or_else(|| panic!("{spans:?}"));
+    assert_ne!(
+        query["trace_id"], trace,
+        "a request without traceparent starts its own"
+    );
+    assert!(named("wal.group_commit").is_some(), "{spans:?}");
+    assert!(named("GET /readyz").is_none(), "probes are not traced");
+    // The log line written inside the ingest request carries its trace id.
+    let log = std::fs::read_to_string(dir.path().join("stderr")).unwrap();
+    let inside = log
+        .lines()
+        .find(|l| l.contains("request answered with an error"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        inside.contains(&format!("\"trace_id\":\"{trace}\"")),
+        "{inside}"
+    );
+}
+
+#[test]
+fn an_exporter_protocol_it_cannot_speak_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let contract = dir.path().join("contract.toml");
+    std::fs::write(&contract, ORDERS_CONTRACT).unwrap();
+    let out = Command::new(fencewatch_tests::bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--contract"])
+        .arg(&contract)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf is not supported"),
+        "{err}"
+    );
+}
