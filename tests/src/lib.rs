@@ -6,7 +6,7 @@ pub mod kafka;
 pub mod service;
 mod tools;
 
-pub use tools::{CHROMIUM, Tool, require};
+pub use tools::{CHROMIUM, Tool, ci, require};
 
 /// The contract most service tests run under: one property, two fenced routes.
 pub const ORDERS_CONTRACT: &str = r#"

@@ -136,8 +136,9 @@ fn python_runs(code: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Whether this is a CI run (`CI=true`), where every test must run.
-fn ci() -> bool {
+/// Whether this is a CI run (`CI=true`), where every test must run: nothing it needs may be
+/// skipped for being absent.
+pub fn ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"))
 }
 

@@ -1,5 +1,6 @@
-//! The project's own history corpus (`tests/cases`) and the shared conformance corpus when it
-//! is beside the repository: every case's verdicts, counterexample kinds and reasons.
+//! The project's own history corpus (`tests/cases`) and the shared conformance corpus beside the
+//! repository (skipped with a message when absent, a failure under `CI=true`): every case's
+//! verdicts, counterexample kinds and reasons.
 
 use fencewatch_tests::{check_json, repo};
 use serde_json::Value;
@@ -136,7 +137,13 @@ fn shared_conformance_corpus_when_present() {
     let shared = repo().join("../shared/conformance");
     if shared.is_dir() {
         assert!(run_corpus(&shared) >= 29);
+    } else if fencewatch_tests::ci() {
+        panic!(
+            "CI=true, so the shared conformance corpus must be there: {} is missing \
+             (without CI=true this test is skipped)",
+            shared.display()
+        );
     } else {
-        eprintln!("../shared/conformance not present: skipped");
+        eprintln!("skipped: {} not present", shared.display());
     }
 }

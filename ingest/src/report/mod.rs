@@ -1,0 +1,239 @@
+//! One place that reports. Everything a source or a partition has to tell an operator is an
+//! internal event (in the style of Vector's `InternalEvent`): a struct that says what happened,
+//! whose [`InternalEvent::emit`] writes its log line and moves its metrics, here and nowhere
+//! else. Every source emits the same events, so a finding counts the same whether it came over
+//! HTTP, from a file or from Kafka.
+//!
+//! [`metrics`] holds the families (names and labels as the README documents them); [`refresh`]
+//! sets the gauges derived from the merged view before each scrape.
+
+pub mod metrics;
+mod refresh;
+
+pub use metrics::Metrics;
+pub use refresh::{Durability, refresh};
+
+use crate::checkpoint::PassedOver;
+use fencewatch_assess::contract::Property;
+use fencewatch_assess::live::NewCounterexample;
+use metrics::{PropertyLabels, RejectedLabels, SourceLabels, counterexample_labels};
+use std::path::Path;
+use std::time::Duration;
+
+/// Something that happened inside fencewatch that an operator may need to know: it emits its
+/// log line and its metrics.
+pub trait InternalEvent {
+    /// Logs the event and moves its metrics.
+    fn emit(self, metrics: &Metrics);
+}
+
+/// Valid events (assessed, unattributed or duplicate deliveries) taken from a source.
+#[derive(Debug, Clone, Copy)]
+pub struct EventsIngested<'a> {
+    /// The source label: `http`, `kafka`, a file's name.
+    pub source: &'a str,
+    /// How many.
+    pub count: u64,
+}
+
+impl InternalEvent for EventsIngested<'_> {
+    fn emit(self, metrics: &Metrics) {
+        tracing::trace!(source = self.source, count = self.count, "events ingested");
+        let labels = SourceLabels {
+            source: self.source.into(),
+        };
+        metrics.events_ingested.get_or_create(&labels).inc_by(self.count);
+    }
+}
+
+/// Items of a source that are not events (each also `malformed_event` evidence).
+#[derive(Debug, Clone, Copy)]
+pub struct EventsRejected<'a> {
+    /// The source label.
+    pub source: &'a str,
+    /// Why: `malformed`.
+    pub reason: &'a str,
+    /// How many.
+    pub count: u64,
+}
+
+impl InternalEvent for EventsRejected<'_> {
+    fn emit(self, metrics: &Metrics) {
+        if self.count == 0 {
+            return;
+        }
+        tracing::debug!(source = self.source, reason = self.reason, count = self.count, "events rejected");
+        let labels = RejectedLabels {
+            source: self.source.into(),
+            reason: self.reason.into(),
+        };
+        metrics.events_rejected.get_or_create(&labels).inc_by(self.count);
+    }
+}
+
+/// A counterexample an assessor found (provisional until the horizon passes its events).
+#[derive(Debug, Clone, Copy)]
+pub struct CounterexampleFound<'a> {
+    /// Its property.
+    pub property: &'a Property,
+    /// The counterexample.
+    pub counterexample: &'a NewCounterexample,
+}
+
+impl InternalEvent for CounterexampleFound<'_> {
+    fn emit(self, metrics: &Metrics) {
+        let (p, cx) = (self.property, self.counterexample);
+        tracing::warn!(property = %p.name, kind = cx.kind.as_str(), id = %cx.id, route = %cx.route, "counterexample (provisional until the horizon passes its events)");
+        let labels = counterexample_labels(p, cx.kind, &cx.route);
+        metrics.counterexamples.get_or_create(&labels).inc();
+    }
+}
+
+/// A provisional counterexample withdrawn: its stale or superseding event is one of
+/// conflicting deliveries.
+#[derive(Debug, Clone, Copy)]
+pub struct CounterexampleWithdrawn<'a> {
+    /// Its property.
+    pub property: &'a Property,
+    /// The counterexample.
+    pub counterexample: &'a NewCounterexample,
+}
+
+impl InternalEvent for CounterexampleWithdrawn<'_> {
+    fn emit(self, metrics: &Metrics) {
+        let (p, cx) = (self.property, self.counterexample);
+        tracing::warn!(property = %p.name, kind = cx.kind.as_str(), id = %cx.id, route = %cx.route, "counterexample withdrawn: its stale or superseding event is one of conflicting deliveries");
+        let labels = counterexample_labels(p, cx.kind, &cx.route);
+        metrics.counterexamples_withdrawn.get_or_create(&labels).inc();
+    }
+}
+
+/// Stale commits that the resource rejected: the fence working.
+#[derive(Debug, Clone, Copy)]
+pub struct StaleRejected<'a> {
+    /// Their property.
+    pub property: &'a str,
+    /// How many since the last report.
+    pub count: u64,
+}
+
+impl InternalEvent for StaleRejected<'_> {
+    fn emit(self, metrics: &Metrics) {
+        if self.count == 0 {
+            return;
+        }
+        tracing::debug!(property = self.property, count = self.count, "stale commits rejected by the resource");
+        let labels = PropertyLabels {
+            property: self.property.into(),
+        };
+        metrics.stale_rejections.get_or_create(&labels).inc_by(self.count);
+    }
+}
+
+/// A partition's assessor restored from its newest usable checkpoint (or started empty), and
+/// the recovery steps that took, each at WARN.
+#[derive(Debug, Clone, Copy)]
+pub struct PartitionRestored<'a> {
+    /// The partition (`wal`, `topic/partition`).
+    pub partition: &'a str,
+    /// The checkpoint's offset, if one was restored.
+    pub restored_from: Option<u64>,
+    /// Where reading the partition goes on from.
+    pub next_offset: u64,
+    /// Newer checkpoints passed over as damaged or undecodable, newest first.
+    pub passed_over: &'a [PassedOver],
+    /// Where checkpoints none of which was valid were moved, if they were.
+    pub quarantined: Option<&'a Path>,
+}
+
+impl InternalEvent for PartitionRestored<'_> {
+    fn emit(self, _: &Metrics) {
+        let partition = self.partition;
+        for p in self.passed_over {
+            tracing::warn!(
+                partition,
+                checkpoint = %p.path.display(),
+                offset = p.offset,
+                bytes = p.bytes,
+                reason = %p.reason,
+                restored_offset = self.restored_from,
+                "passed over a checkpoint that is damaged or does not decode: restoring an older one and reading the partition again from its offset"
+            );
+        }
+        if let Some(to) = self.quarantined {
+            tracing::warn!(partition, quarantine = %to.display(), "no checkpoint of the partition is valid; rebuilding it from the earliest retained offset (exact as long as the source still retains it from its beginning)");
+        }
+        tracing::info!(partition, restored_from = ?self.restored_from, offset = self.next_offset, "partition restored");
+    }
+}
+
+/// A partition's checkpoint saved durably.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckpointSaved<'a> {
+    /// The partition.
+    pub partition: &'a str,
+    /// The offset it covers (the next to apply).
+    pub offset: u64,
+    /// Its size.
+    pub bytes: usize,
+    /// Time taken to write it.
+    pub elapsed: Duration,
+}
+
+impl InternalEvent for CheckpointSaved<'_> {
+    fn emit(self, _: &Metrics) {
+        tracing::info!(
+            partition = self.partition,
+            offset = self.offset,
+            bytes = self.bytes,
+            elapsed_ms = self.elapsed.as_millis() as u64,
+            "checkpoint"
+        );
+    }
+}
+
+/// Kafka messages consumed (valid or not).
+#[derive(Debug, Clone, Copy)]
+pub struct KafkaMessagesConsumed {
+    /// How many.
+    pub count: u64,
+}
+
+impl InternalEvent for KafkaMessagesConsumed {
+    fn emit(self, metrics: &Metrics) {
+        tracing::trace!(count = self.count, "kafka messages consumed");
+        metrics.kafka_messages.inc_by(self.count);
+    }
+}
+
+/// A malformed Kafka message copied with its reason to the dead-letter topic or file.
+#[derive(Debug, Clone, Copy)]
+pub struct DeadLettered<'a> {
+    /// `topic/partition:offset`.
+    pub source: &'a str,
+    /// Why it is not an event.
+    pub reason: &'a str,
+}
+
+impl InternalEvent for DeadLettered<'_> {
+    fn emit(self, metrics: &Metrics) {
+        tracing::debug!(source = self.source, reason = self.reason, "kafka: dead-lettered");
+        metrics.kafka_dead_lettered.inc();
+    }
+}
+
+/// A consumer group rebalance (an assignment or a revocation).
+#[derive(Debug, Clone, Copy)]
+pub struct Rebalanced<'a> {
+    /// `assign` or `revoke` (or the error).
+    pub what: &'a str,
+    /// The partitions listed.
+    pub partitions: usize,
+}
+
+impl InternalEvent for Rebalanced<'_> {
+    fn emit(self, metrics: &Metrics) {
+        tracing::debug!(what = self.what, partitions = self.partitions, "kafka: rebalance");
+        metrics.kafka_rebalances.inc();
+    }
+}
