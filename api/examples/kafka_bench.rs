@@ -10,7 +10,7 @@
 //!    `~/.cargo/bin/tansu` or `tansu` on the PATH) on a free 127.0.0.1 port, in memory.
 //! 2. **Topic.** A fresh topic of `--partitions` partitions (rdkafka's admin client), filled
 //!    with the `fencewatch simulate` workload produced exactly as `simulate --kafka` does
-//!    (`fencewatch_api::simulate_kafka`): `--events` commits over `--scopes` scopes with
+//!    (`fencewatch_ingest::source::kafka::produce`): `--events` commits over `--scopes` scopes with
 //!    rising epochs and handovers, heartbeats, and `--stale` paused old owners (stale
 //!    commits); keyed by scope. The message count is what the broker acknowledged.
 //! 3. **Runs.** `--runs` times, alternating which goes first, in one process and on one
@@ -38,9 +38,9 @@ mod common;
 
 use clap::Parser;
 use common::{Cpu, hwm_mib, metric};
-use fencewatch_api::simulate_kafka::{Target, produce};
 use fencewatch_assess::time::EventTime;
 use fencewatch_ingest::simulate::{Faults, Workload};
+use fencewatch_ingest::source::kafka::produce::{Target, produce};
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;

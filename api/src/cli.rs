@@ -2,21 +2,17 @@
 //! `contract check` 0 accepted, 1 rejected candidate, 3 invalid; `wal` see [`crate::wal_cmd`];
 //! 64 a usage error.
 
+use crate::exit::{EXIT_ERROR, EXIT_USAGE};
 use crate::render;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use fencewatch_assess::Contract;
 use fencewatch_assess::history::History;
-use fencewatch_ingest::file::{Input, ReadOptions, read_into, total_size};
-use fencewatch_ingest::json::DEFAULT_MAX_LINE_BYTES;
+use fencewatch_ingest::decode::json::DEFAULT_MAX_LINE_BYTES;
 use fencewatch_ingest::simulate::{Faults, Workload, simulate};
+use fencewatch_ingest::source::file::{Input, ReadOptions, read_into, total_size};
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-
-/// Exit code for an error (unreadable input, invalid contract).
-pub const EXIT_ERROR: i32 = 3;
-/// Exit code for a usage error.
-pub const EXIT_USAGE: i32 = 64;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -338,7 +334,7 @@ fn contract_check(file: &PathBuf, format: Format) -> i32 {
 fn run_simulate(a: SimulateArgs) -> anyhow::Result<()> {
     let live = a.start == "now";
     let start = if live {
-        fencewatch_assess::EventTime(crate::serve::engine::now_ns())
+        fencewatch_ingest::clock::Clock::now(&fencewatch_ingest::clock::SystemClock)
     } else {
         fencewatch_assess::EventTime::parse_rfc3339(&a.start)
             .map_err(|e| anyhow::anyhow!("--start: {e}"))?
@@ -375,7 +371,7 @@ fn run_simulate(a: SimulateArgs) -> anyhow::Result<()> {
                     )),
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            let target = crate::simulate_kafka::Target {
+            let target = fencewatch_ingest::source::kafka::produce::Target {
                 brokers: brokers.clone(),
                 topic: a.topic.clone().expect("clap requires --topic with --kafka"),
                 rate: a.rate,
@@ -383,7 +379,8 @@ fn run_simulate(a: SimulateArgs) -> anyhow::Result<()> {
                 timeout: std::time::Duration::from_secs(a.kafka_timeout.max(1)),
                 settings,
             };
-            let (truth, p) = crate::simulate_kafka::produce(&workload, &target)?;
+            let (truth, p) =
+                fencewatch_ingest::source::kafka::produce::produce(&workload, &target)?;
             summary = Some(format!(
                 "fencewatch simulate: produced {} events to {} in {:.2} s ({:.0} events/s)",
                 p.events,

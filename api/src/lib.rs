@@ -1,12 +1,13 @@
-//! # fencewatch-api — evidence out
+//! # fencewatch-api — the `fencewatch` binary
 //!
-//! The command line and the composition root: `check` (offline assessment), `contract check`,
-//! `simulate` (NDJSON, or produced to Kafka by [`simulate_kafka`]), and [`serve`], the service
-//! (configuration, problem+json errors, bearer auth, Prometheus metrics, the HTTP router around
-//! the `/v1` API, and Kafka ingest), and [`wal_cmd`] (`wal inspect|repair`).
+//! The command line ([`cli`]: `check`, `contract check`, `simulate`, `serve`, `demo`, and
+//! [`wal_cmd`]: `wal inspect|repair`), the text reports ([`render`]), and [`serve`]: the
+//! service's composition root and HTTP surface (configuration, routes, problem details, auth,
+//! the metric registry, the page). Evidence enters, is judged and is reported in
+//! `fencewatch-ingest` and `fencewatch-assess`.
 
 pub mod cli;
+pub mod exit;
 pub mod render;
 pub mod serve;
-pub mod simulate_kafka;
 pub mod wal_cmd;

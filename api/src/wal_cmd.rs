@@ -13,11 +13,11 @@
 //! dry run: nothing changed); both 3 on an error (unreadable files, the log in use, no repair
 //! possible), 64 a usage error. The policy is in `fencewatch_ingest::wal::repair`.
 
-use crate::cli::EXIT_ERROR;
+use crate::exit::EXIT_ERROR;
 use clap::{Args, Subcommand, ValueEnum};
-use fencewatch_assess::EventTime;
 use fencewatch_ingest::checkpoint::{self, CheckpointInfo};
-use fencewatch_ingest::partition::{self, QUARANTINE};
+use fencewatch_ingest::partition::local::QUARANTINE;
+use fencewatch_ingest::partition::state::decode_state;
 use fencewatch_ingest::wal::inspect::{DamageKind, Inspection, inspect};
 use fencewatch_ingest::wal::{self, repair};
 use serde_json::{Value, json};
@@ -83,10 +83,8 @@ fn partition_dir(data_dir: &Path) -> PathBuf {
 
 /// The checkpoints of the partition in `dir`, newest first.
 fn checkpoints(dir: &Path) -> Result<Vec<CheckpointInfo>, String> {
-    checkpoint::inspect(&dir.join("checkpoints"), |s| {
-        partition::decode_state(s).map(drop)
-    })
-    .map_err(|e| e.to_string())
+    checkpoint::inspect(&dir.join("checkpoints"), |s| decode_state(s).map(drop))
+        .map_err(|e| e.to_string())
 }
 
 /// The offset `serve` would restore: `Err` when checkpoints exist but none is valid.
@@ -135,7 +133,7 @@ fn kafka_checkpoints(data_dir: &Path) -> Result<Vec<(String, Vec<CheckpointInfo>
             continue;
         };
         for part in parts.flatten().filter(|e| e.path().is_dir()) {
-            let cks = checkpoint::inspect(&part.path(), |s| partition::decode_state(s).map(drop))
+            let cks = checkpoint::inspect(&part.path(), |s| decode_state(s).map(drop))
                 .map_err(|e| e.to_string())?;
             let name = format!(
                 "{}/{}",
@@ -413,7 +411,8 @@ fn dropped_json(d: &repair::Dropped) -> Value {
 
 /// A new folder under `root` named by the wall time (`20251129T120002Z`).
 fn quarantine_dir(root: &Path) -> PathBuf {
-    let now = EventTime(crate::serve::engine::now_ns()).to_string();
+    let now =
+        fencewatch_ingest::clock::Clock::now(&fencewatch_ingest::clock::SystemClock).to_string();
     let stamp: String = now[..19]
         .chars()
         .filter(|c| *c != '-' && *c != ':')

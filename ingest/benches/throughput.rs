@@ -3,7 +3,7 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use fencewatch_assess::{Contract, EventTime, History};
-use fencewatch_ingest::json::{Decoded, decode_line};
+use fencewatch_ingest::decode::json::{Decoded, decode_line};
 use fencewatch_ingest::simulate::{Faults, Workload, simulate};
 use serde::Deserialize;
 use std::hint::black_box;

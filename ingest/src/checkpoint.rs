@@ -114,6 +114,16 @@ pub struct CheckpointInfo {
     pub problem: Option<String>,
 }
 
+/// Checkpoints moved aside because none of them was usable (see
+/// `partition::restore::WhenNoneUsable::Quarantine`).
+#[derive(Debug, Clone)]
+pub struct Quarantined {
+    /// Where they are now.
+    pub to: PathBuf,
+    /// Each as it was found (its old path, offset, size and problem).
+    pub checkpoints: Vec<CheckpointInfo>,
+}
+
 /// Every checkpoint file in `dir`, newest first, verified and its state given to `decode`,
 /// without changing anything (a missing `dir` has none). The first without a problem is the
 /// one [`CheckpointStore::latest_decoded`] restores.

@@ -4,11 +4,13 @@
 
 use fencewatch_assess::Contract;
 use fencewatch_assess::live::LiveOptions;
+use fencewatch_ingest::batch::{self, Format};
 use fencewatch_ingest::decode::otlp::common::v1::{AnyValue, KeyValue, any_value::Value};
 use fencewatch_ingest::decode::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use fencewatch_ingest::decode::otlp::trace_service::ExportTraceServiceRequest;
 use fencewatch_ingest::decode::otlp::{self, Signal};
-use fencewatch_ingest::partition::{self, Format, PartitionOptions};
+use fencewatch_ingest::partition::Partition;
+use fencewatch_ingest::partition::local::{self, PartitionOptions};
 
 fn contract() -> Contract {
     Contract::parse(
@@ -78,21 +80,21 @@ fn a_span_request_is_stored_applied_and_replayed_to_the_same_counterexample() {
     let dir = tempfile::tempdir().unwrap();
     let reduced = otlp::reduce_traces(request());
     assert_eq!((reduced.items, reduced.ignored), (3, 1));
-    let payload = partition::encode(
+    let payload = batch::encode(
         Format::OtlpTraces,
         10_000_000_000,
         "otlp",
         None,
         &reduced.body,
     );
-    assert_eq!(partition::items(Format::OtlpTraces, &reduced.body), 3);
+    assert_eq!(batch::items(Format::OtlpTraces, &reduced.body), 3);
     let stale = "otlp:07070707070707070707070707070707/0202020202020202";
     let ids = {
-        let mut p = partition::open(dir.path(), contract(), opts()).unwrap();
+        let mut p = local::open(dir.path(), contract(), opts()).unwrap();
         let base = p.wal.append(3, &payload).unwrap();
         p.wal.sync().unwrap();
-        let batch = partition::decode(&payload).unwrap();
-        let a = partition::apply(&mut p.live, base, &batch, 1 << 20);
+        let batch = batch::decode(&payload).unwrap();
+        let a = p.partition.apply(base, 3, &batch, 1 << 20).unwrap();
         assert_eq!((a.accepted, a.malformed), (2, 1));
         assert_eq!(a.errors[0].item, 3, "the third fencing item");
         assert!(
@@ -104,10 +106,11 @@ fn a_span_request_is_stored_applied_and_replayed_to_the_same_counterexample() {
         // Delivered again (an exporter's retry): one event, one counterexample.
         let base2 = p.wal.append(3, &payload).unwrap();
         p.wal.sync().unwrap();
-        let again = partition::apply(&mut p.live, base2, &batch, 1 << 20);
+        let again = p.partition.apply(base2, 3, &batch, 1 << 20).unwrap();
         assert_eq!((again.accepted, again.duplicates), (2, 2));
         let page = p
-            .live
+            .partition
+            .live()
             .view()
             .counterexamples(None, None, None, None, None, 10);
         assert_eq!(page.counterexamples.len(), 1);
@@ -117,7 +120,7 @@ fn a_span_request_is_stored_applied_and_replayed_to_the_same_counterexample() {
             cx.superseding.source,
             "otlp:07070707070707070707070707070707/0101010101010101"
         );
-        let samples = p.live.view().malformed_samples();
+        let samples = p.partition.live().view().malformed_samples();
         assert_eq!(samples.len(), 2, "the bad span, once per delivery");
         assert_eq!(
             samples[0].source,
@@ -126,24 +129,26 @@ fn a_span_request_is_stored_applied_and_replayed_to_the_same_counterexample() {
         vec![cx.id.clone()]
     };
     // Restart: no checkpoint was taken, the WAL replays.
-    let p = partition::open(dir.path(), contract(), opts()).unwrap();
+    let p = local::open(dir.path(), contract(), opts()).unwrap();
     assert_eq!(p.replayed_records, 2);
     let page = p
-        .live
+        .partition
+        .live()
         .view()
         .counterexamples(None, None, None, None, None, 10);
     let replayed: Vec<String> = page.counterexamples.iter().map(|c| c.id.clone()).collect();
     assert_eq!(replayed, ids);
     assert_eq!(page.counterexamples[0].stale.source, stale);
-    assert_eq!(p.live.totals(), (4, 2, 0, 2));
+    assert_eq!(p.partition.live().totals(), (4, 2, 0, 2));
 }
 
 #[test]
 fn a_record_that_does_not_decode_is_one_malformed_item() {
-    let mut live = fencewatch_assess::live::Live::new(contract(), LiveOptions::default());
-    let payload = partition::encode(Format::OtlpLogs, 0, "otlp", None, b"\xff\xff");
-    let batch = partition::decode(&payload).unwrap();
-    let a = partition::apply(&mut live, 0, &batch, 1 << 20);
+    let live = fencewatch_assess::live::Live::new(contract(), LiveOptions::default());
+    let mut part = Partition::new("wal", live, 0);
+    let payload = batch::encode(Format::OtlpLogs, 0, "otlp", None, b"\xff\xff");
+    let batch = batch::decode(&payload).unwrap();
+    let a = part.apply(0, 1, &batch, 1 << 20).unwrap();
     assert_eq!(a.malformed, 1);
     let _ = Signal::Logs;
 }

@@ -8,10 +8,10 @@
 //! stored in part under a 2xx. Any other encoding is 415. What comes out counts against
 //! `max_body_bytes` (413 beyond) and against the ingest budget (`max_pending_bytes`, 503).
 
-use crate::serve::budget::Reservation;
 use crate::serve::error::ApiError;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use fencewatch_ingest::source::wal::Reservation;
 use std::io::Read;
 
 /// How a body is encoded.
@@ -166,7 +166,7 @@ pub fn decode(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::budget::Budget;
+    use fencewatch_ingest::source::wal::Budget;
     use std::io::Write;
 
     fn gz(data: &[u8]) -> Vec<u8> {

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
-pub use crate::serve::kafka::KafkaConfig;
+pub use fencewatch_ingest::source::kafka::KafkaConfig;
 use std::path::{Path, PathBuf};
 
 /// The embedded defaults, parsed like a config file.

@@ -7,7 +7,6 @@
 //! [`problem_details`] re-renders every such response of status 400 and above as a problem, so
 //! a client sees a single error format.
 
-use crate::serve::config::ServeConfig;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::header::{self, HeaderValue};
@@ -293,16 +292,6 @@ pub struct ProblemContext {
     pub max_body_bytes: u64,
     /// `request_timeout`, named when a request times out.
     pub request_timeout: Duration,
-}
-
-impl ProblemContext {
-    /// Takes the limits from the configuration.
-    pub fn from_config(config: &ServeConfig) -> ProblemContext {
-        ProblemContext {
-            max_body_bytes: config.max_body_bytes,
-            request_timeout: config.request_timeout,
-        }
-    }
 }
 
 /// Middleware: re-renders every error response (status ≥ 400) that is not already

@@ -22,7 +22,7 @@
 //! On shutdown the loop stops accepting, idle connections close at once, and requests in
 //! flight finish (each bounded by `request_timeout`).
 
-use crate::serve::metrics::Metrics;
+use crate::serve::metrics::HttpMetrics;
 use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -90,7 +90,7 @@ pub async fn serve(
     listener: TcpListener,
     app: Router,
     opts: ListenerOptions,
-    metrics: Metrics,
+    metrics: HttpMetrics,
     shutdown: impl Future<Output = ()>,
 ) {
     let permits = Arc::new(Semaphore::new(opts.max_connections));

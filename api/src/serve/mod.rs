@@ -1,103 +1,64 @@
-//! # `fencewatch serve` — the service
+//! # `fencewatch serve` — the service's HTTP surface and composition root
 //!
-//! `serve` runs the assessment continuously: producers send events over HTTP, operators read
-//! verdicts, counterexamples and coverage from the `/v1` API, and Prometheus scrapes
-//! `/metrics`. The data flow (SPEC §5):
-//!
-//! ```text
-//!  POST /v1/events ──► decode (per-line errors) ──► WAL append, group commit, fsync ──► 2xx
-//!                                                        │   (a 2xx means durable)
-//!                                                        ▼
-//!                                       engine: fencewatch-assess Tracker + window summaries
-//!                                                        │        │
-//!                              checkpoint (state + WAL offset)    ▼
-//!                              every `checkpoint_interval`     /v1 API, /metrics
-//! ```
-//!
-//! On start the engine restores the last checkpoint and replays the WAL from its offset;
-//! until it has caught up `/readyz` answers 503 (`Ready` unset) while `/livez` answers 200.
-//! Counterexample ids are deterministic, so a replay finds the same ones.
-//!
-//! This module holds the scaffolding: [`config`] (layered, validated once), [`error`]
-//! (problem+json), [`auth`] (optional bearer token), [`metrics`] (injected registry), the base
-//! router with probes, limits and middleware ([`base_router`]), logging ([`init_tracing`]) and
-//! [`shutdown_signal`]. The engine (`engine.rs`) and the `/v1` handlers with the OpenAPI
-//! document (`routes.rs`) are separate modules that plug into [`base_router`]'s `api`
-//! argument.
+//! [`run`] builds everything once (configuration, registry, the sources of
+//! `fencewatch-ingest`, the router) and serves until SIGTERM or Ctrl-C. Evidence enters
+//! through the sources (`fencewatch_ingest::source`), is judged by the partitions' assessors
+//! and reported by `fencewatch_ingest::report`; this module is the HTTP side of it:
+//! [`config`] (layered, validated once), [`routes`] (the `/v1` API, the OpenAPI document and
+//! the page), [`error`] (problem+json), [`auth`] (optional bearer token), [`body`] (bounded,
+//! decompressed ingest bodies), [`metrics`] (the registry and the HTTP families),
+//! [`listener`] (the accept loop and its limits), and [`base_router`] with the probes.
 
 pub mod auth;
 pub mod body;
-pub mod budget;
 pub mod config;
-pub mod engine;
 pub mod error;
-pub mod kafka;
 pub mod listener;
 pub mod metrics;
 pub mod otlp;
 pub mod routes;
 pub mod run;
+pub mod submit;
 pub mod telemetry;
 
 use crate::serve::auth::{AuthToken, require_bearer};
 use crate::serve::config::{LogFormat, ServeConfig};
 use crate::serve::error::{ApiError, ProblemContext, not_found, panic_response, problem_details};
-use crate::serve::metrics::{Metrics, note_matched_path, track_http};
+use crate::serve::metrics::{HttpMetrics, note_matched_path, track_http};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use fencewatch_ingest::source::wal::Ready;
 use prometheus_client::registry::Registry;
 use std::io::IsTerminal;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::util::{SubscriberInitExt, TryInitError};
 
-/// Whether the engine has caught up with the WAL; shared by the engine and `/readyz`.
-#[derive(Debug, Clone, Default)]
-pub struct Ready(Arc<AtomicBool>);
-
-impl Ready {
-    /// Not ready.
-    pub fn new() -> Ready {
-        Ready::default()
-    }
-
-    /// Marks ready (replay done) or not (shutting down).
-    pub fn set(&self, ready: bool) {
-        self.0.store(ready, Ordering::Release);
-    }
-
-    /// Whether ready.
-    pub fn is_ready(&self) -> bool {
-        self.0.load(Ordering::Acquire)
-    }
-}
-
 /// What the base router needs, built once in the composition root.
 #[derive(Debug, Clone)]
 pub struct Base {
-    /// Set by the engine once the WAL is replayed.
+    /// Set by the WAL source once the log is replayed.
     pub ready: Ready,
     /// The registry `/metrics` encodes; every component registered before it was shared.
     pub registry: Arc<Registry>,
-    /// The metric handles (for the HTTP histogram).
-    pub metrics: Metrics,
+    /// The HTTP metric handles.
+    pub metrics: HttpMetrics,
     /// Token required on `/v1/*`, if any.
     pub auth_token: Option<AuthToken>,
     /// Largest accepted request body.
     pub max_body_bytes: u64,
     /// Requests taking longer answer 503.
     pub request_timeout: fencewatch_assess::Duration,
-    /// Updates the gauges derived from the engine's state before each scrape.
+    /// Updates the gauges derived from the partitions before each scrape.
     pub refresh: Option<Refresh>,
-    /// A readiness condition beyond the engine's, if any.
+    /// A readiness condition beyond the WAL source's, if any.
     pub upstream: Option<Upstream>,
 }
 
@@ -117,7 +78,7 @@ impl Base {
         config: &ServeConfig,
         ready: Ready,
         registry: Arc<Registry>,
-        metrics: Metrics,
+        metrics: HttpMetrics,
     ) -> Base {
         Base {
             ready,
@@ -140,8 +101,8 @@ struct Probe {
     upstream: Option<Upstream>,
 }
 
-/// A readiness condition beyond the engine's (a Kafka broker answering): `Some(why)` when not
-/// ready.
+/// A readiness condition beyond the WAL source's (a Kafka broker answering): `Some(why)` when
+/// not ready.
 #[derive(Clone)]
 pub struct Upstream(pub Arc<dyn Fn() -> Option<String> + Send + Sync>);
 
@@ -170,7 +131,7 @@ async fn readyz(State(p): State<Probe>) -> Result<Json<serde_json::Value>, ApiEr
 async fn metrics_text(State(p): State<Probe>) -> Response {
     if let Some(r) = &p.refresh {
         let r = r.0.clone();
-        // Deriving gauges reads the engine's state under its lock: off the async workers.
+        // Deriving gauges reads the partitions under their locks: off the async workers.
         let _ = tokio::task::spawn_blocking(move || r()).await;
     }
     let body = metrics::encode(&p.registry);
@@ -288,9 +249,9 @@ mod tests {
     use axum::routing::post;
     use tower::ServiceExt;
 
-    fn app(token: Option<&str>) -> (Router, Ready, Metrics) {
+    fn app(token: Option<&str>) -> (Router, Ready, HttpMetrics) {
         let mut registry = Registry::default();
-        let metrics = Metrics::register(&mut registry);
+        let metrics = HttpMetrics::register(&mut registry);
         let ready = Ready::new();
         let base = Base {
             ready: ready.clone(),

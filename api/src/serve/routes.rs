@@ -1,11 +1,12 @@
-//! The `/v1` API of SPEC §6 and its OpenAPI document (utoipa), over the [`Engine`].
+//! The `/v1` API of SPEC §6 and its OpenAPI document (utoipa): queries answered by the
+//! partition registry, `POST /v1/events` submitted to the WAL source.
 //!
 //! Times in queries are RFC 3339 or integer nanoseconds since the Unix epoch; durations use the
 //! contract's syntax (`15m`, `30s`). Every error is problem+json (see [`super::error`]).
 
 use crate::serve::body;
-use crate::serve::engine::{Engine, SubmitError, now_ns};
 use crate::serve::error::ApiError;
+use crate::serve::submit::submit;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
@@ -13,7 +14,10 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use fencewatch_assess::report::ContractSummary;
 use fencewatch_assess::{Duration, EventTime, Verdict};
-use fencewatch_ingest::partition::{self, Format};
+use fencewatch_ingest::batch::{self, Format};
+use fencewatch_ingest::clock::SharedClock;
+use fencewatch_ingest::registry::Registry;
+use fencewatch_ingest::source::wal::WalSource;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -53,8 +57,25 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     ApiDoc::openapi()
 }
 
+/// What the handlers share.
+#[derive(Debug, Clone)]
+pub struct App {
+    /// Every partition, for queries.
+    pub registry: Arc<Registry>,
+    /// Where `POST /v1/events` goes.
+    pub wal: Arc<WalSource>,
+    /// "Now" for queries that do not say when.
+    pub clock: SharedClock,
+}
+
+impl App {
+    fn now(&self) -> i64 {
+        self.clock.now().0
+    }
+}
+
 /// The `/v1` routes and `/openapi.json`.
-pub fn router(engine: Arc<Engine>) -> Router {
+pub fn router(app: App) -> Router {
     Router::new()
         .route("/v1/assurance", get(assurance))
         .route("/v1/assurance/timeline", get(timeline))
@@ -66,7 +87,7 @@ pub fn router(engine: Arc<Engine>) -> Router {
         .route("/v1/events", post(ingest))
         .route("/openapi.json", get(|| async { Json(openapi()) }))
         .route("/", get(page))
-        .with_state(engine)
+        .with_state(app)
 }
 
 /// The page: each property's verdict, timeline and counterexamples, readable without Grafana.
@@ -117,15 +138,15 @@ fn parse_duration(name: &str, s: &str) -> Result<i64, ApiError> {
     }
 }
 
-/// Runs a query over the engine's partitions. It may wait for the read lock while the writer
-/// applies a group: the runtime moves this worker's other tasks elsewhere meanwhile, so that
-/// slow queries never stall `/livez`, ingest or each other.
-fn query<R>(engine: &Engine, f: impl FnOnce(&fencewatch_assess::live::View<'_>) -> R) -> R {
-    tokio::task::block_in_place(|| engine.query(f))
+/// Runs a query over every partition. It may wait for a read lock while a source applies a
+/// batch: the runtime moves this worker's other tasks elsewhere meanwhile, so that slow
+/// queries never stall `/livez`, ingest or each other.
+fn query<R>(app: &App, f: impl FnOnce(&fencewatch_assess::live::View<'_>) -> R) -> R {
+    tokio::task::block_in_place(|| app.registry.query(f))
 }
 
-fn ready(engine: &Engine) -> Result<(), ApiError> {
-    if engine.is_ready() {
+fn ready(app: &App) -> Result<(), ApiError> {
+    if app.wal.is_ready() {
         Ok(())
     } else {
         Err(ApiError::ServiceUnavailable {
@@ -135,9 +156,10 @@ fn ready(engine: &Engine) -> Result<(), ApiError> {
 }
 
 /// The property index named by `name`, or the only one.
-fn property(engine: &Engine, name: Option<&str>) -> Result<Option<usize>, ApiError> {
+fn property(app: &App, name: Option<&str>) -> Result<Option<usize>, ApiError> {
     match name {
-        Some(n) => engine
+        Some(n) => app
+            .registry
             .contract()
             .property_index(n)
             .map(Some)
@@ -148,14 +170,14 @@ fn property(engine: &Engine, name: Option<&str>) -> Result<Option<usize>, ApiErr
     }
 }
 
-fn one_property(engine: &Engine, name: Option<&str>) -> Result<usize, ApiError> {
-    match property(engine, name)? {
+fn one_property(app: &App, name: Option<&str>) -> Result<usize, ApiError> {
+    match property(app, name)? {
         Some(p) => Ok(p),
-        None if engine.contract().properties.len() == 1 => Ok(0),
+        None if app.registry.contract().properties.len() == 1 => Ok(0),
         None => Err(ApiError::BadRequest {
             detail: format!(
                 "query `property` is required: the contract declares {}",
-                engine
+                app.registry
                     .contract()
                     .properties
                     .iter()
@@ -187,11 +209,11 @@ struct AssuranceQuery {
               (status = 400, description = "Bad query", content_type = "application/problem+json", body = Value),
               (status = 404, description = "Unknown property", content_type = "application/problem+json", body = Value)))]
 async fn assurance(
-    State(engine): State<Arc<Engine>>,
+    State(app): State<App>,
     Query(q): Query<AssuranceQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    ready(&engine)?;
-    let now = now_ns();
+    ready(&app)?;
+    let now = app.now();
     let at =
         q.at.as_deref()
             .map(|s| parse_time("at", s))
@@ -202,16 +224,16 @@ async fn assurance(
         .as_deref()
         .map(|s| parse_duration("window", s))
         .transpose()?;
-    let chosen = property(&engine, q.property.as_deref())?;
+    let chosen = property(&app, q.property.as_deref())?;
     let props: Vec<usize> = match chosen {
         Some(p) => vec![p],
-        None => (0..engine.contract().properties.len()).collect(),
+        None => (0..app.registry.contract().properties.len()).collect(),
     };
-    let answers: Vec<_> = query(&engine, |view| {
+    let answers: Vec<_> = query(&app, |view| {
         props
             .iter()
             .map(|&p| {
-                let w = window.unwrap_or(engine.contract().properties[p].assurance_window.0);
+                let w = window.unwrap_or(app.registry.contract().properties[p].assurance_window.0);
                 // A window reaching before 1970 is the whole history.
                 let w = w.min(at.max(1));
                 view.assurance(p, at, w, now)
@@ -252,16 +274,16 @@ struct TimelineQuery {
     responses((status = 200, description = "The windows", body = Value),
               (status = 400, description = "Bad query", content_type = "application/problem+json", body = Value)))]
 async fn timeline(
-    State(engine): State<Arc<Engine>>,
+    State(app): State<App>,
     Query(q): Query<TimelineQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    ready(&engine)?;
-    let p = one_property(&engine, q.property.as_deref())?;
+    ready(&app)?;
+    let p = one_property(&app, q.property.as_deref())?;
     let to =
         q.to.as_deref()
             .map(|s| parse_time("to", s))
             .transpose()?
-            .unwrap_or_else(now_ns);
+            .unwrap_or_else(|| app.now());
     let from = q
         .from
         .as_deref()
@@ -273,14 +295,14 @@ async fn timeline(
             detail: "query `from` must be before `to`".into(),
         });
     }
-    let (windows, wm) = query(&engine, |view| {
+    let (windows, wm) = query(&app, |view| {
         (view.timeline(p, from, to, MAX_TIMELINE), view.watermark(p))
     });
     Ok(Json(json!({
-        "property": engine.contract().properties[p].name,
+        "property": app.registry.contract().properties[p].name,
         "from": EventTime(from).to_string(),
         "to": EventTime(to).to_string(),
-        "window": engine.contract().properties[p].window.to_string(),
+        "window": app.registry.contract().properties[p].window.to_string(),
         "watermark": (wm != EventTime::MIN).then(|| wm.to_string()),
         "windows": windows,
     })))
@@ -310,11 +332,11 @@ struct CxQuery {
     responses((status = 200, description = "One page: `counterexamples` and `next_cursor`", body = Value),
               (status = 400, description = "Bad query", content_type = "application/problem+json", body = Value)))]
 async fn counterexamples(
-    State(engine): State<Arc<Engine>>,
+    State(app): State<App>,
     Query(q): Query<CxQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    ready(&engine)?;
-    let p = property(&engine, q.property.as_deref())?;
+    ready(&app)?;
+    let p = property(&app, q.property.as_deref())?;
     let from = q
         .from
         .as_deref()
@@ -337,8 +359,8 @@ async fn counterexamples(
             Some((t.parse::<i64>().map_err(|_| bad())?, id.to_string()))
         }
     };
-    let nprops = engine.contract().properties.len();
-    let (page, not_kept) = query(&engine, |view| {
+    let nprops = app.registry.contract().properties.len();
+    let (page, not_kept) = query(&app, |view| {
         let page = view.counterexamples(
             p,
             q.scope.as_deref(),
@@ -364,11 +386,11 @@ async fn counterexamples(
     responses((status = 200, description = "The counterexample", body = Value),
               (status = 404, description = "No such counterexample", content_type = "application/problem+json", body = Value)))]
 async fn counterexample(
-    State(engine): State<Arc<Engine>>,
+    State(app): State<App>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    ready(&engine)?;
-    let cx = query(&engine, |view| view.counterexample(&id)).ok_or_else(|| ApiError::NotFound {
+    ready(&app)?;
+    let cx = query(&app, |view| view.counterexample(&id)).ok_or_else(|| ApiError::NotFound {
         what: format!("counterexample `{id}`"),
     })?;
     Ok(Json(serde_json::to_value(cx).expect("serializable")))
@@ -387,12 +409,12 @@ struct PropertyQuery {
 #[utoipa::path(get, path = "/v1/coverage", params(PropertyQuery),
     responses((status = 200, description = "Coverage", body = Value)))]
 async fn coverage(
-    State(engine): State<Arc<Engine>>,
+    State(app): State<App>,
     Query(q): Query<PropertyQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    ready(&engine)?;
-    let p = one_property(&engine, q.property.as_deref())?;
-    let mut coverage = query(&engine, |view| view.coverage(p));
+    ready(&app)?;
+    let p = one_property(&app, q.property.as_deref())?;
+    let mut coverage = query(&app, |view| view.coverage(p));
     // Emitters are as many as the producers ever were: the answer lists those with gaps first,
     // then the rest by name, at most MAX_EMITTERS_LISTED, and counts them all.
     let total = coverage.emitters.len();
@@ -416,18 +438,18 @@ async fn coverage(
     responses((status = 200, description = "The scope", body = Value),
               (status = 404, description = "Never seen", content_type = "application/problem+json", body = Value)))]
 async fn scope(
-    State(engine): State<Arc<Engine>>,
+    State(app): State<App>,
     Path(scope): Path<String>,
     Query(q): Query<PropertyQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    ready(&engine)?;
-    let p = one_property(&engine, q.property.as_deref())?;
-    let view = tokio::task::block_in_place(|| engine.scope(p, &scope)).ok_or_else(|| {
+    ready(&app)?;
+    let p = one_property(&app, q.property.as_deref())?;
+    let view = tokio::task::block_in_place(|| app.registry.scope(p, &scope)).ok_or_else(|| {
         ApiError::NotFound {
             what: format!(
                 "scope `{}` of property `{}`",
                 scope.chars().take(128).collect::<String>(),
-                engine.contract().properties[p].name
+                app.registry.contract().properties[p].name
             ),
         }
     })?;
@@ -438,8 +460,8 @@ async fn scope(
 /// obligations.
 #[utoipa::path(get, path = "/v1/contract",
     responses((status = 200, description = "The contract", body = Value)))]
-async fn contract(State(engine): State<Arc<Engine>>) -> Json<Value> {
-    let c = engine.contract();
+async fn contract(State(app): State<App>) -> Json<Value> {
+    let c = app.registry.contract();
     let compiled = c.compile();
     let props: Vec<Value> = c
         .properties
@@ -507,14 +529,14 @@ fn body_format(headers: &HeaderMap) -> Result<Option<Format>, ApiError> {
               (status = 422, description = "Some lines malformed (`malformed`, the first 100 in `errors`, `errors_not_listed`); the others durable and assessed", content_type = "application/problem+json", body = Value),
               (status = 503, description = "Nothing stored, retry (`Retry-After`): ingest saturated (`max_pending_bytes`), too many connections, not ready or shutting down", content_type = "application/problem+json", body = Value)))]
 async fn ingest(
-    State(engine): State<Arc<Engine>>,
+    State(app): State<App>,
     request: axum::extract::Request,
 ) -> Result<Response, ApiError> {
-    ready(&engine)?;
+    ready(&app)?;
     let (parts, body) = request.into_parts();
     let declared = body_format(&parts.headers)?;
     let source = "http";
-    let header = partition::header_len(source);
+    let header = batch::header_len(source);
     let encoding = body::encoding(&parts.headers)?;
     let hint = parts
         .headers
@@ -523,9 +545,9 @@ async fn ingest(
         .filter(|_| encoding == body::Encoding::Identity)
         .unwrap_or(0)
         .min(1 << 20);
-    let mut payload = partition::encode_header(Format::Ndjson, now_ns(), source, None, hint);
-    let mut held = engine.budget().reserve();
-    let max_pending = engine.budget().max();
+    let mut payload = batch::encode_header(Format::Ndjson, app.now(), source, None, hint);
+    let mut held = app.wal.budget().reserve();
+    let max_pending = app.wal.budget().max();
     if encoding == body::Encoding::Identity {
         if let Err(refused) = body::read(body, &mut payload, &mut held, max_pending).await {
             return Ok(refused.into_response());
@@ -537,7 +559,7 @@ async fn ingest(
         }
         // Decoded whole before anything is stored: a body that does not decode to its end
         // keeps nothing.
-        let limit = engine.max_body_bytes();
+        let limit = app.wal.max_body_bytes();
         let decoded = tokio::task::spawn_blocking(move || {
             let r = body::decode(encoding, &raw, &mut payload, limit, &mut held, max_pending);
             r.map(|()| (payload, held))
@@ -561,23 +583,24 @@ async fn ingest(
         Some(b'[') => Format::Array,
         _ => Format::Ndjson,
     });
-    partition::set_format(&mut payload, format);
+    batch::set_format(&mut payload, format);
     // Lines are counted in place (memchr: microseconds for a 1000-event body); an array's
     // JSON is checked while its elements are counted, off the async workers.
     let (payload, items) = match format {
-        Format::Ndjson | Format::OtlpTraces | Format::OtlpLogs => {
-            let items = partition::items(format, &payload[header..]);
-            (payload, Ok(items))
-        }
         Format::Array => tokio::task::spawn_blocking(move || {
-            let items = fencewatch_ingest::json::for_each_element(&payload[header..], |_, _| {})
-                .map(|n| n as u64);
+            let items =
+                fencewatch_ingest::decode::json::for_each_element(&payload[header..], |_, _| {})
+                    .map(|n| n as u64);
             (payload, items)
         })
         .await
         .map_err(|e| ApiError::Internal {
             detail: e.to_string(),
         })?,
+        _ => {
+            let items = batch::items(format, &payload[header..]);
+            (payload, Ok(items))
+        }
     };
     let items = items.map_err(|e| ApiError::BadRequest {
         detail: format!("{e}; nothing of this body was stored"),
@@ -587,10 +610,9 @@ async fn ingest(
             detail: "the body holds no events (an empty array)".into(),
         });
     }
-    let done = engine
-        .submit_payload(items, payload, held)
+    let done = submit(&app.wal, items, payload, held)
         .await
-        .map_err(|SubmitError::Unavailable(detail)| ApiError::ServiceUnavailable { detail })?;
+        .map_err(|detail| ApiError::ServiceUnavailable { detail })?;
     let a = &done.applied;
     if a.malformed == 0 {
         return Ok(Json(json!({

@@ -1,36 +1,38 @@
 //! The composition root of `fencewatch serve` (STYLE 12, thin main): load and validate the
-//! configuration (exit 64 when invalid), build the registry, start the engine, bind, serve
-//! until SIGTERM or Ctrl-C, then stop accepting, drain, checkpoint and exit.
+//! configuration (exit 64 when invalid), build the metric registry, the partition registry,
+//! the clock and the sources (the WAL source; Kafka when configured; file tailing or the live
+//! simulator when asked), bind, serve until SIGTERM or Ctrl-C, then stop accepting, drain,
+//! checkpoint and exit.
 
+use crate::exit::{EXIT_FAILURE, EXIT_USAGE};
 use crate::serve::config::{ServeArgs, ServeConfig};
-use crate::serve::engine::{Engine, EngineOptions};
-use crate::serve::kafka::{Kafka, KafkaOptions};
-use crate::serve::metrics::Metrics;
+use crate::serve::metrics::{HttpMetrics, Metrics};
 use crate::serve::otlp::{self, Otlp, OtlpMetrics};
 use crate::serve::{
-    Base, Ready, Refresh, Upstream, base_router, init_tracing, listener, routes, shutdown_signal,
+    Base, Refresh, Upstream, base_router, init_tracing, listener, routes, shutdown_signal,
     telemetry,
 };
 use fencewatch_assess::live::LiveOptions;
-use prometheus_client::registry::Registry;
-use std::io::{BufRead, Read, Write};
+use fencewatch_ingest::clock::{SharedClock, SystemClock};
+use fencewatch_ingest::registry::Registry;
+use fencewatch_ingest::simulate::live;
+use fencewatch_ingest::source::kafka::{KafkaOptions, KafkaSource};
+use fencewatch_ingest::source::tail::ingest_file;
+use fencewatch_ingest::source::wal::{Ready, WalOptions, WalSource};
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Exit code of a bad configuration (EX_USAGE).
-pub const EXIT_CONFIG: i32 = 64;
-/// Exit code of a failure while running.
-pub const EXIT_FAILURE: i32 = 1;
-
-/// Something to start beside the engine once it is up (file ingest, the demo workload).
-type Feeder = Box<dyn FnOnce(Arc<Engine>) + Send>;
+/// Something to start beside the WAL source (file tailing, the demo workload); it waits for
+/// the source to be ready itself.
+type Feeder = Box<dyn FnOnce(Arc<WalSource>, SharedClock) + Send>;
 
 /// Runs the service; returns the process exit code.
 pub fn run(args: ServeArgs, ingest_files: Vec<PathBuf>) -> i32 {
     let feeders: Vec<Feeder> = ingest_files
         .iter()
         .cloned()
-        .map(|path| -> Feeder { Box::new(move |engine: Arc<Engine>| ingest_file(&engine, &path)) })
+        .map(|path| -> Feeder { Box::new(move |wal: Arc<WalSource>, _| ingest_file(&wal, &path)) })
         .collect();
     run_checked(args, feeders, &ingest_files)
 }
@@ -52,7 +54,7 @@ pub fn demo(
         return EXIT_FAILURE;
     }
     let contract = dir.join("contract.toml");
-    if let Err(e) = std::fs::write(&contract, fencewatch_ingest::demo::CONTRACT) {
+    if let Err(e) = std::fs::write(&contract, live::DEMO_CONTRACT) {
         eprintln!("fencewatch demo: cannot write {}: {e}", contract.display());
         return EXIT_FAILURE;
     }
@@ -68,29 +70,18 @@ pub fn demo(
         listen: Some(listen),
         ..ServeArgs::default()
     };
-    let feeder: Feeder =
-        Box::new(move |engine: Arc<Engine>| demo_workload(&engine, rate, stale_every));
+    let feeder: Feeder = Box::new(move |wal: Arc<WalSource>, clock: SharedClock| {
+        wal.wait_ready();
+        let stale_every = i64::try_from(stale_every.as_nanos()).unwrap_or(i64::MAX);
+        let generator = live::demo(clock.now(), rate, stale_every, 0x5eed);
+        live::feed(
+            &wal,
+            &*clock,
+            generator,
+            std::time::Duration::from_millis(100),
+        );
+    });
     run_with(args, vec![feeder])
-}
-
-/// Posts the demo workload every 100 ms until the engine stops taking batches.
-fn demo_workload(engine: &Engine, rate: u64, stale_every: std::time::Duration) {
-    while !engine.is_ready() {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let tick = std::time::Duration::from_millis(100);
-    let per_tick = (rate / 10).max(1) as usize;
-    let mut demo = fencewatch_ingest::demo::Demo::new(500, stale_every.as_nanos() as i64, 0x5eed);
-    let mut line = 1u64;
-    loop {
-        let now = crate::serve::engine::now_ns();
-        let body = demo.batch(now, tick.as_nanos() as i64, per_tick);
-        if engine.submit_lines("demo", line, body.as_bytes()).is_err() {
-            return;
-        }
-        line += per_tick as u64;
-        std::thread::sleep(tick);
-    }
 }
 
 /// Why `serve` stopped with an error: the configuration (exit 64) or a failure while running
@@ -99,12 +90,6 @@ fn demo_workload(engine: &Engine, rate: u64, stale_every: std::time::Duration) {
 enum Failed {
     Config(String),
     Running(String),
-}
-
-impl From<String> for Failed {
-    fn from(e: String) -> Failed {
-        Failed::Running(e)
-    }
 }
 
 fn run_with(args: ServeArgs, feeders: Vec<Feeder>) -> i32 {
@@ -130,7 +115,7 @@ fn run_checked(args: ServeArgs, feeders: Vec<Feeder>, files: &[PathBuf]) -> i32 
         Ok(c) => c,
         Err(errors) => {
             eprintln!("fencewatch serve: invalid configuration:\n{errors}");
-            return EXIT_CONFIG;
+            return EXIT_USAGE;
         }
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -150,12 +135,12 @@ fn run_checked(args: ServeArgs, feeders: Vec<Feeder>, files: &[PathBuf]) -> i32 
             Ok(t) => Some(t),
             Err(e) => {
                 eprintln!("fencewatch serve: {e}");
-                return EXIT_CONFIG;
+                return EXIT_USAGE;
             }
         },
         Err(e) => {
             eprintln!("fencewatch serve: invalid configuration:\n{e}");
-            return EXIT_CONFIG;
+            return EXIT_USAGE;
         }
     };
     if let Err(e) = init_tracing(config.log_format, &config.log_level, telemetry.as_ref()) {
@@ -167,7 +152,7 @@ fn run_checked(args: ServeArgs, feeders: Vec<Feeder>, files: &[PathBuf]) -> i32 
         Err(Failed::Config(e)) => {
             tracing::error!(error = %e, "fencewatch serve cannot start");
             eprintln!("fencewatch serve: {e}");
-            EXIT_CONFIG
+            EXIT_USAGE
         }
         Err(Failed::Running(e)) => {
             tracing::error!(error = %e, "fencewatch serve failed");
@@ -182,44 +167,52 @@ fn run_checked(args: ServeArgs, feeders: Vec<Feeder>, files: &[PathBuf]) -> i32 
 }
 
 async fn serve(config: ServeConfig, feeders: Vec<Feeder>, traced: bool) -> Result<(), Failed> {
-    let mut registry = Registry::default();
-    let metrics = Metrics::register(&mut registry);
-    let otlp_metrics = OtlpMetrics::register(&mut registry);
+    let clock = SystemClock::shared();
+    let mut metric_registry = prometheus_client::registry::Registry::default();
+    let metrics = Metrics::register(&mut metric_registry);
+    let otlp_metrics = OtlpMetrics::register(&mut metric_registry);
     if config.kafka.is_some() {
-        metrics.register_kafka(&mut registry);
+        metrics.register_kafka(&mut metric_registry);
     }
+    let http_metrics = HttpMetrics::register(&mut metric_registry);
+    let registry = Arc::new(Registry::new(config.contract.clone()));
     let ready = Ready::new();
-    let opts = EngineOptions {
+    let live = LiveOptions {
+        retention: config.retention.map(|d| d.0),
+        future_tolerance: config.future_tolerance.0,
+        max_emitters: usize::try_from(config.max_emitters).unwrap_or(usize::MAX),
+        max_counterexamples: usize::try_from(config.max_counterexamples).unwrap_or(usize::MAX),
+    };
+    let checkpoint_interval = std::time::Duration::from_nanos(config.checkpoint_interval.0 as u64);
+    let max_line_bytes = config.max_line_bytes as usize;
+    let opts = WalOptions {
         data_dir: config.data_dir.clone(),
         segment_bytes: config.wal_segment_bytes,
-        max_line_bytes: config.max_line_bytes as usize,
-        checkpoint_interval: std::time::Duration::from_nanos(config.checkpoint_interval.0 as u64),
-        live: LiveOptions {
-            retention: config.retention.map(|d| d.0),
-            future_tolerance: config.future_tolerance.0,
-            max_emitters: usize::try_from(config.max_emitters).unwrap_or(usize::MAX),
-            max_counterexamples: usize::try_from(config.max_counterexamples).unwrap_or(usize::MAX),
-        },
+        max_line_bytes,
+        checkpoint_interval,
+        live,
         max_pending_bytes: config.max_pending_bytes,
         max_body_bytes: config.max_body_bytes,
     };
-    let (engine, writer) = Engine::start(
-        config.contract.clone(),
-        opts.clone(),
+    let (wal, writer) = WalSource::start(
+        registry.clone(),
+        opts,
         ready.clone(),
         metrics.clone(),
+        clock.clone(),
     );
     let kafka = match &config.kafka {
         Some(k) => {
             let kopts = KafkaOptions {
                 config: k.clone(),
                 dir: config.data_dir.join("kafka"),
-                live: opts.live,
-                max_line_bytes: opts.max_line_bytes,
-                checkpoint_interval: opts.checkpoint_interval,
+                live,
+                max_line_bytes,
+                checkpoint_interval,
             };
-            let (kafka, consumer) = Kafka::start(config.contract.clone(), kopts, metrics.clone())?;
-            engine.attach_kafka(kafka.clone());
+            let (kafka, consumer) =
+                KafkaSource::start(registry.clone(), kopts, metrics.clone(), clock.clone())
+                    .map_err(|e| Failed::Running(e.to_string()))?;
             tracing::info!(brokers = %k.brokers, topics = %k.topics.join(","), group = %k.group, "consuming from kafka");
             Some((kafka, consumer))
         }
@@ -229,7 +222,9 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>, traced: bool) -> Resul
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| Failed::Config(format!("cannot listen on {}: {e}", config.listen)))?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Failed::Running(e.to_string()))?;
     let (max_connections, fd_limit) = listener::connection_limit(config.max_connections);
     // The first line on stdout names the address (useful with port 0). Written once, errors
     // ignored: whoever started us may close stdout after reading the first line.
@@ -239,22 +234,44 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>, traced: bool) -> Resul
     );
     let _ = std::io::stdout().flush();
     tracing::info!(%addr, data_dir = %config.data_dir.display(), contract = %config.contract_path.display(), max_connections, fd_limit, "listening");
-    let mut base = Base::new(&config, ready, Arc::new(registry), metrics.clone());
-    let (e, m) = (engine.clone(), metrics.clone());
-    base.refresh = Some(Refresh(Arc::new(move || e.refresh_metrics(&m))));
+    let mut base = Base::new(
+        &config,
+        ready,
+        Arc::new(metric_registry),
+        http_metrics.clone(),
+    );
+    let (r, w, m, c) = (
+        registry.clone(),
+        wal.clone(),
+        metrics.clone(),
+        clock.clone(),
+    );
+    let k = kafka.as_ref().map(|(k, _)| k.clone());
+    base.refresh = Some(Refresh(Arc::new(move || {
+        let d = w.durability();
+        fencewatch_ingest::report::refresh(&m, &r, d, w.budget().used(), c.now());
+        if let Some(k) = &k {
+            k.refresh_metrics(&m);
+        }
+    })));
     if let Some((k, _)) = &kafka {
         let k = k.clone();
         base.upstream = Some(Upstream(Arc::new(move || k.unready())));
     }
     let otlp = Otlp {
-        engine: engine.clone(),
+        wal: wal.clone(),
         metrics: otlp_metrics,
     };
     let grpc = match config.otlp_grpc_listen {
         Some(at) => Some(start_grpc(at, otlp.clone(), &config, max_connections).await?),
         None => None,
     };
-    let api = routes::router(engine.clone()).merge(otlp::http::router(otlp));
+    let app = routes::App {
+        registry: registry.clone(),
+        wal: wal.clone(),
+        clock: clock.clone(),
+    };
+    let api = routes::router(app).merge(otlp::http::router(otlp));
     let template: Option<Arc<str>> = config.trace_url_template.as_deref().map(Arc::from);
     let mut app = base_router(base, api);
     if traced {
@@ -267,19 +284,19 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>, traced: bool) -> Resul
             otlp::links::trace_links,
         ));
     for feed in feeders {
-        let engine = engine.clone();
-        std::thread::spawn(move || feed(engine));
+        let (wal, clock) = (wal.clone(), clock.clone());
+        std::thread::spawn(move || feed(wal, clock));
     }
-    // Stop on SIGTERM/Ctrl-C, or when the writer stops by itself (a WAL or checkpoint
+    // Stop on SIGTERM/Ctrl-C, or when a source stops by itself (a WAL or checkpoint
     // failure): then the process exits non-zero instead of serving stale answers.
-    let e = engine.clone();
+    let w = wal.clone();
     let k = kafka.as_ref().map(|(k, _)| k.clone());
     let lopts = listener::ListenerOptions {
         max_connections,
         header_read_timeout: std::time::Duration::from_nanos(config.header_read_timeout.0 as u64),
         idle_timeout: std::time::Duration::from_nanos(config.idle_timeout.0 as u64),
     };
-    listener::serve(listener, app, lopts, metrics, async move {
+    listener::serve(listener, app, lopts, http_metrics, async move {
         let kafka_stopped = async move {
             match k {
                 Some(k) => {
@@ -292,7 +309,7 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>, traced: bool) -> Resul
         };
         tokio::select! {
             () = shutdown_signal() => {}
-            () = e.stopped() => {}
+            () = w.stopped() => {}
             () = kafka_stopped => {}
         }
     })
@@ -301,22 +318,25 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>, traced: bool) -> Resul
         stop.notify_one();
         let _ = task.await;
     }
+    let joined = |e: tokio::task::JoinError| Failed::Running(e.to_string());
     let kafka_result = match kafka {
         Some((k, consumer)) => {
             tracing::info!("shutting down: checkpointing the kafka partitions");
             k.close();
             tokio::task::spawn_blocking(move || consumer.join())
                 .await
-                .map_err(|e| e.to_string())?
+                .map_err(joined)?
+                .map_err(|e| e.to_string())
         }
         None => Ok(()),
     };
     tracing::info!("shutting down: draining the write-ahead log queue");
-    engine.close();
+    wal.close();
     tokio::task::spawn_blocking(move || writer.join())
         .await
-        .map_err(|e| e.to_string())??;
-    kafka_result?;
+        .map_err(joined)?
+        .map_err(|e| Failed::Running(e.to_string()))?;
+    kafka_result.map_err(Failed::Running)?;
     tracing::info!("stopped");
     Ok(())
 }
@@ -332,7 +352,9 @@ async fn start_grpc(
     let listener = tokio::net::TcpListener::bind(at)
         .await
         .map_err(|e| Failed::Config(format!("cannot listen on {at} (otlp_grpc_listen): {e}")))?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Failed::Running(e.to_string()))?;
     tracing::info!(%addr, "OTLP/gRPC listening");
     let opts = otlp::grpc::GrpcOptions {
         max_connections,
@@ -349,184 +371,4 @@ async fn start_grpc(
         }
     });
     Ok((stop, task))
-}
-
-/// Lines per batch of file ingest.
-const FILE_BATCH_LINES: usize = 4096;
-/// Bytes per batch of file ingest: a batch ends at the line that reaches this.
-const FILE_BATCH_BYTES: usize = 8 << 20;
-/// Over-long lines of a file logged one by one (then only counted).
-const FILE_LONG_LINES_LOGGED: u64 = 10;
-
-/// One line as [`read_line_bounded`] read it.
-struct LineRead {
-    /// Its length without the newline, however much of it was kept.
-    len: u64,
-    /// Whether it ended with a newline (else the input ended).
-    newline: bool,
-}
-
-/// Reads the next line, appending at most `keep` bytes of it (no newline) to `out` and
-/// passing over the rest: a line of any length costs at most `keep` bytes of memory. `None`
-/// at the end of the input.
-fn read_line_bounded(
-    r: &mut impl BufRead,
-    out: &mut Vec<u8>,
-    keep: usize,
-) -> std::io::Result<Option<LineRead>> {
-    let mut len = 0u64;
-    let mut any = false;
-    loop {
-        let buf = match r.fill_buf() {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if buf.is_empty() {
-            return Ok(any.then_some(LineRead {
-                len,
-                newline: false,
-            }));
-        }
-        any = true;
-        let newline = buf.iter().position(|&b| b == b'\n');
-        let chunk = &buf[..newline.unwrap_or(buf.len())];
-        let room = (keep as u64).saturating_sub(len) as usize;
-        out.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        len += chunk.len() as u64;
-        let used = chunk.len() + usize::from(newline.is_some());
-        r.consume(used);
-        if newline.is_some() {
-            return Ok(Some(LineRead { len, newline: true }));
-        }
-    }
-}
-
-/// Appends an NDJSON file (or `-`, stdin) to the WAL in batches, waiting for each. Memory is
-/// bounded whatever the file holds: a line longer than `max_line_bytes` is kept only up to
-/// `max_line_bytes + 1` bytes (it is malformed for its length alone, and is counted so, with a
-/// WARN giving its line and real length), and a batch ends at 4096 lines or 8 MiB. A binary
-/// file is so many malformed lines. A file that shrinks while read (truncated, or replaced),
-/// or that has fewer lines than were ingested from it before, is reported at WARN.
-fn ingest_file(engine: &Engine, path: &std::path::Path) {
-    while !engine.is_ready() {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let max_line = engine.max_line_bytes();
-    let keep = max_line.saturating_add(1);
-    let name = path.display().to_string();
-    let stdin = name == "-";
-    let mut size_at_open = None;
-    let reader: Box<dyn Read> = if stdin {
-        Box::new(std::io::stdin())
-    } else {
-        match std::fs::File::open(path) {
-            Ok(f) => {
-                size_at_open = f.metadata().ok().map(|m| m.len());
-                Box::new(f)
-            }
-            Err(e) => {
-                tracing::error!(file = %name, error = %e, "cannot read the ingest file");
-                return;
-            }
-        }
-    };
-    let mut reader = std::io::BufReader::with_capacity(1 << 20, reader);
-    let (mut batch, mut lines, mut total, mut malformed) = (Vec::new(), 0usize, 0u64, 0u64);
-    let (mut read_bytes, mut long_lines) = (0u64, 0u64);
-    let mut first_line = 1u64;
-    // A file ingested before (this data directory's state remembers its last line) resumes
-    // after that line instead of being appended again. stdin is always read whole.
-    let done = if stdin {
-        0
-    } else {
-        engine.source_progress(&name).unwrap_or(0)
-    };
-    if done > 0 {
-        let mut skip = Vec::new();
-        while first_line <= done {
-            match read_line_bounded(&mut reader, &mut skip, 0) {
-                Ok(None) => break,
-                Ok(Some(l)) => {
-                    read_bytes += l.len + u64::from(l.newline);
-                    first_line += 1;
-                }
-                Err(e) => {
-                    tracing::error!(file = %name, error = %e, "reading the ingest file failed");
-                    return;
-                }
-            }
-        }
-        if first_line <= done {
-            tracing::warn!(file = %name, lines = first_line - 1, ingested_before = done, "the ingest file has fewer lines than were ingested from it before (truncated or replaced?): nothing of it is ingested again");
-        } else {
-            tracing::info!(file = %name, resumed_after_line = done, "file ingested before: resuming");
-        }
-    }
-    let source = if stdin {
-        "stdin".to_string()
-    } else {
-        name.clone()
-    };
-    let mut failed = false;
-    loop {
-        let line = match read_line_bounded(&mut reader, &mut batch, keep) {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::error!(file = %name, line = first_line + lines as u64, error = %e, "reading the ingest file failed; the lines before are ingested");
-                failed = true;
-                None
-            }
-        };
-        if let Some(l) = &line {
-            batch.push(b'\n');
-            lines += 1;
-            read_bytes += l.len + u64::from(l.newline);
-            if l.len > max_line as u64 {
-                long_lines += 1;
-                if long_lines <= FILE_LONG_LINES_LOGGED {
-                    tracing::warn!(file = %name, line = first_line + lines as u64 - 1, bytes = l.len, max_line_bytes = max_line, kept_bytes = keep, "a line over max_line_bytes: a malformed event (only its first bytes are kept)");
-                }
-            }
-        }
-        if (line.is_none() && !batch.is_empty())
-            || lines >= FILE_BATCH_LINES
-            || batch.len() >= FILE_BATCH_BYTES
-        {
-            match engine.submit_lines(&source, first_line, &batch) {
-                Ok(done) => {
-                    total += done.applied.accepted;
-                    malformed += done.applied.malformed;
-                }
-                Err(e) => {
-                    tracing::error!(file = %name, error = %e, "file ingest stopped");
-                    return;
-                }
-            }
-            batch.clear();
-            first_line += lines as u64;
-            lines = 0;
-        }
-        if line.is_none() {
-            break;
-        }
-    }
-    if let Some(size) = size_at_open
-        && !failed
-    {
-        let now = std::fs::metadata(path).map(|m| m.len());
-        match now {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                tracing::warn!(file = %name, bytes_read = read_bytes, "the ingest file was removed while it was read (read to its end through the open file)");
-            }
-            _ if read_bytes < size => {
-                tracing::warn!(file = %name, bytes_at_open = size, bytes_read = read_bytes, bytes_now = now.ok(), "the ingest file shrank while it was read (truncated or replaced?): only the lines read are ingested");
-            }
-            _ => {}
-        }
-    }
-    if long_lines > FILE_LONG_LINES_LOGGED {
-        tracing::warn!(file = %name, lines = long_lines, max_line_bytes = max_line, "lines over max_line_bytes (malformed events)");
-    }
-    tracing::info!(file = %name, events = total, malformed, lines_over_limit = long_lines, "file ingested");
 }

@@ -15,7 +15,7 @@
 //! items, on ingest and on replay alike, so both give the same events. Malformed items come
 //! out as errors in their place, to be kept as `malformed_event` evidence.
 
-use crate::json::DecodeError;
+use crate::decode::json::DecodeError;
 use fencewatch_assess::event::{Epoch, Event, Incarnation, Kind, Order, Outcome, Seq};
 use fencewatch_assess::time::EventTime;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;

@@ -13,11 +13,10 @@ mod refresh;
 pub use metrics::Metrics;
 pub use refresh::{Durability, refresh};
 
-use crate::checkpoint::PassedOver;
+use crate::checkpoint::{PassedOver, Quarantined};
 use fencewatch_assess::contract::Property;
 use fencewatch_assess::live::NewCounterexample;
 use metrics::{PropertyLabels, RejectedLabels, SourceLabels, counterexample_labels};
-use std::path::Path;
 use std::time::Duration;
 
 /// Something that happened inside fencewatch that an operator may need to know: it emits its
@@ -42,7 +41,10 @@ impl InternalEvent for EventsIngested<'_> {
         let labels = SourceLabels {
             source: self.source.into(),
         };
-        metrics.events_ingested.get_or_create(&labels).inc_by(self.count);
+        metrics
+            .events_ingested
+            .get_or_create(&labels)
+            .inc_by(self.count);
     }
 }
 
@@ -62,12 +64,20 @@ impl InternalEvent for EventsRejected<'_> {
         if self.count == 0 {
             return;
         }
-        tracing::debug!(source = self.source, reason = self.reason, count = self.count, "events rejected");
+        tracing::debug!(
+            source = self.source,
+            reason = self.reason,
+            count = self.count,
+            "events rejected"
+        );
         let labels = RejectedLabels {
             source: self.source.into(),
             reason: self.reason.into(),
         };
-        metrics.events_rejected.get_or_create(&labels).inc_by(self.count);
+        metrics
+            .events_rejected
+            .get_or_create(&labels)
+            .inc_by(self.count);
     }
 }
 
@@ -104,7 +114,10 @@ impl InternalEvent for CounterexampleWithdrawn<'_> {
         let (p, cx) = (self.property, self.counterexample);
         tracing::warn!(property = %p.name, kind = cx.kind.as_str(), id = %cx.id, route = %cx.route, "counterexample withdrawn: its stale or superseding event is one of conflicting deliveries");
         let labels = counterexample_labels(p, cx.kind, &cx.route);
-        metrics.counterexamples_withdrawn.get_or_create(&labels).inc();
+        metrics
+            .counterexamples_withdrawn
+            .get_or_create(&labels)
+            .inc();
     }
 }
 
@@ -122,11 +135,18 @@ impl InternalEvent for StaleRejected<'_> {
         if self.count == 0 {
             return;
         }
-        tracing::debug!(property = self.property, count = self.count, "stale commits rejected by the resource");
+        tracing::debug!(
+            property = self.property,
+            count = self.count,
+            "stale commits rejected by the resource"
+        );
         let labels = PropertyLabels {
             property: self.property.into(),
         };
-        metrics.stale_rejections.get_or_create(&labels).inc_by(self.count);
+        metrics
+            .stale_rejections
+            .get_or_create(&labels)
+            .inc_by(self.count);
     }
 }
 
@@ -140,10 +160,14 @@ pub struct PartitionRestored<'a> {
     pub restored_from: Option<u64>,
     /// Where reading the partition goes on from.
     pub next_offset: u64,
+    /// Batches replayed from a local log, if the partition has one.
+    pub replayed: Option<u64>,
     /// Newer checkpoints passed over as damaged or undecodable, newest first.
     pub passed_over: &'a [PassedOver],
-    /// Where checkpoints none of which was valid were moved, if they were.
-    pub quarantined: Option<&'a Path>,
+    /// Checkpoints moved aside, none of which was usable.
+    pub quarantined: Option<&'a Quarantined>,
+    /// Time restoring (and replaying) took.
+    pub elapsed: Duration,
 }
 
 impl InternalEvent for PartitionRestored<'_> {
@@ -157,13 +181,25 @@ impl InternalEvent for PartitionRestored<'_> {
                 bytes = p.bytes,
                 reason = %p.reason,
                 restored_offset = self.restored_from,
-                "passed over a checkpoint that is damaged or does not decode: restoring an older one and reading the partition again from its offset"
+                "passed over a damaged checkpoint (or one that does not decode): restoring an older one and reading the partition again from its offset"
             );
         }
-        if let Some(to) = self.quarantined {
-            tracing::warn!(partition, quarantine = %to.display(), "no checkpoint of the partition is valid; rebuilding it from the earliest retained offset (exact as long as the source still retains it from its beginning)");
+        if let Some(q) = self.quarantined {
+            for c in &q.checkpoints {
+                let reason = c.problem.as_deref().unwrap_or("not restorable");
+                tracing::warn!(partition, checkpoint = %c.path.display(), offset = c.offset, bytes = c.bytes, reason, quarantine = %q.to.display(), "a damaged checkpoint was moved aside");
+            }
+            let newest_offset = q.checkpoints.first().map_or(0, |c| c.offset);
+            tracing::warn!(partition, checkpoints = q.checkpoints.len(), newest_offset, quarantine = %q.to.display(), "no checkpoint of the partition is valid; rebuilding it from the earliest retained offset (exact as long as the source still retains it from its beginning)");
         }
-        tracing::info!(partition, restored_from = ?self.restored_from, offset = self.next_offset, "partition restored");
+        tracing::info!(
+            partition,
+            restored_from = ?self.restored_from,
+            offset = self.next_offset,
+            replayed_records = self.replayed,
+            elapsed_ms = self.elapsed.as_millis() as u64,
+            "partition restored"
+        );
     }
 }
 
@@ -217,7 +253,11 @@ pub struct DeadLettered<'a> {
 
 impl InternalEvent for DeadLettered<'_> {
     fn emit(self, metrics: &Metrics) {
-        tracing::debug!(source = self.source, reason = self.reason, "kafka: dead-lettered");
+        tracing::debug!(
+            source = self.source,
+            reason = self.reason,
+            "kafka: dead-lettered"
+        );
         metrics.kafka_dead_lettered.inc();
     }
 }
@@ -233,7 +273,11 @@ pub struct Rebalanced<'a> {
 
 impl InternalEvent for Rebalanced<'_> {
     fn emit(self, metrics: &Metrics) {
-        tracing::debug!(what = self.what, partitions = self.partitions, "kafka: rebalance");
+        tracing::debug!(
+            what = self.what,
+            partitions = self.partitions,
+            "kafka: rebalance"
+        );
         metrics.kafka_rebalances.inc();
     }
 }

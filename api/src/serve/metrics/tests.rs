@@ -4,24 +4,51 @@ use super::*;
 use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
+use fencewatch_assess::live::NewCounterexample;
+use fencewatch_assess::{CounterexampleKind, EventTime, Reason, Verdict};
+use fencewatch_ingest::report::{
+    CounterexampleFound, EventsIngested, EventsRejected, InternalEvent,
+};
 use tower::ServiceExt;
 
 #[test]
 fn exposition_has_names_labels_and_help() {
     let mut registry = Registry::default();
     let m = Metrics::register(&mut registry);
-    m.ingested("http", 3);
-    m.rejected("http", "malformed_event", 1);
+    EventsIngested {
+        source: "http",
+        count: 3,
+    }
+    .emit(&m);
+    EventsRejected {
+        source: "http",
+        reason: "malformed_event",
+        count: 1,
+    }
+    .emit(&m);
     let contract = fencewatch_assess::Contract::parse(
         "c.toml",
         "[[property]]\nname=\"order-mutation\"\nsubject=\"O\"\nstrategy=\"lease_epoch\"\n[[property.route]]\nname=\"orders-api.transition\"\n",
     )
     .unwrap();
     let p = &contract.properties[0];
-    m.counterexample(p, CounterexampleKind::StaleCommit, "orders-api.transition");
+    let found = |route: &str| {
+        let cx = NewCounterexample {
+            property: 0,
+            kind: CounterexampleKind::StaleCommit,
+            id: "cx".into(),
+            route: route.into(),
+        };
+        CounterexampleFound {
+            property: p,
+            counterexample: &cx,
+        }
+        .emit(&m);
+    };
+    found("orders-api.transition");
     // Routes the contract does not declare share one series, whatever events name.
     for route in ["made-up-1", "made-up-2", "made-up-3"] {
-        m.counterexample(p, CounterexampleKind::StaleCommit, route);
+        found(route);
     }
     m.set_assurance("order-mutation", Verdict::Refuted);
     m.set_unknown("order-mutation", Reason::MissingEpoch, 2);
@@ -65,7 +92,7 @@ fn exposition_has_names_labels_and_help() {
 #[tokio::test]
 async fn http_histogram_uses_the_route_template() {
     let mut registry = Registry::default();
-    let m = Metrics::register(&mut registry);
+    let m = HttpMetrics::register(&mut registry);
     let app = Router::new()
         .route("/v1/counterexamples/{id}", get(|| async { "cx" }))
         .route_layer(axum::middleware::from_fn(note_matched_path))

@@ -51,17 +51,17 @@ struct Export {
 
 impl Export {
     async fn take(&self, request: Request, encoded: usize) -> Result<Taken, Status> {
-        let engine = &self.otlp.engine;
-        if !engine.is_ready() {
+        let wal = &self.otlp.wal;
+        if !wal.is_ready() {
             return Err(unavailable(
                 "replaying the write-ahead log; not ready yet".into(),
             ));
         }
-        let mut held = engine.budget().reserve();
+        let mut held = wal.budget().reserve();
         if !held.grow(encoded as u64) {
             return Err(unavailable(format!(
                 "ingest is saturated: more than max_pending_bytes ({}) of requests are in flight; nothing of this request was stored, retry shortly",
-                engine.budget().max()
+                wal.budget().max()
             )));
         }
         match tokio::time::timeout(self.request_timeout, self.otlp.take(request, held)).await {

@@ -100,8 +100,8 @@ async fn take(
     signal: Signal,
     req: axum::extract::Request,
 ) -> Result<(bool, Taken), Response> {
-    let engine = &otlp.engine;
-    if !engine.is_ready() {
+    let wal = &otlp.wal;
+    if !wal.is_ready() {
         return Err(ApiError::ServiceUnavailable {
             detail: "replaying the write-ahead log; not ready yet".into(),
         }
@@ -110,13 +110,13 @@ async fn take(
     let (parts, body) = req.into_parts();
     let json = is_json(&parts.headers).map_err(IntoResponse::into_response)?;
     let encoding = body::encoding(&parts.headers).map_err(IntoResponse::into_response)?;
-    let mut held = engine.budget().reserve();
-    let max_pending = engine.budget().max();
+    let mut held = wal.budget().reserve();
+    let max_pending = wal.budget().max();
     let mut raw = Vec::new();
     body::read(body, &mut raw, &mut held, max_pending)
         .await
         .map_err(IntoResponse::into_response)?;
-    let limit = engine.max_body_bytes();
+    let limit = wal.max_body_bytes();
     // Decompressed (under the limit) and parsed off the async workers.
     let parsed = tokio::task::spawn_blocking(move || {
         let body = if encoding == body::Encoding::Identity {

@@ -1,19 +1,20 @@
 //! OTLP ingest (SPEC §8): spans and log records carrying `fencing.*` attributes, over OTLP/HTTP
 //! on the listener ([`http`]: `POST /v1/traces`, `POST /v1/logs`) and over OTLP/gRPC on
-//! `otlp_grpc_listen` ([`grpc`]). Both go through [`take`]: the request is reduced to its
-//! fencing items (`fencewatch_ingest::decode::otlp`), stored in the WAL as one batch (protobuf,
-//! source `otlp`) and applied; the answer is full success, or partial success naming the first
-//! malformed items (durable as `malformed_event` evidence: not to be retried). [`links`] adds
-//! the trace and span ids (and links) to the events of the `/v1` answers.
+//! `otlp_grpc_listen` ([`grpc`]). Both go through [`Otlp::take`]: the request is reduced to its
+//! fencing items (`fencewatch_ingest::decode::otlp`), submitted to the WAL source as one batch
+//! (protobuf, source `otlp`) and applied; the answer is full success, or partial success naming
+//! the first malformed items (durable as `malformed_event` evidence: not to be retried).
+//! [`links`] adds the trace and span ids (and links) to the events of the `/v1` answers.
 
 pub mod grpc;
 pub mod http;
 pub mod links;
 
-use crate::serve::budget::Reservation;
-use crate::serve::engine::{Engine, SubmitError, now_ns};
+use crate::serve::submit::submit;
+use fencewatch_ingest::batch::{self, Format};
 use fencewatch_ingest::decode::otlp::{self, Location, Reduced, Signal};
-use fencewatch_ingest::partition::{self, Format};
+use fencewatch_ingest::partition::Applied;
+use fencewatch_ingest::source::wal::{Reservation, WalSource};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -100,8 +101,8 @@ impl OtlpMetrics {
 /// What OTLP ingest shares between HTTP and gRPC.
 #[derive(Debug, Clone)]
 pub struct Otlp {
-    /// The engine the batches go to.
-    pub engine: std::sync::Arc<Engine>,
+    /// The WAL source the batches go to.
+    pub wal: std::sync::Arc<WalSource>,
     /// The OTLP metrics.
     pub metrics: OtlpMetrics,
 }
@@ -181,13 +182,12 @@ impl Otlp {
             Signal::Traces => Format::OtlpTraces,
             Signal::Logs => Format::OtlpLogs,
         };
-        let payload = partition::encode(format, now_ns(), SOURCE, None, &reduced.body);
+        let now = self.wal.clock().now().0;
+        let payload = batch::encode(format, now, SOURCE, None, &reduced.body);
         drop(reduced.body);
-        let done = self
-            .engine
-            .submit_payload(reduced.items, payload, held)
+        let done = submit(&self.wal, reduced.items, payload, held)
             .await
-            .map_err(|SubmitError::Unavailable(why)| Failure::Unavailable(why))?;
+            .map_err(Failure::Unavailable)?;
         let a = &done.applied;
         Ok(Taken {
             rejected: a.malformed,
@@ -197,7 +197,7 @@ impl Otlp {
 }
 
 /// Names the first [`NAMED`] malformed items by their place in the request.
-fn error_message(signal: Signal, a: &partition::Applied, locations: &[Location]) -> String {
+fn error_message(signal: Signal, a: &Applied, locations: &[Location]) -> String {
     if a.malformed == 0 {
         return String::new();
     }

@@ -7,6 +7,8 @@
 //! produces findings: an owner change happens only when the scope's last commit is more than
 //! twice the clock skew old, so ordinary handovers are never ambiguous.
 
+pub mod live;
+
 use fencewatch_assess::time::EventTime;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -113,6 +115,22 @@ pub struct Truth {
     pub unknown_reasons: Vec<&'static str>,
 }
 
+impl Truth {
+    fn empty() -> Truth {
+        Truth {
+            lines: 0,
+            commits: 0,
+            handovers: 0,
+            heartbeats: 0,
+            grants: 0,
+            injected: BTreeMap::new(),
+            verdict: "holds",
+            counterexamples: BTreeMap::new(),
+            unknown_reasons: Vec::new(),
+        }
+    }
+}
+
 /// SplitMix64: small, fast and deterministic.
 #[derive(Debug, Clone)]
 struct Rng(u64);
@@ -166,8 +184,8 @@ impl<W: Write> Sink for Ndjson<W> {
     }
 }
 
-struct Out<'s, S: Sink> {
-    sink: &'s mut S,
+/// Formats lines and numbers each route's events.
+struct Out {
     rfc3339: bool,
     seqs: Vec<u64>,
     lines: u64,
@@ -175,9 +193,10 @@ struct Out<'s, S: Sink> {
     buf: Vec<u8>,
 }
 
-impl<S: Sink> Out<'_, S> {
-    fn emit(
+impl Out {
+    fn emit<S: Sink>(
         &mut self,
+        sink: &mut S,
         l: &Line<'_>,
         route_idx: usize,
         emitters: &[String],
@@ -221,7 +240,7 @@ impl<S: Sink> Out<'_, S> {
         )?;
         // The scope is `order-<digits>`: ASCII, so this never fails.
         let scope = scope.and_then(|r| std::str::from_utf8(&w[r]).ok());
-        self.sink.event(w, scope, l.ts)
+        sink.event(w, scope, l.ts)
     }
 }
 
@@ -240,96 +259,222 @@ pub fn simulate<W: Write>(wl: &Workload, w: &mut W) -> io::Result<Truth> {
 /// Hands the workload to `sink` one event at a time and returns its ground truth. The first
 /// error of the sink stops the generation and is returned.
 pub fn simulate_into<S: Sink>(wl: &Workload, sink: &mut S) -> io::Result<Truth> {
-    let mut rng = Rng(wl.seed);
-    let routes = wl.routes();
-    let emitters: Vec<String> = routes
-        .iter()
-        .map(|(r, _)| format!("{}-1", r.split('.').next().unwrap_or(r)))
-        .collect();
-    let mut out = Out {
-        sink,
-        rfc3339: wl.rfc3339,
-        seqs: vec![0; routes.len()],
-        lines: 0,
-        buf: Vec::with_capacity(256),
-    };
-    let step = (1_000_000_000 / wl.rate as i64).max(1);
-    let mut scopes: Vec<ScopeState> = (0..wl.scopes)
-        .map(|_| ScopeState {
-            epoch: 1,
-            holder: rng.below(50),
-            last_commit: i64::MIN / 2,
-            retired: false,
-        })
-        .collect();
-    let mut truth = Truth {
-        lines: 0,
-        commits: 0,
-        handovers: 0,
-        heartbeats: 0,
-        grants: 0,
-        injected: BTreeMap::new(),
-        verdict: "holds",
-        counterexamples: BTreeMap::new(),
-        unknown_reasons: Vec::new(),
-    };
-    let f = wl.faults;
-    let n = wl.events.max(1);
-    let mut plan: BTreeMap<u64, Vec<&'static str>> = BTreeMap::new();
-    for (name, count, offset) in [
-        ("paused_old_owner", f.paused_old_owner, 0),
-        ("clock_skew", f.clock_skew, 1),
-        ("missing_epoch", f.missing_epoch, 2),
-        ("unfenced_route", f.unfenced_route, 3),
-        ("epoch_wraparound", f.epoch_wraparound, 4),
-        ("rejected", f.rejected, 5),
-        ("lost_telemetry", f.lost_telemetry, 6),
-    ] {
-        for at in spread(count, n, offset * 7) {
-            plan.entry(at).or_default().push(name);
+    let mut g = Generator::new(wl);
+    for _ in 0..wl.events {
+        g.step(sink)?;
+    }
+    Ok(g.finish())
+}
+
+/// A fault injected again and again in a live workload ([`Generator::every`]); each needs no
+/// route of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// An old owner resumes after a handover and commits with the superseded epoch.
+    PausedOldOwner,
+    /// A commit without an epoch.
+    MissingEpoch,
+    /// An old-owner commit within the clock skew of the handover.
+    ClockSkew,
+    /// A stale write the resource rejected.
+    Rejected,
+    /// An event lost in transit (a seq gap).
+    LostTelemetry,
+}
+
+impl Fault {
+    fn name(self) -> &'static str {
+        match self {
+            Fault::PausedOldOwner => "paused_old_owner",
+            Fault::MissingEpoch => "missing_epoch",
+            Fault::ClockSkew => "clock_skew",
+            Fault::Rejected => "rejected",
+            Fault::LostTelemetry => "lost_telemetry",
         }
     }
-    let emitting: Vec<usize> = (0..routes.len())
-        .filter(|&i| routes[i].0 != SILENT_ROUTE)
-        .collect();
-    let mut next_heartbeat = wl.start.0;
-    if wl.grants {
-        for (s, st) in scopes.iter().enumerate() {
-            let l = Line {
-                kind: "grant",
-                ts: wl.start.0 - 1_000_000_000,
-                scope: Some(s as u64),
-                epoch: Some(st.epoch),
-                route: routes[0].0,
-                holder: Some(st.holder),
-                rejected: false,
-            };
-            out.emit(&l, 0, &emitters, false)?;
-            truth.grants += 1;
+}
+
+/// A fault injected every `every` ns of event time from `next` on.
+#[derive(Debug, Clone, Copy)]
+struct Periodic {
+    fault: Fault,
+    next: i64,
+    every: i64,
+}
+
+/// The generator: one commit at a time ([`Generator::step`]) with the heartbeats due before
+/// it, its handover and its faults. [`simulate_into`] takes `events` steps; a live workload
+/// (`fencewatch demo`) steps as the clock reaches [`Generator::next_time`], its faults
+/// injected periodically ([`Generator::every`]).
+#[derive(Debug)]
+pub struct Generator {
+    wl: Workload,
+    rng: Rng,
+    routes: Vec<(&'static str, bool)>,
+    emitters: Vec<String>,
+    out: Out,
+    step: i64,
+    scopes: Vec<ScopeState>,
+    truth: Truth,
+    plan: BTreeMap<u64, Vec<&'static str>>,
+    periodic: Vec<Periodic>,
+    emitting: Vec<usize>,
+    next_heartbeat: i64,
+    /// The next commit's index.
+    i: u64,
+    started: bool,
+}
+
+impl std::fmt::Debug for Out {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Out").field("lines", &self.lines).finish()
+    }
+}
+
+impl Generator {
+    /// The generator of `wl`, its counted faults spread over its `events` commits.
+    pub fn new(wl: &Workload) -> Generator {
+        let mut rng = Rng(wl.seed);
+        let routes = wl.routes();
+        let emitters: Vec<String> = routes
+            .iter()
+            .map(|(r, _)| format!("{}-1", r.split('.').next().unwrap_or(r)))
+            .collect();
+        let out = Out {
+            rfc3339: wl.rfc3339,
+            seqs: vec![0; routes.len()],
+            lines: 0,
+            buf: Vec::with_capacity(256),
+        };
+        let scopes: Vec<ScopeState> = (0..wl.scopes)
+            .map(|_| ScopeState {
+                epoch: 1,
+                holder: rng.below(50),
+                last_commit: i64::MIN / 2,
+                retired: false,
+            })
+            .collect();
+        let truth = Truth::empty();
+        let f = wl.faults;
+        let n = wl.events.max(1);
+        let mut plan: BTreeMap<u64, Vec<&'static str>> = BTreeMap::new();
+        for (name, count, offset) in [
+            ("paused_old_owner", f.paused_old_owner, 0),
+            ("clock_skew", f.clock_skew, 1),
+            ("missing_epoch", f.missing_epoch, 2),
+            ("unfenced_route", f.unfenced_route, 3),
+            ("epoch_wraparound", f.epoch_wraparound, 4),
+            ("rejected", f.rejected, 5),
+            ("lost_telemetry", f.lost_telemetry, 6),
+        ] {
+            for at in spread(count, n, offset * 7) {
+                plan.entry(at).or_default().push(name);
+            }
+        }
+        let emitting: Vec<usize> = (0..routes.len())
+            .filter(|&i| routes[i].0 != SILENT_ROUTE)
+            .collect();
+        Generator {
+            wl: *wl,
+            rng,
+            routes,
+            emitters,
+            out,
+            step: (1_000_000_000 / wl.rate as i64).max(1),
+            scopes,
+            truth,
+            plan,
+            periodic: Vec::new(),
+            emitting,
+            next_heartbeat: wl.start.0,
+            i: 0,
+            started: false,
         }
     }
-    for i in 0..wl.events {
-        let now = wl.start.0 + i as i64 * step;
-        while next_heartbeat <= now {
-            for &r in &emitting {
+
+    /// Injects `fault` at the first commit at or after `first` (ns of event time), then every
+    /// `every` ns.
+    pub fn every(mut self, fault: Fault, first: i64, every: i64) -> Generator {
+        self.periodic.push(Periodic {
+            fault,
+            next: first,
+            every: every.max(1),
+        });
+        self
+    }
+
+    /// The event time of the next commit.
+    pub fn next_time(&self) -> i64 {
+        self.wl
+            .start
+            .0
+            .saturating_add((self.i as i64).saturating_mul(self.step))
+    }
+
+    fn emit<S: Sink>(
+        &mut self,
+        sink: &mut S,
+        l: &Line<'_>,
+        r: usize,
+        lose: bool,
+    ) -> io::Result<()> {
+        self.out.emit(sink, l, r, &self.emitters, lose)
+    }
+
+    /// Generates the next commit: the heartbeats due before it, a handover now and then (with
+    /// the faults that ride on one), and the commit itself (with its own faults).
+    pub fn step<S: Sink>(&mut self, sink: &mut S) -> io::Result<()> {
+        let wl = self.wl;
+        if !self.started {
+            self.started = true;
+            if wl.grants {
+                for s in 0..self.scopes.len() {
+                    let st = self.scopes[s];
+                    let l = Line {
+                        kind: "grant",
+                        ts: wl.start.0 - 1_000_000_000,
+                        scope: Some(s as u64),
+                        epoch: Some(st.epoch),
+                        route: self.routes[0].0,
+                        holder: Some(st.holder),
+                        rejected: false,
+                    };
+                    self.emit(sink, &l, 0, false)?;
+                    self.truth.grants += 1;
+                }
+            }
+        }
+        let i = self.i;
+        let now = self.next_time();
+        self.i += 1;
+        while self.next_heartbeat <= now {
+            for k in 0..self.emitting.len() {
+                let r = self.emitting[k];
                 let l = Line {
                     kind: "heartbeat",
-                    ts: next_heartbeat,
+                    ts: self.next_heartbeat,
                     scope: None,
                     epoch: None,
-                    route: routes[r].0,
+                    route: self.routes[r].0,
                     holder: None,
                     rejected: false,
                 };
-                out.emit(&l, r, &emitters, false)?;
-                truth.heartbeats += 1;
+                self.emit(sink, &l, r, false)?;
+                self.truth.heartbeats += 1;
             }
-            next_heartbeat += HEARTBEAT_NS;
+            self.next_heartbeat += HEARTBEAT_NS;
         }
-        let faults = plan.remove(&i).unwrap_or_default();
-        let mut s = rng.below(wl.scopes) as usize;
-        while scopes[s].retired {
-            s = (s + 1) % scopes.len();
+        let mut faults = self.plan.remove(&i).unwrap_or_default();
+        for p in &mut self.periodic {
+            if now >= p.next {
+                faults.push(p.fault.name());
+                p.next = now.saturating_add(p.every);
+            }
+        }
+        let scopes_n = self.scopes.len();
+        let mut s = self.rng.below(wl.scopes) as usize;
+        while self.scopes[s].retired {
+            s = (s + 1) % scopes_n;
         }
         let forced = faults.iter().any(|f| {
             matches!(
@@ -338,37 +483,39 @@ pub fn simulate_into<S: Sink>(wl: &Workload, sink: &mut S) -> io::Result<Truth> 
             )
         });
         let is_quiet = |st: &ScopeState| !st.retired && now - st.last_commit > 2 * SKEW_NS;
-        if forced && !is_quiet(&scopes[s]) {
+        if forced && !is_quiet(&self.scopes[s]) {
             // An injected handover needs a quiet scope; the plan guarantees one exists as long as
             // there are more scopes than commits per 100 ms.
-            if let Some(q) = (0..scopes.len())
-                .map(|k| (s + k) % scopes.len())
-                .find(|&k| is_quiet(&scopes[k]))
+            if let Some(q) = (0..scopes_n)
+                .map(|k| (s + k) % scopes_n)
+                .find(|&k| is_quiet(&self.scopes[k]))
             {
                 s = q;
             }
         }
-        let quiet = is_quiet(&scopes[s]);
-        if quiet && (forced || rng.below(20) == 0) {
-            let old = scopes[s];
+        let quiet = is_quiet(&self.scopes[s]);
+        if quiet && (forced || self.rng.below(20) == 0) {
+            let old = self.scopes[s];
             let wrap = faults.contains(&"epoch_wraparound");
-            let st = &mut scopes[s];
+            let holder_step = 1 + self.rng.below(49);
+            let st = &mut self.scopes[s];
             st.epoch = if wrap { 0 } else { st.epoch + 1 };
-            st.holder = (st.holder + 1 + rng.below(49)) % 50;
-            truth.handovers += 1;
-            let r = emitting[0];
+            st.holder = (st.holder + holder_step) % 50;
+            let st = *st;
+            self.truth.handovers += 1;
+            let r = self.emitting[0];
             if wl.grants {
                 let l = Line {
                     kind: "grant",
                     ts: now,
                     scope: Some(s as u64),
                     epoch: Some(st.epoch),
-                    route: routes[r].0,
+                    route: self.routes[r].0,
                     holder: Some(st.holder),
                     rejected: false,
                 };
-                out.emit(&l, r, &emitters, false)?;
-                truth.grants += 1;
+                self.emit(sink, &l, r, false)?;
+                self.truth.grants += 1;
             }
             if wrap {
                 // The wrapped epoch commits once and the scope is retired: exactly one stale commit.
@@ -377,30 +524,31 @@ pub fn simulate_into<S: Sink>(wl: &Workload, sink: &mut S) -> io::Result<Truth> 
                     ts: now,
                     scope: Some(s as u64),
                     epoch: Some(0),
-                    route: routes[r].0,
+                    route: self.routes[r].0,
                     holder: Some(st.holder),
                     rejected: false,
                 };
-                out.emit(&l, r, &emitters, false)?;
-                st.retired = true;
-                st.last_commit = now;
-                *truth.injected.entry("epoch_wraparound").or_default() += 1;
-                *truth.counterexamples.entry("stale_commit").or_default() += 1;
+                self.emit(sink, &l, r, false)?;
+                self.scopes[s].retired = true;
+                self.scopes[s].last_commit = now;
+                let t = &mut self.truth;
+                *t.injected.entry("epoch_wraparound").or_default() += 1;
+                *t.counterexamples.entry("stale_commit").or_default() += 1;
                 if wl.grants {
-                    *truth.counterexamples.entry("grant_regression").or_default() += 1;
+                    *t.counterexamples.entry("grant_regression").or_default() += 1;
                 }
-                continue;
+                return Ok(());
             }
             let l = Line {
                 kind: "fence",
                 ts: now,
                 scope: Some(s as u64),
                 epoch: Some(st.epoch),
-                route: routes[r].0,
+                route: self.routes[r].0,
                 holder: Some(st.holder),
                 rejected: false,
             };
-            out.emit(&l, r, &emitters, false)?;
+            self.emit(sink, &l, r, false)?;
             for fault in &faults {
                 let (delay, rejected) = match *fault {
                     "paused_old_owner" => (1_000_000_000, false),
@@ -413,71 +561,78 @@ pub fn simulate_into<S: Sink>(wl: &Workload, sink: &mut S) -> io::Result<Truth> 
                     ts: now + delay,
                     scope: Some(s as u64),
                     epoch: Some(old.epoch),
-                    route: routes[r].0,
+                    route: self.routes[r].0,
                     holder: Some(old.holder),
                     rejected,
                 };
-                out.emit(&l, r, &emitters, false)?;
-                *truth.injected.entry(fault).or_default() += 1;
+                self.emit(sink, &l, r, false)?;
+                let t = &mut self.truth;
+                *t.injected.entry(fault).or_default() += 1;
                 match *fault {
                     "paused_old_owner" => {
-                        *truth.counterexamples.entry("stale_commit").or_default() += 1
+                        *t.counterexamples.entry("stale_commit").or_default() += 1
                     }
-                    "clock_skew" => truth.unknown_reasons.push("ambiguous_order"),
+                    "clock_skew" => t.unknown_reasons.push("ambiguous_order"),
                     _ => {}
                 }
             }
         }
-        let st = &mut scopes[s];
         let unfenced = faults.contains(&"unfenced_route");
         let r = if unfenced {
-            routes
+            self.routes
                 .iter()
                 .position(|(n, _)| *n == UNFENCED_ROUTE)
                 .expect("declared when injected")
         } else {
-            emitting[rng.below(FENCED_ROUTES.len() as u64) as usize]
+            self.emitting[self.rng.below(FENCED_ROUTES.len() as u64) as usize]
         };
         let missing = faults.contains(&"missing_epoch");
         let lose = faults.contains(&"lost_telemetry");
+        let st = self.scopes[s];
         let l = Line {
             kind: "commit",
             ts: now,
             scope: Some(s as u64),
             epoch: (!missing).then_some(st.epoch),
-            route: routes[r].0,
+            route: self.routes[r].0,
             holder: Some(st.holder),
             rejected: false,
         };
-        out.emit(&l, r, &emitters, lose)?;
-        st.last_commit = now;
-        truth.commits += u64::from(!lose);
+        self.emit(sink, &l, r, lose)?;
+        self.scopes[s].last_commit = now;
+        self.truth.commits += u64::from(!lose);
         for (flag, name, reason) in [
             (unfenced, "unfenced_route", "unfenced_route"),
             (missing, "missing_epoch", "missing_epoch"),
             (lose, "lost_telemetry", "telemetry_gap"),
         ] {
             if flag {
-                *truth.injected.entry(name).or_default() += 1;
-                truth.unknown_reasons.push(reason);
+                *self.truth.injected.entry(name).or_default() += 1;
+                self.truth.unknown_reasons.push(reason);
             }
         }
+        Ok(())
     }
-    if f.silent_route {
-        truth.injected.insert("silent_route", 1);
-        truth.unknown_reasons.push("route_silent");
+
+    /// The ground truth of what was generated.
+    pub fn finish(mut self) -> Truth {
+        let mut truth = std::mem::replace(&mut self.truth, Truth::empty());
+        if self.wl.faults.silent_route {
+            truth.injected.insert("silent_route", 1);
+            truth.unknown_reasons.push("route_silent");
+        }
+        truth.unknown_reasons.sort_unstable();
+        truth.unknown_reasons.dedup();
+        truth.lines = self.out.lines;
+        truth.verdict = if !truth.counterexamples.is_empty() {
+            "refuted"
+        } else if !truth.unknown_reasons.is_empty() {
+            "unknown"
+        } else {
+            "holds"
+        };
+        truth
     }
-    truth.unknown_reasons.sort_unstable();
-    truth.unknown_reasons.dedup();
-    truth.lines = out.lines;
-    truth.verdict = if !truth.counterexamples.is_empty() {
-        "refuted"
-    } else if !truth.unknown_reasons.is_empty() {
-        "unknown"
-    } else {
-        "holds"
-    };
-    Ok(truth)
 }
 
 #[cfg(test)]
@@ -505,7 +660,7 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(t.verdict, "holds");
         for line in a.split(|&c| c == b'\n').filter(|l| !l.is_empty()) {
-            crate::json::decode_line(line, 1 << 20).unwrap();
+            crate::decode::json::decode_line(line, 1 << 20).unwrap();
         }
         assert_eq!(t.lines as usize, a.iter().filter(|&&c| c == b'\n').count());
     }

@@ -3,9 +3,8 @@
 //! land in one partition, in order, and one consumer assesses them). Events without a scope
 //! (heartbeats) carry no key and go to any partition.
 //!
-//! The generator (`fencewatch_ingest::simulate`) hands each event with its scope to a
-//! [`Sink`] here, so the key costs no second parse, and the ingest crate stays free of
-//! rdkafka. One `BaseProducer`, polled from the generating thread:
+//! The generator ([`crate::simulate`]) hands each event with its scope to a [`Sink`] here, so
+//! the key costs no second parse. One `BaseProducer`, polled from the generating thread:
 //!
 //! - **Backpressure.** When librdkafka's queue is full, `send` is retried after polling (which
 //!   serves delivery reports and frees room); nothing is dropped.
@@ -15,7 +14,7 @@
 //!   first failed delivery stops production, and so does a final flush that does not finish
 //!   within the timeout: the command then exits non-zero saying how many events were lost.
 
-use fencewatch_ingest::simulate::{Sink, Truth, Workload, simulate_into};
+use crate::simulate::{Sink, Truth, Workload, simulate_into};
 use rdkafka::ClientConfig;
 use rdkafka::client::ClientContext;
 use rdkafka::producer::{

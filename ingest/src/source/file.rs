@@ -6,7 +6,7 @@
 //! longer than the limit is skipped up to its newline and reported as malformed, and the lines
 //! around it are read as usual.
 
-use crate::json::{self, DecodeError};
+use crate::decode::json::{self, DecodeError};
 use crossbeam_channel::{Receiver, Sender, bounded};
 use fencewatch_assess::Contract;
 use fencewatch_assess::history::{Batch, History, SourceId};

@@ -1,0 +1,50 @@
+//! The assessor's state as a checkpoint holds it: a layout tag, then postcard. The one place
+//! that knows the format [`super::restore`] reads.
+
+use fencewatch_assess::live::LiveState;
+
+/// The layout of [`LiveState`] that [`encode_state`] writes: raised whenever the state's
+/// serialized shape changes, so that a checkpoint of another build is recognised as such
+/// rather than failing to decode somewhere in the middle. (States written before layouts were
+/// tagged start with no tag at all.)
+pub const STATE_LAYOUT: u16 = 2;
+const STATE_TAG: [u8; 4] = *b"FWS\0";
+
+/// Why a checkpoint's state does not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    /// Tagged with another layout.
+    #[error("written by a fencewatch with state layout {0}; this one reads layout {STATE_LAYOUT}")]
+    Layout(u16),
+    /// Written before layouts were tagged.
+    #[error(
+        "written by an earlier fencewatch (state layout 1); this one reads layout {STATE_LAYOUT}"
+    )]
+    Untagged,
+    /// The layout is this one's but the bytes do not decode.
+    #[error("{0}")]
+    Decode(String),
+}
+
+/// Serializes a state for a checkpoint.
+pub fn encode_state(state: &LiveState) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(&STATE_TAG);
+    out.extend_from_slice(&STATE_LAYOUT.to_le_bytes());
+    postcard::to_extend(state, out).expect("the live state serializes")
+}
+
+/// Reads a state saved by [`encode_state`].
+pub fn decode_state(bytes: &[u8]) -> Result<LiveState, StateError> {
+    let layout = bytes
+        .strip_prefix(&STATE_TAG)
+        .and_then(|rest| rest.get(..2))
+        .map(|l| u16::from_le_bytes([l[0], l[1]]));
+    match layout {
+        Some(STATE_LAYOUT) => {
+            postcard::from_bytes(&bytes[6..]).map_err(|e| StateError::Decode(e.to_string()))
+        }
+        Some(other) => Err(StateError::Layout(other)),
+        None => Err(StateError::Untagged),
+    }
+}

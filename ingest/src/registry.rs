@@ -1,0 +1,256 @@
+//! The partition registry: every partition of this instance (the local WAL's, each assigned
+//! Kafka partition's) and the summaries other instances publish of theirs register here, and
+//! every query is answered from here, through one merged [`View`] (SPEC §5). Sources know the
+//! registry, not each other.
+//!
+//! Watermarks: alone, the local partition is the watermark. Beside streamed partitions
+//! (Kafka, whose messages may still be in flight) it joins only once it holds events, and as
+//! idle (a `2xx` means applied: nothing of it is in flight), so the watermark is the minimum
+//! over the streamed partitions still reading. A streamed partition read to its end is idle
+//! too. A remote summary joins unless its partition is one of this instance's.
+
+use crate::partition::Partition;
+use fencewatch_assess::Contract;
+use fencewatch_assess::live::{ScopeView, SeqRuns, Summary, View};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// A registered partition, shared by its source (which applies to it) and the registry.
+pub type Shared = Arc<RwLock<Partition>>;
+
+/// Reads a shared partition (a poisoned lock is read anyway: the state is whole between
+/// batches).
+pub fn read(part: &Shared) -> RwLockReadGuard<'_, Partition> {
+    part.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Writes a shared partition.
+pub fn write(part: &Shared) -> RwLockWriteGuard<'_, Partition> {
+    part.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How a partition's watermark counts (see the [module docs](self)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The local WAL's: complete once its batches are answered.
+    Local,
+    /// A streamed source's (Kafka): active until read to its end.
+    Streamed,
+}
+
+/// Another instance's partition as it last published it.
+#[derive(Debug, Clone)]
+pub struct Remote {
+    /// The publishing instance.
+    pub owner: String,
+    /// The partition offset the summary covers.
+    pub next: i64,
+    /// Whether the partition was idle (read to its end).
+    pub idle: bool,
+    /// Wall time of publication, ns.
+    pub at: i64,
+    /// The summary.
+    pub summary: Summary,
+}
+
+#[derive(Debug)]
+struct Entry {
+    name: String,
+    kind: Kind,
+    part: Shared,
+}
+
+/// The partitions of this instance and the published summaries of the others'.
+#[derive(Debug)]
+pub struct Registry {
+    contract: Contract,
+    parts: RwLock<Vec<Entry>>,
+    remote: RwLock<BTreeMap<String, Remote>>,
+    /// Whether a streamed source is configured (even with no partition assigned yet).
+    streamed: AtomicBool,
+}
+
+impl Registry {
+    /// An empty registry; every partition runs under `contract`.
+    pub fn new(contract: Contract) -> Registry {
+        Registry {
+            contract,
+            parts: RwLock::new(Vec::new()),
+            remote: RwLock::new(BTreeMap::new()),
+            streamed: AtomicBool::new(false),
+        }
+    }
+
+    /// The contract.
+    pub fn contract(&self) -> &Contract {
+        &self.contract
+    }
+
+    /// Says that a streamed source is configured: from now on the local partition no longer
+    /// holds the watermark (see the [module docs](self)).
+    pub fn expect_streamed(&self) {
+        self.streamed.store(true, Ordering::Release);
+    }
+
+    /// Registers `part` (replacing one of the same name) and returns it shared.
+    pub fn register(&self, kind: Kind, part: Partition) -> Shared {
+        let name = part.name().to_string();
+        let shared = Arc::new(RwLock::new(part));
+        let mut parts = self.parts.write().unwrap_or_else(|p| p.into_inner());
+        parts.retain(|e| e.name != name);
+        parts.push(Entry {
+            name,
+            kind,
+            part: shared.clone(),
+        });
+        shared
+    }
+
+    /// Drops partition `name` (revoked).
+    pub fn unregister(&self, name: &str) {
+        let mut parts = self.parts.write().unwrap_or_else(|p| p.into_inner());
+        parts.retain(|e| e.name != name);
+    }
+
+    /// Partition `name`, if registered.
+    pub fn get(&self, name: &str) -> Option<Shared> {
+        let parts = self.parts.read().unwrap_or_else(|p| p.into_inner());
+        parts
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| e.part.clone())
+    }
+
+    /// Keeps `remote` as the summary of partition `name` unless the one kept is newer.
+    pub fn offer_remote(&self, name: &str, remote: Remote) {
+        let mut kept = self.remote.write().unwrap_or_else(|p| p.into_inner());
+        let newer = kept
+            .get(name)
+            .is_none_or(|old| (remote.next, remote.at) >= (old.next, old.at));
+        if newer {
+            kept.insert(name.to_string(), remote);
+        }
+    }
+
+    /// Answers a query over every partition merged (see the [module docs](self)).
+    pub fn query<R>(&self, f: impl FnOnce(&View<'_>) -> R) -> R {
+        let parts = self.parts.read().unwrap_or_else(|p| p.into_inner());
+        let guards: Vec<(Kind, RwLockReadGuard<'_, Partition>)> =
+            parts.iter().map(|e| (e.kind, read(&e.part))).collect();
+        let remote = self.remote.read().unwrap_or_else(|p| p.into_inner());
+        let streamed = self.streamed.load(Ordering::Acquire);
+        let mut view = View::new(&self.contract);
+        let same = "every partition runs under the registry's contract";
+        for (kind, part) in &guards {
+            let live = part.live();
+            match kind {
+                Kind::Local if !streamed => view.add_live(live, true).expect(same),
+                Kind::Local => {
+                    let (valid, malformed, unattributed, _) = live.totals();
+                    if valid + malformed + unattributed > 0 {
+                        view.add_live(live, false).expect(same);
+                    }
+                }
+                Kind::Streamed => view.add_live(live, !part.is_idle()).expect(same),
+            }
+        }
+        // Other instances' partitions (scale-out): the ones this instance does not own.
+        for (name, r) in remote.iter() {
+            if !parts.iter().any(|e| &e.name == name) {
+                // Summaries of another contract were dropped when read.
+                let _ = view.add_summary(&r.summary, !r.idle);
+            }
+        }
+        f(&view)
+    }
+
+    /// One scope's resident history: scopes live in one partition each (producers key by
+    /// scope); a scope found in several (misrouted messages) is shown merged. A scope owned by
+    /// another instance shows its counterexamples from the published summaries.
+    pub fn scope(&self, p: usize, scope: &str) -> Option<ScopeView> {
+        let mut found: Option<ScopeView> = None;
+        self.for_each(|_, part| {
+            let Some(v) = part.live().scope(p, scope) else {
+                return;
+            };
+            match &mut found {
+                None => found = Some(v),
+                Some(f) => {
+                    f.events.extend(v.events);
+                    f.events
+                        .sort_by(|a, b| (&a.ts, &a.source).cmp(&(&b.ts, &b.source)));
+                    for c in v.counterexamples {
+                        if !f.counterexamples.iter().any(|x| x.id == c.id) {
+                            f.counterexamples.push(c);
+                        }
+                    }
+                    if v.high_water.as_ref().map(|h| (h.incarnation, h.epoch))
+                        > f.high_water.as_ref().map(|h| (h.incarnation, h.epoch))
+                    {
+                        f.high_water = v.high_water;
+                    }
+                }
+            }
+        });
+        if found.is_none() {
+            let cxs =
+                self.query(|v| v.counterexamples(Some(p), Some(scope), None, None, None, 1000));
+            if !cxs.counterexamples.is_empty() {
+                found = Some(ScopeView {
+                    property: self.contract.properties[p].name.clone(),
+                    scope: scope.to_string(),
+                    events: Vec::new(),
+                    high_water: None,
+                    counterexamples: cxs.counterexamples,
+                });
+            }
+        }
+        found
+    }
+
+    /// Calls `f` with every registered partition, read.
+    pub fn for_each(&self, mut f: impl FnMut(Kind, &Partition)) {
+        let parts = self.parts.read().unwrap_or_else(|p| p.into_inner());
+        for e in parts.iter() {
+            f(e.kind, &read(&e.part));
+        }
+    }
+
+    /// Feeds the seqs seen by every streamed partition (this instance's and the published
+    /// ones) back to each of this instance's. Producers key by scope, so one emitter's seqs are
+    /// spread over partitions and each partition alone would keep one run per event (memory,
+    /// and work for every query that merges them); joined with what the others saw, its runs
+    /// stay as few as the real gaps.
+    pub fn absorb_seq_runs(&self) {
+        let streamed: Vec<Shared> = {
+            let parts = self.parts.read().unwrap_or_else(|p| p.into_inner());
+            parts
+                .iter()
+                .filter(|e| e.kind == Kind::Streamed)
+                .map(|e| e.part.clone())
+                .collect()
+        };
+        let seen: SeqRuns = {
+            let remote = self.remote.read().unwrap_or_else(|p| p.into_inner());
+            if streamed.len() < 2 && remote.is_empty() {
+                return;
+            }
+            let guards: Vec<_> = streamed.iter().map(read).collect();
+            let mut view = View::new(&self.contract);
+            for g in &guards {
+                let _ = view.add_live(g.live(), true);
+            }
+            for r in remote.values() {
+                let _ = view.add_summary(&r.summary, true);
+            }
+            view.seq_runs()
+        };
+        if seen.is_empty() {
+            return;
+        }
+        for part in &streamed {
+            write(part).live_mut().absorb_seq_runs(&seen);
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! The simulator in live mode: `fencewatch demo` is `serve` fed by it. Event time follows the
+//! clock: every tick, the commits the clock has reached are generated and submitted to the WAL
+//! source as one batch of lines (source `demo`). The faults an operator should see come
+//! periodically: a paused old owner resuming every `stale_every` (a stale commit: a
+//! counterexample, the first one a few seconds in), a commit without an epoch every minute
+//! (`unknown(missing_epoch)`), and a declared route that never emits (`unknown(route_silent)`).
+
+use super::{Fault, Faults, Generator, Ndjson, Workload};
+use crate::batch::{self, Format};
+use crate::clock::Clock;
+use crate::source::wal::WalSource;
+use fencewatch_assess::EventTime;
+use std::time::Duration;
+
+/// The contract the demo runs under: the simulator's routes, windows short enough for a fresh
+/// demo to show every state within a minute, and a third route that never emits.
+pub const DEMO_CONTRACT: &str = r#"# The contract of `fencewatch demo`.
+[[property]]
+name = "order-mutation"
+subject = "Order"
+strategy = "lease_epoch"
+window = "10s"
+clock_skew = "50ms"
+allowed_lateness = "2s"
+route_freshness = "30s"
+assurance_window = "1m"
+  [[property.route]]
+  name = "orders-api.transition"
+  [[property.route]]
+  name = "settlement-worker.settle"
+  [[property.route]]
+  name = "refund-worker.refund"   # declared, never observed in the demo: route_silent
+"#;
+
+/// Scopes of the demo workload.
+const SCOPES: u64 = 500;
+
+/// The demo's live workload from `start`: `rate` commits per second over 500 scopes, a paused
+/// old owner resuming every `stale_every_ns` (the first after at most 3 s), a commit without
+/// an epoch every minute (the first after 5 s).
+pub fn demo(start: EventTime, rate: u64, stale_every_ns: i64, seed: u64) -> Generator {
+    let wl = Workload {
+        events: u64::MAX,
+        scopes: SCOPES,
+        seed,
+        start,
+        rate: rate.max(1),
+        rfc3339: false,
+        grants: false,
+        faults: Faults::default(),
+    };
+    let first_stale = start.0 + stale_every_ns.min(3_000_000_000);
+    Generator::new(&wl)
+        .every(Fault::PausedOldOwner, first_stale, stale_every_ns)
+        .every(Fault::MissingEpoch, start.0 + 5_000_000_000, 60_000_000_000)
+}
+
+/// The NDJSON lines of every commit `generator` has not generated yet whose time is at most `now`,
+/// appended to `out`.
+pub fn lines_until(generator: &mut Generator, now: EventTime, out: &mut Vec<u8>) {
+    let mut sink = Ndjson(out);
+    while generator.next_time() <= now.0 {
+        generator
+            .step(&mut sink)
+            .expect("writing into memory does not fail");
+    }
+}
+
+/// Feeds `wal` from `generator` every `tick` as `clock` moves on, once `wal` is ready, until it
+/// stops taking batches.
+pub fn feed(wal: &WalSource, clock: &dyn Clock, mut generator: Generator, tick: Duration) {
+    wal.wait_ready();
+    let mut line = 1u64;
+    let mut body = Vec::new();
+    loop {
+        lines_until(&mut generator, clock.now(), &mut body);
+        if !body.is_empty() {
+            if wal.submit_lines("demo", line, &body).is_err() {
+                return;
+            }
+            line += batch::items(Format::Ndjson, &body);
+            body.clear();
+        }
+        std::thread::sleep(tick);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::Batch;
+    use crate::clock::ManualClock;
+    use crate::partition::Partition;
+    use fencewatch_assess::Contract;
+    use fencewatch_assess::live::{Live, LiveOptions};
+
+    #[test]
+    fn the_demo_finds_its_resumed_old_owners_as_the_clock_moves() {
+        let contract = Contract::parse("demo.toml", DEMO_CONTRACT).unwrap();
+        let mut part = Partition::new("wal", Live::new(contract, LiveOptions::default()), 0);
+        let start = EventTime(1_800_000_000_000_000_000);
+        let clock = ManualClock::new(start);
+        let mut generator = demo(start, 200, 5_000_000_000, 7);
+        let mut body = Vec::new();
+        let mut offset = 0;
+        for _ in 0..60 {
+            clock.advance(1_000_000_000);
+            lines_until(&mut generator, clock.now(), &mut body);
+            let n = batch::items(Format::Ndjson, &body);
+            let b = Batch {
+                format: Format::Ndjson,
+                received_at: clock.now().0,
+                source: "demo",
+                first_line: None,
+                key: None,
+                body: &body,
+            };
+            let applied = part.apply(offset, n, &b, 1 << 20).unwrap();
+            assert_eq!(applied.malformed, 0, "{:?}", applied.errors);
+            offset += n;
+            body.clear();
+        }
+        let truth = generator.finish();
+        // One after 3 s, then every 5 s, over 60 s.
+        let injected = truth.injected["paused_old_owner"];
+        assert!((11..=13).contains(&injected), "{injected}");
+        assert_eq!(truth.injected["missing_epoch"], 1);
+        let view = part.live().view();
+        assert_eq!(view.counterexample_count(0) as u64, injected);
+        let counts = view.unknown_counts(0);
+        assert_eq!(
+            counts.get(&fencewatch_assess::Reason::MissingEpoch),
+            Some(&1)
+        );
+        assert!(
+            counts.contains_key(&fencewatch_assess::Reason::RouteSilent),
+            "{counts:?}"
+        );
+        assert!(!counts.contains_key(&fencewatch_assess::Reason::AmbiguousOrder));
+    }
+}

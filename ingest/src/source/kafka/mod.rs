@@ -1,0 +1,783 @@
+//! The Kafka source (SPEC §5, feature `kafka`): a consumer group member whose every assigned
+//! partition is a [`Partition`] registered in the registry, checkpointed with its offset under
+//! `<data_dir>/kafka/<topic>/<partition>`. Each message is one batch of one item
+//! ([`Format::Message`]) at its offset, keyed by its message key.
+//!
+//! - **Offsets after checkpoints.** `enable.auto.commit` is off. Every `checkpoint_interval`
+//!   (and when partitions are revoked, and on shutdown) each partition that moved is saved
+//!   durably (write, fsync, rename) and only then is its next offset committed to the group.
+//!   A crash replays from the last checkpoint: counterexample ids are deterministic and offsets
+//!   below a partition's checkpoint are skipped, so nothing is lost or found twice.
+//! - **Assignment.** On assignment a partition's checkpoint is restored and the partition is
+//!   assigned at the checkpoint's offset (not the group's committed one, which can be ahead
+//!   of a local checkpoint after a handover between instances). A partition with no local
+//!   checkpoint is rebuilt from the earliest retained offset: exact, at the cost of a replay.
+//!   On revocation the partition is checkpointed, committed and dropped.
+//! - **Damaged checkpoints.** A newer checkpoint that does not verify (a flipped byte, torn,
+//!   garbage) is passed over for the older one, with a WARN naming the file; when none
+//!   verifies, the files are moved into `<partition>/quarantine/<ns>/` (a WARN each) and the
+//!   partition is rebuilt from the earliest retained offset. Never fatal, never silent.
+//! - **A checkpoint or the dead-letter file that cannot be written** (a full disk, a read-only
+//!   or vanished folder) stops the consumer before anything is committed past the last durable
+//!   checkpoint; `/readyz` answers 503 with the cause and the service exits 1 (as when the WAL
+//!   cannot be written). A restart on a disk with room replays from that checkpoint.
+//! - **Poison messages** never stop consumption: a message that is not one valid event is
+//!   counted, kept as `malformed_event` evidence, and written with its reason to the
+//!   dead-letter topic (headers `fencewatch-reason`, `fencewatch-source`) or, without one, as
+//!   a JSON line to `<data_dir>/kafka/dead-letter.ndjson`. Dead-lettering is at least once: a
+//!   replay after a crash writes the messages since the last checkpoint again. Copies are
+//!   bounded: a file copy keeps 64 KiB of the value (`payload_bytes`, `payload_truncated` say
+//!   what was cut) and the file is rotated to `dead-letter.ndjson.1` at 64 MiB; a topic copy
+//!   keeps `max_line_bytes` (header `fencewatch-truncated` with the original length).
+//! - **Watermarks** are per partition (each assessor's own); queries take the minimum over
+//!   active partitions. A partition is idle, and left out of the minimum, once the offset it
+//!   applied reached the partition's end as the broker last reported it (librdkafka's
+//!   statistics, every second) with nothing newer since: nothing of it is in flight. Until
+//!   then a silent partition holds the watermark back.
+//! - **Received time** of a message is its Kafka timestamp, so a replay decides
+//!   `future timestamp` exactly as the first pass did.
+
+mod context;
+mod dead_letter;
+pub mod produce;
+mod summaries;
+
+pub use dead_letter::{DEAD_LETTER_FILE_BYTES, DEAD_LETTER_FILE_VALUE_BYTES};
+pub use summaries::Published;
+
+use crate::batch::{Batch, Format};
+use crate::checkpoint::CheckpointStore;
+use crate::clock::SharedClock;
+use crate::partition::restore::{WhenNoneUsable, restore};
+use crate::partition::{self, Applied, Partition};
+use crate::registry::{Kind, Registry, Shared, read, write};
+use crate::report::metrics::PartitionLabels;
+use crate::report::{
+    CheckpointSaved, DeadLettered, EventsIngested, EventsRejected, InternalEvent,
+    KafkaMessagesConsumed, Metrics, PartitionRestored,
+};
+use context::Context;
+use dead_letter::{DeadFile, DeadLetter};
+use fencewatch_assess::live::LiveOptions;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::producer::{BaseProducer, Producer};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+/// Messages applied per poll at most (a partition's write lock is held for at most that many).
+const BATCH: usize = 2048;
+/// How often the seqs seen by all partitions are fed back to each
+/// ([`Registry::absorb_seq_runs`]).
+const ABSORB_EVERY: Duration = Duration::from_secs(1);
+/// How long after the last refused oversized fetch response the source stays not ready
+/// (librdkafka retries at least every `reconnect.backoff.max.ms`, 10 s by default).
+const TOO_LARGE_FOR: Duration = Duration::from_secs(30);
+
+/// The Kafka settings of `serve`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaConfig {
+    /// Bootstrap servers, `host:port[,host:port…]`.
+    pub brokers: String,
+    /// Topics of events.
+    pub topics: Vec<String>,
+    /// Consumer group.
+    pub group: String,
+    /// Topic that malformed messages are copied to; `None`: a file in the data directory.
+    pub dead_letter_topic: Option<String>,
+    /// Scale-out: the topic where each instance publishes its partitions' summaries and
+    /// reads the others'. `None`: a single instance answers for its own partitions.
+    pub summaries_topic: Option<String>,
+    /// librdkafka settings passed through (`security.protocol`, `sasl.*`, …), applied last.
+    pub settings: Vec<(String, String)>,
+}
+
+/// What the consumer needs besides the Kafka settings.
+#[derive(Debug, Clone)]
+pub struct KafkaOptions {
+    /// The Kafka settings.
+    pub config: KafkaConfig,
+    /// Folder of the partitions' checkpoints and the dead-letter file.
+    pub dir: PathBuf,
+    /// Options of each partition's assessor.
+    pub live: LiveOptions,
+    /// Longer messages are malformed.
+    pub max_line_bytes: usize,
+    /// Time between checkpoints.
+    pub checkpoint_interval: Duration,
+}
+
+/// Why the Kafka source failed. librdkafka's errors are kept as they are.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// librdkafka refused a client's settings.
+    #[error("kafka {what}: {source}")]
+    Client {
+        /// Which client.
+        what: String,
+        /// librdkafka's error.
+        source: KafkaError,
+    },
+    /// Subscribing failed.
+    #[error("kafka subscribe to {topics}: {source}")]
+    Subscribe {
+        /// The topics.
+        topics: String,
+        /// librdkafka's error.
+        source: KafkaError,
+    },
+    /// A folder could not be created.
+    #[error("cannot create {path}: {source}")]
+    Dir {
+        /// The folder.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A thread could not be started.
+    #[error("cannot start the kafka {0} thread: {1}")]
+    Spawn(&'static str, std::io::Error),
+    /// An assigned partition could not be restored.
+    #[error("{dir}: {source}; move the folder away to rebuild the partition from Kafka")]
+    Restore {
+        /// The partition's folder.
+        dir: PathBuf,
+        /// The cause.
+        source: partition::Error,
+    },
+    /// A checkpoint could not be written: nothing is committed past the last durable one.
+    #[error(
+        "the checkpoint of {partition} at offset {offset} cannot be written ({source}); its committed offset stays at or below {kept}, the last durable checkpoint"
+    )]
+    Checkpoint {
+        /// `topic/partition`.
+        partition: String,
+        /// The offset it would have covered.
+        offset: u64,
+        /// The newest checkpoint kept.
+        kept: u64,
+        /// The cause.
+        source: crate::checkpoint::Error,
+    },
+    /// The dead-letter file could not be written.
+    #[error(
+        "the dead-letter file {path} cannot be written ({source}); offsets are not committed past {at}"
+    )]
+    DeadLetterFile {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+        /// The message whose copy was lost.
+        at: String,
+    },
+    /// The dead-letter file's buffer could not be written out.
+    #[error("the dead-letter file {path}: {source}")]
+    DeadLetterFlush {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// An earlier failure stopped the consumer.
+    #[error("{0}")]
+    Failed(String),
+    /// The consumer thread panicked.
+    #[error("the kafka consumer thread panicked")]
+    Panicked,
+}
+
+/// One assigned partition, as the consumer thread keeps it.
+#[derive(Debug)]
+struct Assigned {
+    /// `topic/partition`: its name in the registry and in provenance.
+    name: String,
+    part: Shared,
+    /// What the last published summary covered: (next, idle).
+    published: Option<(u64, bool)>,
+}
+
+/// Figures for metrics and readiness.
+#[derive(Debug, Default)]
+struct KafkaStatus {
+    /// A broker answered recently (cleared when librdkafka reports all brokers down).
+    connected: AtomicBool,
+    /// The end (high watermark) of each assigned partition as the broker last reported it.
+    ends: Mutex<BTreeMap<(String, i32), i64>>,
+    /// When librdkafka last refused a fetch response over `receive.message.max.bytes` (a
+    /// message too large to receive: its partition cannot move), and its words.
+    too_large: Mutex<Option<(Instant, String)>>,
+}
+
+/// The Kafka source, shared by the consumer thread, its callbacks and the service.
+#[derive(Debug)]
+pub struct KafkaSource {
+    registry: Arc<Registry>,
+    assigned: Mutex<BTreeMap<(String, i32), Assigned>>,
+    /// Checkpoint stores of the assigned partitions (the consumer thread's alone, apart from
+    /// `assigned` so that saving one does not hold up a scrape).
+    stores: Mutex<BTreeMap<(String, i32), CheckpointStore>>,
+    status: KafkaStatus,
+    stop: AtomicBool,
+    opts: KafkaOptions,
+    metrics: Metrics,
+    clock: SharedClock,
+    /// A fatal error (a checkpoint or dead-letter copy that cannot be written): the service
+    /// stops.
+    failure: Mutex<Option<String>>,
+    /// This instance's name in published summaries.
+    owner: String,
+    /// Partitions whose end went back below the applied offset, to read again.
+    rewound: Mutex<Vec<(String, i32)>>,
+}
+
+/// The running consumer thread.
+#[derive(Debug)]
+pub struct KafkaConsumer(std::thread::JoinHandle<Result<(), Error>>);
+
+impl KafkaConsumer {
+    /// Waits for the consumer to checkpoint, commit and leave the group.
+    pub fn join(self) -> Result<(), Error> {
+        self.0.join().unwrap_or(Err(Error::Panicked))
+    }
+}
+
+impl KafkaSource {
+    /// Creates the consumer, subscribes and starts the consumer thread; its partitions
+    /// register in `registry` as they are assigned. Fails when librdkafka refuses the
+    /// settings.
+    pub fn start(
+        registry: Arc<Registry>,
+        opts: KafkaOptions,
+        metrics: Metrics,
+        clock: SharedClock,
+    ) -> Result<(Arc<KafkaSource>, KafkaConsumer), Error> {
+        std::fs::create_dir_all(&opts.dir).map_err(|source| Error::Dir {
+            path: opts.dir.clone(),
+            source,
+        })?;
+        registry.expect_streamed();
+        let kafka = Arc::new(KafkaSource {
+            registry,
+            assigned: Mutex::new(BTreeMap::new()),
+            stores: Mutex::new(BTreeMap::new()),
+            status: KafkaStatus::default(),
+            stop: AtomicBool::new(false),
+            opts,
+            metrics,
+            clock,
+            failure: Mutex::new(None),
+            rewound: Mutex::new(Vec::new()),
+            owner: format!(
+                "{}-{}",
+                std::env::var("HOSTNAME").unwrap_or_else(|_| "fencewatch".into()),
+                std::process::id()
+            ),
+        });
+        let c = &kafka.opts.config;
+        let mut cc = ClientConfig::new();
+        cc.set("bootstrap.servers", &c.brokers)
+            .set("group.id", &c.group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest")
+            .set("enable.partition.eof", "true")
+            .set("statistics.interval.ms", "1000")
+            .set("client.id", "fencewatch");
+        for (k, v) in &c.settings {
+            cc.set(k, v);
+        }
+        let consumer: BaseConsumer<Context> = cc
+            .create_with_context(Context {
+                kafka: kafka.clone(),
+            })
+            .map_err(|source| Error::Client {
+                what: "consumer".into(),
+                source,
+            })?;
+        let topics: Vec<&str> = c.topics.iter().map(String::as_str).collect();
+        consumer
+            .subscribe(&topics)
+            .map_err(|source| Error::Subscribe {
+                topics: c.topics.join(","),
+                source,
+            })?;
+        let producer = if c.dead_letter_topic.is_some() || c.summaries_topic.is_some() {
+            let mut pc = ClientConfig::new();
+            pc.set("bootstrap.servers", &c.brokers)
+                .set("client.id", "fencewatch")
+                .set("compression.type", "gzip")
+                .set("message.max.bytes", "10000000");
+            for (k, v) in c.settings.iter().filter(|(k, _)| is_shared_setting(k)) {
+                pc.set(k, v);
+            }
+            let producer: BaseProducer = pc.create().map_err(|source| Error::Client {
+                what: "producer".into(),
+                source,
+            })?;
+            Some(producer)
+        } else {
+            None
+        };
+        let dead = match &c.dead_letter_topic {
+            Some(topic) => DeadLetter::Topic {
+                topic: topic.clone(),
+            },
+            None => DeadLetter::File(DeadFile::new(kafka.opts.dir.join("dead-letter.ndjson"))),
+        };
+        if let Some(topic) = &c.summaries_topic {
+            let reader = summaries::summaries_reader(&kafka, topic)?;
+            let k = kafka.clone();
+            std::thread::Builder::new()
+                .name("fencewatch-summaries".into())
+                .spawn(move || k.read_summaries(&reader))
+                .map_err(|e| Error::Spawn("summaries", e))?;
+        }
+        let k = kafka.clone();
+        let handle = std::thread::Builder::new()
+            .name("fencewatch-kafka".into())
+            .spawn(move || {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    k.consume(&consumer, producer.as_ref(), dead)
+                }))
+                .unwrap_or(Err(Error::Panicked));
+                if let Err(e) = &r {
+                    // A checkpoint or the dead-letter file could not be written: nothing past
+                    // the last durable checkpoint was committed. The service stops (exit 1),
+                    // as when the WAL cannot be written, and is not ready meanwhile.
+                    k.fail(e);
+                    tracing::error!(error = %e, "the kafka consumer stopped");
+                }
+                r
+            })
+            .map_err(|e| Error::Spawn("consumer", e))?;
+        Ok((kafka, KafkaConsumer(handle)))
+    }
+
+    fn assigned(&self) -> MutexGuard<'_, BTreeMap<(String, i32), Assigned>> {
+        self.assigned.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Asks the consumer thread to checkpoint, commit, leave the group and end.
+    pub fn close(&self) {
+        self.stop.store(true, Ordering::Release);
+    }
+
+    /// Whether the consumer stopped on a fatal error, and why.
+    pub fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Why the Kafka source is not ready (`/readyz` 503), if it is not: the consumer stopped
+    /// on a failure, or no broker answers.
+    pub fn unready(&self) -> Option<String> {
+        if let Some(why) = self.failure() {
+            return Some(format!("the Kafka consumer stopped: {why}"));
+        }
+        if let Some((at, why)) = &*self
+            .status
+            .too_large
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            && at.elapsed() < TOO_LARGE_FOR
+        {
+            return Some(format!(
+                "a Kafka message is larger than receive.message.max.bytes: consumption cannot \
+                 move past it until the setting is raised in [kafka] ({why})"
+            ));
+        }
+        (!self.status.connected.load(Ordering::Acquire))
+            .then(|| "no Kafka broker answers".to_string())
+    }
+
+    /// Whether the consumer thread has stopped or was asked to.
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    fn fail(&self, why: &Error) {
+        tracing::error!(error = %why, "kafka: fatal");
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(|| why.to_string());
+        self.stop.store(true, Ordering::Release);
+    }
+
+    fn part_dir(&self, topic: &str, p: i32) -> PathBuf {
+        self.opts.dir.join(sanitize(topic)).join(p.to_string())
+    }
+
+    /// Restores partition `(topic, p)` from its checkpoint (or starts it empty), registers it
+    /// and returns the offset to consume from. A damaged newer checkpoint is passed over for
+    /// the older one; when none is valid the damaged files are moved into `quarantine/<ns>/`
+    /// and the partition is rebuilt from the earliest retained offset: Kafka still holds what
+    /// the checkpoints covered, as long as its retention does.
+    fn open_part(&self, topic: &str, p: i32) -> Result<u64, Error> {
+        let started = Instant::now();
+        let dir = self.part_dir(topic, p);
+        let fail = |source| Error::Restore {
+            dir: dir.clone(),
+            source,
+        };
+        let mut store = CheckpointStore::open(&dir).map_err(|e| fail(e.into()))?;
+        let none_usable = WhenNoneUsable::Quarantine {
+            at: self.clock.now().0,
+        };
+        let contract = self.registry.contract().clone();
+        let mut restored =
+            restore(&mut store, contract, self.opts.live, none_usable).map_err(fail)?;
+        // A restart with another configuration: its options are in force from here on.
+        restored.live.set_options(self.opts.live);
+        let name = format!("{topic}/{p}");
+        let next = restored.from.unwrap_or(0);
+        PartitionRestored {
+            partition: &name,
+            restored_from: restored.from,
+            next_offset: next,
+            replayed: None,
+            passed_over: &restored.passed_over,
+            quarantined: restored.quarantined.as_ref(),
+            elapsed: started.elapsed(),
+        }
+        .emit(&self.metrics);
+        let part = self
+            .registry
+            .register(Kind::Streamed, Partition::new(&name, restored.live, next));
+        let key = (topic.to_string(), p);
+        let assigned = Assigned {
+            name,
+            part,
+            published: None,
+        };
+        self.stores
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.clone(), store);
+        self.assigned().insert(key, assigned);
+        Ok(next)
+    }
+
+    fn release(&self, listed: &[(String, i32)]) {
+        let mut assigned = self.assigned();
+        let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ends = self.status.ends.lock().unwrap_or_else(|p| p.into_inner());
+        for key in listed {
+            if let Some(a) = assigned.remove(key) {
+                self.registry.unregister(&a.name);
+            }
+            stores.remove(key);
+            ends.remove(key);
+        }
+    }
+
+    /// Saves every partition (of `only`, if given) that moved since its last checkpoint, then
+    /// commits their offsets.
+    fn checkpoint(
+        &self,
+        consumer: &BaseConsumer<Context>,
+        only: Option<&[(String, i32)]>,
+        mode: CommitMode,
+    ) -> Result<(), Error> {
+        if let Some(why) = self.failure() {
+            // A failure (a dead-letter copy lost, an earlier checkpoint) stops the consumer:
+            // nothing may be committed past it.
+            return Err(Error::Failed(why));
+        }
+        let moved: Vec<((String, i32), String, Shared)> = self
+            .assigned()
+            .iter()
+            .filter(|(key, _)| only.is_none_or(|o| o.contains(key)))
+            .map(|(key, a)| (key.clone(), a.name.clone(), a.part.clone()))
+            .collect();
+        let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tpl = TopicPartitionList::new();
+        for ((topic, p), name, part) in moved {
+            let (offset, state) = {
+                let part = read(&part);
+                if !part.dirty() {
+                    continue;
+                }
+                part.encode()
+            };
+            let started = Instant::now();
+            let store = stores
+                .get_mut(&(topic.clone(), p))
+                .expect("an assigned partition has a store");
+            store
+                .save(offset, &state)
+                .map_err(|source| Error::Checkpoint {
+                    partition: name.clone(),
+                    offset,
+                    kept: store.latest_offset().unwrap_or(0),
+                    source,
+                })?;
+            write(&part).saved(offset);
+            CheckpointSaved {
+                partition: &name,
+                offset,
+                bytes: state.len(),
+                elapsed: started.elapsed(),
+            }
+            .emit(&self.metrics);
+            tpl.add_partition_offset(&topic, p, Offset::Offset(offset as i64))
+                .expect("a valid partition");
+        }
+        drop(stores);
+        if tpl.count() == 0 {
+            return Ok(());
+        }
+        // The checkpoints are durable: now the group may move past them. A failed commit is
+        // not fatal (the next checkpoint commits again; a restart replays from the checkpoint).
+        if let Err(e) = consumer.commit(&tpl, mode) {
+            tracing::warn!(error = %e, "kafka: committing offsets failed");
+        }
+        Ok(())
+    }
+
+    /// The consumer loop: poll, apply, report, checkpoint.
+    fn consume(
+        &self,
+        consumer: &BaseConsumer<Context>,
+        producer: Option<&BaseProducer>,
+        mut dead: DeadLetter,
+    ) -> Result<(), Error> {
+        let mut last_publish = Instant::now();
+        let mut last_absorb = Instant::now();
+        let mut last_checkpoint = Instant::now();
+        let interval = self.opts.checkpoint_interval;
+        while !self.stop.load(Ordering::Acquire) {
+            // Poll a batch first, with no lock held: polling runs the rebalance and statistics
+            // callbacks, which take the partitions' locks themselves.
+            let mut batch = Vec::new();
+            let mut next = consumer.poll(Duration::from_millis(100));
+            while let Some(r) = next {
+                batch.push(r);
+                if batch.len() >= BATCH {
+                    break;
+                }
+                next = consumer.poll(Duration::ZERO);
+            }
+            if !batch.is_empty() {
+                self.apply_polled(batch, producer, &mut dead);
+            }
+            self.rewind(consumer);
+            if last_absorb.elapsed() >= ABSORB_EVERY {
+                self.registry.absorb_seq_runs();
+                last_absorb = Instant::now();
+            }
+            if let Some(producer) = producer {
+                if last_publish.elapsed() >= summaries::PUBLISH_EVERY {
+                    self.publish(producer);
+                    last_publish = Instant::now();
+                }
+                producer.poll(Duration::ZERO);
+            }
+            if last_checkpoint.elapsed() >= interval {
+                dead.flush()?;
+                self.checkpoint(consumer, None, CommitMode::Async)?;
+                last_checkpoint = Instant::now();
+            }
+        }
+        if let Some(f) = self.failure() {
+            return Err(Error::Failed(f));
+        }
+        if let Some(producer) = producer {
+            self.publish(producer);
+            let _ = producer.flush(Duration::from_secs(10));
+        }
+        dead.flush()?;
+        self.checkpoint(consumer, None, CommitMode::Sync)?;
+        consumer.unsubscribe();
+        tracing::info!("kafka consumer stopped after a last checkpoint");
+        Ok(())
+    }
+
+    /// Applies a polled batch of messages, each to its partition in order, then reports.
+    fn apply_polled(
+        &self,
+        polled: Vec<Result<BorrowedMessage<'_>, KafkaError>>,
+        producer: Option<&BaseProducer>,
+        dead: &mut DeadLetter,
+    ) {
+        let assigned = self.assigned();
+        let (mut ok, mut bad) = (0, 0);
+        // Consecutive messages of one partition are applied under one hold of its lock.
+        let mut held: Option<(&(String, i32), &Assigned, RwLockWriteGuard<'_, Partition>)> = None;
+        for r in &polled {
+            let msg = match r {
+                Ok(msg) => msg,
+                Err(KafkaError::PartitionEOF(_)) => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, "kafka: consume");
+                    continue;
+                }
+            };
+            let same = held
+                .as_ref()
+                .is_some_and(|((t, p), _, _)| *p == msg.partition() && t == msg.topic());
+            if !same {
+                held = None;
+                let key = (msg.topic().to_string(), msg.partition());
+                let Some((key, a)) = assigned.get_key_value(&key) else {
+                    // Not assigned here (any more).
+                    continue;
+                };
+                held = Some((key, a, write(&a.part)));
+            }
+            let (_, a, part) = held.as_mut().expect("held");
+            let Some(applied) = self.apply(part, &a.name, msg) else {
+                continue;
+            };
+            ok += applied.accepted;
+            if let Some(e) = applied.errors.first() {
+                bad += 1;
+                self.dead_letter(dead, producer, msg, &a.name, &e.error.to_string());
+            }
+        }
+        drop(held);
+        if ok + bad > 0 {
+            // Messages came: a broker answers (errors alone prove nothing).
+            self.status.connected.store(true, Ordering::Release);
+        }
+        KafkaMessagesConsumed { count: ok + bad }.emit(&self.metrics);
+        EventsIngested {
+            source: "kafka",
+            count: ok,
+        }
+        .emit(&self.metrics);
+        EventsRejected {
+            source: "kafka",
+            reason: "malformed",
+            count: bad,
+        }
+        .emit(&self.metrics);
+        for a in assigned.values() {
+            write(&a.part).report(&self.metrics);
+        }
+    }
+
+    /// Applies one message as a batch of one item at its offset (`None`: already in the state).
+    /// Its received time is its Kafka timestamp, so a replay decides `future timestamp` as the
+    /// first pass did.
+    fn apply(
+        &self,
+        part: &mut Partition,
+        name: &str,
+        msg: &BorrowedMessage<'_>,
+    ) -> Option<Applied> {
+        let offset = u64::try_from(msg.offset()).ok()?;
+        let Some(body) = msg.payload() else {
+            return part.reject(offset, name, "empty message (no payload)");
+        };
+        let received_at = msg
+            .timestamp()
+            .to_millis()
+            .map_or(i64::MAX, |ms| ms.saturating_mul(1_000_000));
+        let batch = Batch {
+            format: Format::Message,
+            received_at,
+            source: name,
+            first_line: None,
+            key: Some(msg.key().unwrap_or_default()),
+            body,
+        };
+        part.apply(offset, 1, &batch, self.opts.max_line_bytes)
+    }
+
+    /// Copies a malformed message to the dead-letter topic or file; a file that cannot be
+    /// written is fatal.
+    fn dead_letter(
+        &self,
+        dead: &mut DeadLetter,
+        producer: Option<&BaseProducer>,
+        msg: &BorrowedMessage<'_>,
+        name: &str,
+        why: &str,
+    ) {
+        let source = format!("{name}:{}", msg.offset());
+        match dead.copy(producer, msg, &source, why, self.opts.max_line_bytes) {
+            Ok(true) => DeadLettered {
+                source: &source,
+                reason: why,
+            }
+            .emit(&self.metrics),
+            Ok(false) => {}
+            Err(e) => self.fail(&e),
+        }
+    }
+
+    /// Reads again from their beginning the partitions whose end went back: the state keeps
+    /// what it learnt (high-water marks, counterexamples), the new log is assessed on top.
+    fn rewind(&self, consumer: &BaseConsumer<Context>) {
+        let keys = std::mem::take(&mut *self.rewound.lock().unwrap_or_else(|p| p.into_inner()));
+        for (topic, p) in keys {
+            let assigned = self.assigned();
+            let Some(a) = assigned.get(&(topic.clone(), p)) else {
+                continue;
+            };
+            match consumer.seek(&topic, p, Offset::Beginning, Duration::from_secs(5)) {
+                Ok(()) => write(&a.part).rewind(),
+                Err(e) => {
+                    tracing::warn!(topic, partition = p, error = %e, "kafka: seeking back failed; retrying")
+                }
+            }
+        }
+    }
+
+    /// Sets the Kafka gauges (called before each scrape).
+    pub fn refresh_metrics(&self, metrics: &Metrics) {
+        let next: Vec<((String, i32), u64)> = self
+            .assigned()
+            .iter()
+            .map(|(k, a)| (k.clone(), read(&a.part).next()))
+            .collect();
+        metrics.kafka_assigned_partitions.set(next.len() as i64);
+        metrics
+            .kafka_connected
+            .set(i64::from(self.status.connected.load(Ordering::Acquire)));
+        metrics.kafka_consumer_lag.clear();
+        let ends = self.status.ends.lock().unwrap_or_else(|p| p.into_inner());
+        for ((topic, partition), next) in next {
+            let Some(&end) = ends.get(&(topic.clone(), partition)) else {
+                continue;
+            };
+            let labels = PartitionLabels { topic, partition };
+            let lag = (end - next as i64).max(0);
+            metrics.kafka_consumer_lag.get_or_create(&labels).set(lag);
+        }
+    }
+}
+
+/// librdkafka settings that concern the connection (security, SASL, SSL) and so also apply
+/// to the dead-letter producer and the summaries consumer.
+fn is_shared_setting(key: &str) -> bool {
+    key.starts_with("security.")
+        || key.starts_with("sasl.")
+        || key.starts_with("ssl.")
+        || key.starts_with("client.dns")
+        || key == "broker.address.family"
+}
+
+/// A topic name as a folder name (topic names are `[a-zA-Z0-9._-]`, this only guards).
+fn sanitize(topic: &str) -> String {
+    topic
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,375 @@
+//! The WAL source: batches submitted by HTTP ingest, file tailing ([`super::tail`]) and the
+//! simulator's live feed are made durable in the local write-ahead log and applied to the
+//! local partition, in offset order. One writer thread owns the log and the checkpoints;
+//! nothing else changes the local partition (see [`pipeline`] for the stages).
+//!
+//! A submitted batch is answered once it is durable and applied: a `2xx` means the batch is
+//! in the log, and its counterexamples are already visible in the API and metrics when the
+//! producer gets it. On start the writer restores the last checkpoint and replays the log
+//! before it takes new batches; until then the source is not [`Ready`].
+
+mod budget;
+mod pipeline;
+
+pub use budget::{Budget, Reservation};
+
+use crate::batch::{self, Format};
+use crate::clock::SharedClock;
+use crate::partition::{self, Applied};
+use crate::registry::{Registry, Shared, read};
+use crate::report::{Durability, Metrics};
+use crossbeam_channel::{Sender, bounded};
+use fencewatch_assess::live::LiveOptions;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// Batches waiting for the writer; producers beyond this wait (backpressure).
+const QUEUE: usize = 1024;
+
+/// What the writer needs.
+#[derive(Debug, Clone)]
+pub struct WalOptions {
+    /// Data directory (the partition lives in `<data_dir>/partitions/0`).
+    pub data_dir: PathBuf,
+    /// WAL segment size.
+    pub segment_bytes: u64,
+    /// Longer lines are malformed.
+    pub max_line_bytes: usize,
+    /// Time between checkpoints.
+    pub checkpoint_interval: Duration,
+    /// Options of the assessor.
+    pub live: LiveOptions,
+    /// Bytes of ingest bodies in flight at most (`max_pending_bytes`).
+    pub max_pending_bytes: u64,
+    /// The largest body, after decompression (`max_body_bytes`).
+    pub max_body_bytes: u64,
+}
+
+/// Whether the local partition has caught up with the log; shared with `/readyz`.
+#[derive(Debug, Clone, Default)]
+pub struct Ready(Arc<AtomicBool>);
+
+impl Ready {
+    /// Not ready.
+    pub fn new() -> Ready {
+        Ready::default()
+    }
+
+    /// Marks ready (replay done) or not (shutting down).
+    pub fn set(&self, ready: bool) {
+        self.0.store(ready, Ordering::Release);
+    }
+
+    /// Whether ready.
+    pub fn is_ready(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// The answer to one submitted batch.
+#[derive(Debug, Clone)]
+pub struct Ingested {
+    /// WAL offset of its first item.
+    pub first_offset: u64,
+    /// Offset after its last item.
+    pub next_offset: u64,
+    /// What applying it did.
+    pub applied: Applied,
+}
+
+/// Why a batch was not taken.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SubmitError {
+    /// The source is shutting down.
+    #[error("the service is shutting down")]
+    ShuttingDown,
+    /// The writer stopped (a failure).
+    #[error("the writer stopped")]
+    Stopped,
+    /// The log could not take the batch.
+    #[error("the write-ahead log failed: {0}")]
+    Failed(String),
+    /// More items than a record holds.
+    #[error("a batch of {0} items is too large")]
+    TooLarge(u64),
+}
+
+/// Why the writer stopped with an error: the service then stops (exit 1).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The local partition did not open.
+    #[error("{0}")]
+    Open(String),
+    /// The log could not be written.
+    #[error("the write-ahead log failed: {0}")]
+    Wal(#[from] crate::wal::Error),
+    /// A checkpoint could not be saved.
+    #[error("the checkpoint stage stopped: checkpoint at offset {offset}: {source}")]
+    Checkpoint {
+        /// Its offset.
+        offset: u64,
+        /// The cause.
+        source: crate::checkpoint::Error,
+    },
+    /// A stage ended before the others (its own error is reported when there is one).
+    #[error("the {0} stage stopped")]
+    Stage(&'static str),
+    /// A stage panicked.
+    #[error("the {0} thread panicked")]
+    Panicked(&'static str),
+    /// A thread could not be started.
+    #[error("cannot start the {0} thread: {1}")]
+    Spawn(&'static str, std::io::Error),
+}
+
+struct Job {
+    items: u32,
+    payload: Vec<u8>,
+    reply: tokio::sync::oneshot::Sender<Result<Ingested, SubmitError>>,
+    /// The ingest budget this batch holds until it is answered (HTTP bodies only).
+    _held: Option<Reservation>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job").field("items", &self.items).finish()
+    }
+}
+
+/// A batch ready to be queued: [`Queued::send`] waits while the queue is full (call it off
+/// an async worker), then its answer arrives on the [`Pending`] it returns.
+#[derive(Debug)]
+pub struct Queued {
+    tx: Sender<Job>,
+    job: Job,
+    answer: Pending,
+}
+
+impl Queued {
+    /// Queues the batch, waiting while the queue is full.
+    pub fn send(self) -> Result<Pending, SubmitError> {
+        self.tx.send(self.job).map_err(|_| SubmitError::Stopped)?;
+        Ok(self.answer)
+    }
+}
+
+/// Where a queued batch's answer arrives: `.await` it, or [`Pending::wait`] from a thread.
+#[derive(Debug)]
+pub struct Pending(tokio::sync::oneshot::Receiver<Result<Ingested, SubmitError>>);
+
+impl Pending {
+    /// Waits for the answer, blocking this thread.
+    pub fn wait(self) -> Result<Ingested, SubmitError> {
+        self.0.blocking_recv().map_err(|_| SubmitError::Stopped)?
+    }
+}
+
+impl std::future::Future for Pending {
+    type Output = Result<Ingested, SubmitError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|r| r.map_err(|_| SubmitError::Stopped)?)
+    }
+}
+
+/// The running writer thread.
+#[derive(Debug)]
+pub struct Writer(std::thread::JoinHandle<Result<(), Error>>);
+
+impl Writer {
+    /// Waits for the writer to drain and take its last checkpoint.
+    pub fn join(self) -> Result<(), Error> {
+        self.0.join().unwrap_or(Err(Error::Panicked("writer")))
+    }
+}
+
+/// The WAL source, shared by everything that submits to it.
+#[derive(Debug)]
+pub struct WalSource {
+    tx: Mutex<Option<Sender<Job>>>,
+    ready: Ready,
+    durability: Durability,
+    stopped: tokio::sync::Notify,
+    /// The local partition, once opened (registered in the registry too).
+    partition: OnceLock<Shared>,
+    budget: Budget,
+    max_line_bytes: usize,
+    max_body_bytes: u64,
+    clock: SharedClock,
+}
+
+impl WalSource {
+    /// Starts the writer: it opens the local partition (restore and replay), registers it in
+    /// `registry`, marks `ready`, then takes batches until [`WalSource::close`].
+    pub fn start(
+        registry: Arc<Registry>,
+        opts: WalOptions,
+        ready: Ready,
+        metrics: Metrics,
+        clock: SharedClock,
+    ) -> (Arc<WalSource>, Writer) {
+        let (tx, rx) = bounded(QUEUE);
+        let source = Arc::new(WalSource {
+            tx: Mutex::new(Some(tx)),
+            ready,
+            durability: Durability::default(),
+            stopped: tokio::sync::Notify::new(),
+            partition: OnceLock::new(),
+            budget: Budget::new(opts.max_pending_bytes),
+            max_line_bytes: opts.max_line_bytes,
+            max_body_bytes: opts.max_body_bytes,
+            clock,
+        });
+        let s = source.clone();
+        let handle = std::thread::Builder::new()
+            .name("fencewatch-writer".into())
+            .spawn(move || {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    pipeline::writer(&s, &registry, &opts, rx, &metrics)
+                }))
+                .unwrap_or(Err(Error::Panicked("writer")));
+                if let Err(err) = &r {
+                    tracing::error!(error = %err, "the writer stopped");
+                    s.durability.failed.store(true, Ordering::Release);
+                    s.ready.set(false);
+                }
+                s.stopped.notify_one();
+                r
+            })
+            .expect("spawn the writer thread");
+        (source, Writer(handle))
+    }
+
+    /// Whether replay is done and the source takes batches.
+    pub fn is_ready(&self) -> bool {
+        self.ready.is_ready()
+    }
+
+    /// Blocks until replay is done (file tailing, the live simulator start then).
+    pub fn wait_ready(&self) {
+        while !self.is_ready() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// WAL and checkpoint figures for metrics.
+    pub fn durability(&self) -> &Durability {
+        &self.durability
+    }
+
+    /// The last line of file `source` already in the local partition (file ingest resumes
+    /// after it).
+    pub fn source_progress(&self, source: &str) -> Option<u64> {
+        read(self.partition.get()?).live().source_progress(source)
+    }
+
+    /// The line size limit (`max_line_bytes`): longer lines are malformed.
+    pub fn max_line_bytes(&self) -> usize {
+        self.max_line_bytes
+    }
+
+    /// The body size limit (`max_body_bytes`), after decompression.
+    pub fn max_body_bytes(&self) -> u64 {
+        self.max_body_bytes
+    }
+
+    /// The ingest budget: HTTP bodies hold a [`Reservation`] of it from their first byte until
+    /// they are answered.
+    pub fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
+    /// The clock that stamps received times.
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+
+    /// A WAL payload already built ([`batch::encode_header`], stamped with
+    /// [`WalSource::clock`]) of `items` items, holding `held` of the ingest budget until it is
+    /// answered, ready to queue.
+    pub fn prepare(
+        &self,
+        items: u64,
+        payload: Vec<u8>,
+        held: Option<Reservation>,
+    ) -> Result<Queued, SubmitError> {
+        let items = u32::try_from(items).map_err(|_| SubmitError::TooLarge(items))?;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let tx = self
+            .tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or(SubmitError::ShuttingDown)?;
+        let job = Job {
+            items,
+            payload,
+            reply,
+            _held: held,
+        };
+        Ok(Queued {
+            tx,
+            job,
+            answer: Pending(answer),
+        })
+    }
+
+    /// Submits NDJSON lines from a blocking thread (file tailing, the live simulator) and
+    /// waits until they are durable and applied; `first_line` is the 1-based number of the
+    /// body's first line in `source`, which positions its events.
+    pub fn submit_lines(
+        &self,
+        source: &str,
+        first_line: u64,
+        body: &[u8],
+    ) -> Result<Ingested, SubmitError> {
+        let items = batch::items(Format::Ndjson, body);
+        let now = self.clock.now().0;
+        let payload = batch::encode(Format::Ndjson, now, source, Some(first_line), body);
+        self.prepare(items, payload, None)?.send()?.wait()
+    }
+
+    /// Completes when the writer stopped (after [`WalSource::close`], or on a failure).
+    pub async fn stopped(&self) {
+        self.stopped.notified().await
+    }
+
+    /// Stops taking batches; the writer drains the queue, checkpoints and ends.
+    pub fn close(&self) {
+        self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+
+    fn opened(&self, partition: Shared) {
+        let _ = self.partition.set(partition);
+    }
+}
+
+/// The local partition's folder in the data directory.
+pub fn partition_dir(data_dir: &std::path::Path) -> PathBuf {
+    data_dir.join("partitions").join("0")
+}
+
+/// Why the local partition did not open, with the operator's way out when the log is damaged.
+fn open_failure(e: &partition::Error, data_dir: &std::path::Path) -> Error {
+    use crate::wal::Error as W;
+    let damaged = matches!(
+        e,
+        partition::Error::Wal(W::Corrupt { .. } | W::MissingSegment { .. } | W::Removed { .. })
+            | partition::Error::LogBehindCheckpoint { .. }
+    );
+    if damaged {
+        let d = data_dir.display();
+        Error::Open(format!(
+            "{e}; nothing was changed: `fencewatch wal inspect --data-dir {d}` shows the damage, `fencewatch wal repair --data-dir {d}` what a repair would drop (README, Durability)"
+        ))
+    } else {
+        Error::Open(e.to_string())
+    }
+}

@@ -1,0 +1,433 @@
+//! The stages of the WAL source, each a thread, in offset order:
+//!
+//! 1. **writer**: opens the local partition, then takes every batch queued (group commit),
+//!    appends them to the WAL and fsyncs once; deletes the segments that saved checkpoints
+//!    cover. The fsync of one group overlaps the applying of the previous one.
+//! 2. **decode**: decodes each durable group's items, while the previous group is applied.
+//! 3. **apply**: applies each group to the local partition under its write lock, reports what
+//!    it found, answers each batch, and every `checkpoint_interval` snapshots the state.
+//! 4. **checkpoint**: encodes and saves the snapshots, and tells the writer which segments
+//!    may go. On shutdown the queue is drained and a last checkpoint taken.
+
+use super::{
+    Error, Ingested, Job, SubmitError, WalOptions, WalSource, open_failure, partition_dir,
+};
+use crate::batch::{self, Batch, DecodedItems};
+use crate::checkpoint::CheckpointStore;
+use crate::partition::Snapshot;
+use crate::partition::local::{self, PartitionOptions};
+use crate::registry::{Kind, Registry, Shared, read, write};
+use crate::report::{
+    CheckpointSaved, EventsIngested, EventsRejected, InternalEvent, Metrics, PartitionRestored,
+};
+use crate::wal::{TornTail, Wal};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Batches one group commit takes at most.
+const GROUP: usize = 512;
+
+/// A durable group on its way to the applier.
+struct Group {
+    jobs: Vec<Job>,
+    bases: Vec<u64>,
+}
+
+/// The batches of a group with their items decoded, borrowing from the payloads they own.
+type DecodedBatches<'a> = Vec<(Batch<'a>, DecodedItems<'a>)>;
+
+self_cell::self_cell!(
+    /// Payloads of a group and their decoded items: decoding happens on its own thread,
+    /// while the previous group is applied.
+    struct DecodedGroup {
+        owner: Vec<Vec<u8>>,
+        #[covariant]
+        dependent: DecodedBatches,
+    }
+);
+
+/// A decoded group on its way to the applier.
+struct Decoded {
+    jobs: Vec<Job>,
+    bases: Vec<u64>,
+    decoded: DecodedGroup,
+}
+
+fn spawn<T: Send + 'static>(
+    name: &'static str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<std::thread::JoinHandle<T>, Error> {
+    std::thread::Builder::new()
+        .name(format!("fencewatch-{name}"))
+        .spawn(f)
+        .map_err(|e| Error::Spawn(name, e))
+}
+
+/// The writer stage (see the [module docs](self)), which starts the others.
+pub(super) fn writer(
+    source: &Arc<WalSource>,
+    registry: &Registry,
+    opts: &WalOptions,
+    rx: Receiver<Job>,
+    metrics: &Metrics,
+) -> Result<(), Error> {
+    let started = Instant::now();
+    let popts = PartitionOptions {
+        segment_bytes: opts.segment_bytes,
+        max_line_bytes: opts.max_line_bytes,
+        live: opts.live,
+    };
+    let opened = local::open(
+        &partition_dir(&opts.data_dir),
+        registry.contract().clone(),
+        popts,
+    )
+    .map_err(|e| open_failure(&e, &opts.data_dir))?;
+    let local::Opened {
+        mut wal,
+        checkpoints,
+        partition,
+        restored_from,
+        replayed_records,
+        torn_tail,
+        passed_over,
+        quarantined,
+    } = opened;
+    log_recovery(torn_tail.as_ref(), &quarantined);
+    PartitionRestored {
+        partition: local::NAME,
+        restored_from,
+        next_offset: wal.next_offset(),
+        replayed: Some(replayed_records),
+        passed_over: &passed_over,
+        quarantined: None,
+        elapsed: started.elapsed(),
+    }
+    .emit(metrics);
+    let dirty = replayed_records > 0 || restored_from.is_none();
+    let part = registry.register(Kind::Local, partition);
+    source.opened(part.clone());
+    let d = &source.durability;
+    let publish = |wal: &Wal| {
+        d.wal_bytes.store(wal.bytes_on_disk(), Ordering::Release);
+        d.next_offset.store(wal.next_offset(), Ordering::Release);
+    };
+    publish(&wal);
+    if let Some(o) = restored_from {
+        d.checkpoint_offset.store(o, Ordering::Release);
+        d.checkpoint_at
+            .store(source.clock.now().0, Ordering::Release);
+    }
+    let (snap_tx, snap_rx) = bounded::<Snapshot>(1);
+    let (saved_tx, saved_rx) = bounded::<u64>(4);
+    let (s, m) = (source.clone(), metrics.clone());
+    let checkpointer = spawn("checkpoint", move || {
+        checkpointer(&s, &m, checkpoints, snap_rx, saved_tx)
+    })?;
+    let (group_tx, group_rx) = bounded::<Group>(2);
+    let (decoded_tx, decoded_rx) = bounded::<Decoded>(2);
+    let max_line = opts.max_line_bytes;
+    spawn("decode", move || decoder(group_rx, decoded_tx, max_line))?;
+    let (p, m, interval) = (part.clone(), metrics.clone(), opts.checkpoint_interval);
+    let applier = spawn("apply", move || {
+        applier(&p, interval, max_line, &m, decoded_rx, snap_tx, dirty)
+    })?;
+    source.ready.set(true);
+    let mut jobs: Vec<Job> = Vec::with_capacity(GROUP);
+    let mut result: Result<(), Error> = Ok(());
+    let mut checkpoint_failed = false;
+    loop {
+        crossbeam_channel::select! {
+            recv(rx) -> job => {
+                let Ok(first) = job else { break };
+                jobs.push(first);
+                while jobs.len() < GROUP {
+                    match rx.try_recv() {
+                        Ok(j) => jobs.push(j),
+                        Err(_) => break,
+                    }
+                }
+                match append(&mut wal, &mut jobs) {
+                    Ok(bases) => {
+                        publish(&wal);
+                        let group = Group { jobs: std::mem::take(&mut jobs), bases };
+                        if group_tx.send(group).is_err() {
+                            result = Err(Error::Stage("apply"));
+                            break;
+                        }
+                    }
+                    Err(err) => {
+                        result = Err(err.into());
+                        break;
+                    }
+                }
+            }
+            recv(saved_rx) -> saved => {
+                let Ok(offset) = saved else {
+                    // Its error (with the cause and path) is taken when it is joined below.
+                    result = Err(Error::Stage("checkpoint"));
+                    checkpoint_failed = true;
+                    break;
+                };
+                truncate(&mut wal, offset);
+                publish(&wal);
+            }
+        }
+    }
+    source.ready.set(false);
+    drop(group_tx);
+    let applied = applier.join().unwrap_or(Err(Error::Panicked("apply")));
+    let saved = checkpointer
+        .join()
+        .unwrap_or(Err(Error::Panicked("checkpoint")));
+    // A failed checkpoint stops the other stages too: report its cause, not theirs.
+    let stopped_by_checkpoint = checkpoint_failed || applied.is_err();
+    let (result, applied, saved) = match saved {
+        Err(e) if stopped_by_checkpoint => (Err(e), Ok(()), Ok(None)),
+        saved => (result, applied, saved),
+    };
+    for offset in saved_rx.try_iter() {
+        truncate(&mut wal, offset);
+    }
+    if let Ok(Some(offset)) = &saved {
+        truncate(&mut wal, *offset);
+    }
+    publish(&wal);
+    tracing::info!(next_offset = wal.next_offset(), "writer drained");
+    result.and(applied).and(saved.map(drop))
+}
+
+/// Logs, at WARN, each step recovery of the log took that an operator must know of.
+fn log_recovery(torn: Option<&TornTail>, quarantined: &[(PathBuf, String)]) {
+    if let Some(t) = torn {
+        tracing::warn!(
+            segment = %t.path.display(),
+            byte = t.byte,
+            bytes = t.bytes,
+            offset = t.offset,
+            reason = t.reason,
+            "cut a torn tail off the write-ahead log: an append interrupted by a crash, never acknowledged"
+        );
+    }
+    for (dir, summary) in quarantined {
+        tracing::warn!(
+            quarantine = %dir.display(),
+            repair = %summary,
+            "the write-ahead log was repaired by `fencewatch wal repair`; the original files are kept here until deleted"
+        );
+    }
+}
+
+/// Deletes the WAL segments before `keep_from`, the offset of the older of the two kept
+/// checkpoints (so that a damaged newest checkpoint can still fall back and replay).
+fn truncate(wal: &mut Wal, keep_from: u64) {
+    match wal.remove_before(keep_from) {
+        Ok(freed) if freed > 0 => tracing::debug!(freed, "wal segments removed"),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "removing covered wal segments failed"),
+    }
+}
+
+/// Appends every job and fsyncs once. On failure nothing is acknowledged.
+fn append(wal: &mut Wal, jobs: &mut Vec<Job>) -> Result<Vec<u64>, crate::wal::Error> {
+    let _span = tracing::info_span!("wal.group_commit", batches = jobs.len()).entered();
+    let mut bases = Vec::with_capacity(jobs.len());
+    let mut failure = None;
+    for j in jobs.iter() {
+        match wal.append(j.items.max(1), &j.payload) {
+            Ok(b) => bases.push(b),
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    if failure.is_none()
+        && let Err(e) = wal.sync()
+    {
+        failure = Some(e);
+    }
+    if let Some(err) = failure {
+        // A failed fsync cannot be retried safely: the writer stops, a restart recovers.
+        for j in jobs.drain(..) {
+            let _ = j.reply.send(Err(SubmitError::Failed(err.to_string())));
+        }
+        return Err(err);
+    }
+    Ok(bases)
+}
+
+/// The decode stage: WAL-durable groups in, decoded groups out, in order.
+fn decoder(rx: Receiver<Group>, tx: Sender<Decoded>, max_line_bytes: usize) {
+    for Group { mut jobs, bases } in rx {
+        let payloads: Vec<Vec<u8>> = jobs
+            .iter_mut()
+            .map(|j| std::mem::take(&mut j.payload))
+            .collect();
+        let decoded = DecodedGroup::new(payloads, |payloads| {
+            payloads
+                .iter()
+                .map(|p| {
+                    let batch = batch::decode(p).expect("a payload this source encoded");
+                    let items = batch::decode_items(&batch, max_line_bytes);
+                    (batch, items)
+                })
+                .collect()
+        });
+        if tx
+            .send(Decoded {
+                jobs,
+                bases,
+                decoded,
+            })
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// The apply stage: applies each decoded group in offset order, answers, and snapshots the
+/// state every checkpoint interval.
+fn applier(
+    part: &Shared,
+    interval: Duration,
+    max_line_bytes: usize,
+    metrics: &Metrics,
+    rx: Receiver<Decoded>,
+    snapshots: Sender<Snapshot>,
+    mut dirty: bool,
+) -> Result<(), Error> {
+    let mut last = Instant::now();
+    let snapshot = || {
+        let started = Instant::now();
+        let snap = read(part).snapshot();
+        tracing::debug!(
+            clone_ms = started.elapsed().as_millis() as u64,
+            "state cloned for a checkpoint"
+        );
+        snap
+    };
+    loop {
+        let wait = interval
+            .saturating_sub(last.elapsed())
+            .max(Duration::from_millis(1));
+        match rx.recv_timeout(wait) {
+            Ok(group) => {
+                apply_group(part, metrics, group, max_line_bytes);
+                dirty = true;
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if last.elapsed() >= interval {
+            // A full checkpoint queue means one is being written: try again next interval.
+            // With nothing new, the interval starts over (no wake-up every millisecond).
+            if dirty && snapshots.try_send(snapshot()).is_ok() {
+                dirty = false;
+            }
+            last = Instant::now();
+        }
+    }
+    if dirty {
+        snapshots
+            .send(snapshot())
+            .map_err(|_| Error::Stage("checkpoint"))?;
+    }
+    Ok(())
+}
+
+/// Applies, reports and answers one decoded group.
+fn apply_group(part: &Shared, metrics: &Metrics, group: Decoded, max_line_bytes: usize) {
+    let Decoded {
+        jobs,
+        bases,
+        mut decoded,
+    } = group;
+    let mut answers = Vec::with_capacity(jobs.len());
+    {
+        let mut part = write(part);
+        decoded.with_dependent_mut(|_, batches| {
+            for ((j, &base), (batch, items)) in jobs.iter().zip(&bases).zip(batches.iter_mut()) {
+                let items = std::mem::take(items);
+                let len = u64::from(j.items.max(1));
+                let applied = part
+                    .apply_decoded(base, len, batch, items, max_line_bytes)
+                    .expect("the writer hands out increasing offsets");
+                report_batch(metrics, batch.source, &applied);
+                answers.push(Ingested {
+                    first_offset: base,
+                    next_offset: base + len,
+                    applied,
+                });
+            }
+        });
+        part.report(metrics);
+    }
+    drop(decoded);
+    for (j, a) in jobs.into_iter().zip(answers) {
+        let _ = j.reply.send(Ok(a));
+    }
+}
+
+/// The events of one applied batch of `source`.
+fn report_batch(metrics: &Metrics, source: &str, applied: &crate::partition::Applied) {
+    EventsIngested {
+        source,
+        count: applied.accepted,
+    }
+    .emit(metrics);
+    EventsRejected {
+        source,
+        reason: "malformed",
+        count: applied.malformed,
+    }
+    .emit(metrics);
+}
+
+/// The checkpoint stage: encodes and saves each snapshot, and reports the offset before
+/// which WAL segments may go (the older of the two kept checkpoints). Returns the last.
+fn checkpointer(
+    source: &WalSource,
+    metrics: &Metrics,
+    mut store: CheckpointStore,
+    rx: Receiver<Snapshot>,
+    saved: Sender<u64>,
+) -> Result<Option<u64>, Error> {
+    let d = &source.durability;
+    let mut last = None;
+    for snap in rx {
+        let started = Instant::now();
+        let bytes = snap.encode();
+        let offset = snap.offset;
+        drop(snap);
+        if let Err(e) = store.save(offset, &bytes) {
+            // The error names the file; the directory is logged too, for a failed rename.
+            tracing::error!(
+                offset,
+                bytes = bytes.len(),
+                dir = %store.dir().display(),
+                error = %e,
+                "saving a checkpoint failed"
+            );
+            return Err(Error::Checkpoint { offset, source: e });
+        }
+        d.checkpoint_offset.store(offset, Ordering::Release);
+        d.checkpoint_at
+            .store(source.clock.now().0, Ordering::Release);
+        CheckpointSaved {
+            partition: local::NAME,
+            offset,
+            bytes: bytes.len(),
+            elapsed: started.elapsed(),
+        }
+        .emit(metrics);
+        let keep_from = store.oldest_offset().unwrap_or(0);
+        last = Some(keep_from);
+        let _ = saved.try_send(keep_from);
+    }
+    Ok(last)
+}
