@@ -7,6 +7,7 @@ use crate::render;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use fencewatch_assess::Contract;
 use fencewatch_assess::history::History;
+use fencewatch_ingest::clock::{Clock, SharedClock, SystemClock};
 use fencewatch_ingest::decode::json::DEFAULT_MAX_LINE_BYTES;
 use fencewatch_ingest::simulate::{Faults, Workload, simulate};
 use fencewatch_ingest::source::file::{Input, ReadOptions, read_into, total_size};
@@ -184,8 +185,14 @@ struct SimulateArgs {
     rejected: u64,
 }
 
-/// Runs the command line and returns the process exit code.
+/// Runs the command line on the system clock and returns the process exit code.
 pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
+    run_with(args, SystemClock::shared())
+}
+
+/// Runs the command line with `clock` as wall time (`simulate --start now`, `serve`, `demo`,
+/// `wal repair`) and returns the process exit code.
+pub fn run_with<I: IntoIterator<Item = OsString>>(args: I, clock: SharedClock) -> i32 {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
@@ -202,13 +209,14 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
             d.data_dir,
             d.rate,
             std::time::Duration::from_secs(d.stale_every.max(1)),
+            clock,
         ),
         Command::Serve(s) => {
             let ServeCommand { args, ingest_files } = *s;
-            crate::serve::run::run(args, ingest_files)
+            crate::serve::run::run(args, ingest_files, clock)
         }
-        Command::Wal(cmd) => crate::wal_cmd::run(cmd),
-        Command::Simulate(args) => match run_simulate(args) {
+        Command::Wal(cmd) => crate::wal_cmd::run(cmd, &*clock),
+        Command::Simulate(args) => match run_simulate(args, &*clock) {
             Ok(()) => 0,
             Err(e) => {
                 eprintln!("fencewatch simulate: {e:#}");
@@ -218,9 +226,28 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
     }
 }
 
-fn load_contract(path: &PathBuf) -> Result<Contract, String> {
-    let src = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Contract::parse(&path.display().to_string(), &src).map_err(|e| e.to_string())
+/// Why a contract file cannot be used.
+#[derive(Debug, thiserror::Error)]
+enum ContractFileError {
+    /// It cannot be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// It is not a valid contract (one error a line).
+    #[error("{0}")]
+    Invalid(#[from] fencewatch_assess::contract::ContractError),
+}
+
+fn load_contract(path: &PathBuf) -> Result<Contract, ContractFileError> {
+    let src = std::fs::read_to_string(path).map_err(|source| ContractFileError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(Contract::parse(&path.display().to_string(), &src)?)
 }
 
 fn check(args: CheckArgs) -> i32 {
@@ -305,7 +332,7 @@ fn contract_check(file: &PathBuf, format: Format) -> i32 {
             if format == Format::Json {
                 println!(
                     "{}",
-                    serde_json::json!({"status": "invalid", "errors": e.lines().collect::<Vec<_>>()})
+                    serde_json::json!({"status": "invalid", "errors": e.to_string().lines().collect::<Vec<_>>()})
                 );
             } else {
                 eprintln!("{e}");
@@ -331,10 +358,10 @@ fn contract_check(file: &PathBuf, format: Format) -> i32 {
     }
 }
 
-fn run_simulate(a: SimulateArgs) -> anyhow::Result<()> {
+fn run_simulate(a: SimulateArgs, clock: &dyn Clock) -> anyhow::Result<()> {
     let live = a.start == "now";
     let start = if live {
-        fencewatch_ingest::clock::Clock::now(&fencewatch_ingest::clock::SystemClock)
+        clock.now()
     } else {
         fencewatch_assess::EventTime::parse_rfc3339(&a.start)
             .map_err(|e| anyhow::anyhow!("--start: {e}"))?

@@ -15,9 +15,12 @@
 
 use crate::exit::EXIT_ERROR;
 use clap::{Args, Subcommand, ValueEnum};
+use fencewatch_assess::EventTime;
 use fencewatch_ingest::checkpoint::{self, CheckpointInfo};
+use fencewatch_ingest::clock::Clock;
 use fencewatch_ingest::partition::local::QUARANTINE;
 use fencewatch_ingest::partition::state::decode_state;
+use fencewatch_ingest::source::wal::partition_dir;
 use fencewatch_ingest::wal::inspect::{DamageKind, Inspection, inspect};
 use fencewatch_ingest::wal::{self, repair};
 use serde_json::{Value, json};
@@ -65,11 +68,12 @@ enum Format {
     Json,
 }
 
-/// Runs a `wal` command; returns the exit code.
-pub fn run(cmd: WalCommand) -> i32 {
+/// Runs a `wal` command at wall time `clock` (which names a repair's quarantine folder);
+/// returns the exit code.
+pub fn run(cmd: WalCommand, clock: &dyn Clock) -> i32 {
     let (name, r) = match cmd {
         WalCommand::Inspect(c) => ("inspect", run_inspect(&c)),
-        WalCommand::Repair(r) => ("repair", run_repair(&r)),
+        WalCommand::Repair(r) => ("repair", run_repair(&r, clock.now())),
     };
     r.unwrap_or_else(|e| {
         eprintln!("fencewatch wal {name}: {e}");
@@ -77,30 +81,79 @@ pub fn run(cmd: WalCommand) -> i32 {
     })
 }
 
-fn partition_dir(data_dir: &Path) -> PathBuf {
-    data_dir.join("partitions").join("0")
+/// The checkpoints of the partition in `dir`, newest first.
+/// Why a `wal` command could not do its work (exit 3).
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    /// The log could not be read or changed.
+    #[error("{0}")]
+    Wal(#[from] wal::Error),
+    /// The checkpoints could not be read.
+    #[error("{0}")]
+    Checkpoint(#[from] checkpoint::Error),
+    /// No partition in the data directory.
+    #[error("{0}: no partition here")]
+    NoPartition(PathBuf),
+    /// A service holds the log.
+    #[error("{0}: the log is open by a running service: stop it first")]
+    Locked(PathBuf),
+    /// Checkpoints exist but none is valid: repairing the log cannot help.
+    #[error(
+        "{dir}: {none}, so no repair of the log can make the partition start; move the checkpoints away to rebuild the state from the log (it starts at offset {first})"
+    )]
+    NoValidCheckpoint {
+        /// The checkpoints' folder.
+        dir: PathBuf,
+        /// How many there are.
+        none: NoneValid,
+        /// Where the log starts.
+        first: u64,
+    },
+    /// Repairing failed part way.
+    #[error("{source}; the copies made so far are in {quarantine}")]
+    Repair {
+        /// Why.
+        source: wal::Error,
+        /// Where the copies are.
+        quarantine: PathBuf,
+    },
+    /// The repair did not leave a healthy log.
+    #[error(
+        "the log is still damaged after the repair: run `fencewatch wal inspect --data-dir {0}`"
+    )]
+    StillDamaged(PathBuf),
 }
 
-/// The checkpoints of the partition in `dir`, newest first.
-fn checkpoints(dir: &Path) -> Result<Vec<CheckpointInfo>, String> {
-    checkpoint::inspect(&dir.join("checkpoints"), |s| decode_state(s).map(drop))
-        .map_err(|e| e.to_string())
+/// Checkpoints exist, `.0` of them, but none is valid.
+#[derive(Debug, Clone, Copy)]
+struct NoneValid(usize);
+
+impl std::fmt::Display for NoneValid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "none of the {} checkpoints is valid", self.0)
+    }
+}
+
+fn checkpoints(dir: &Path) -> Result<Vec<CheckpointInfo>, Error> {
+    Ok(checkpoint::inspect(&dir.join("checkpoints"), |s| {
+        decode_state(s).map(drop)
+    })?)
 }
 
 /// The offset `serve` would restore: `Err` when checkpoints exist but none is valid.
-fn restored(cks: &[CheckpointInfo]) -> Result<Option<u64>, String> {
+fn restored(cks: &[CheckpointInfo]) -> Result<Option<u64>, NoneValid> {
     match cks.iter().find(|c| c.problem.is_none()) {
         Some(c) => Ok(Some(c.offset)),
         None if cks.is_empty() => Ok(None),
-        None => Err(format!("none of the {} checkpoints is valid", cks.len())),
+        None => Err(NoneValid(cks.len())),
     }
 }
 
 /// Why `serve` would refuse to start, beyond the log's own damage.
-fn refusals(ins: &Inspection, restored: &Result<Option<u64>, String>) -> Vec<String> {
+fn refusals(ins: &Inspection, restored: &Result<Option<u64>, NoneValid>) -> Vec<String> {
     let mut out = Vec::new();
     match restored {
-        Err(e) => out.push(e.clone()),
+        Err(e) => out.push(e.to_string()),
         Ok(c) => {
             let (first, end) = (ins.first_offset(), ins.valid_end());
             if let Some(c) = c
@@ -122,7 +175,7 @@ fn refusals(ins: &Inspection, restored: &Result<Option<u64>, String>) -> Vec<Str
 }
 
 /// Kafka partitions' checkpoint folders: (`topic/partition`, checkpoints).
-fn kafka_checkpoints(data_dir: &Path) -> Result<Vec<(String, Vec<CheckpointInfo>)>, String> {
+fn kafka_checkpoints(data_dir: &Path) -> Result<Vec<(String, Vec<CheckpointInfo>)>, Error> {
     let root = data_dir.join("kafka");
     let mut out = Vec::new();
     let Ok(topics) = std::fs::read_dir(&root) else {
@@ -133,8 +186,7 @@ fn kafka_checkpoints(data_dir: &Path) -> Result<Vec<(String, Vec<CheckpointInfo>
             continue;
         };
         for part in parts.flatten().filter(|e| e.path().is_dir()) {
-            let cks = checkpoint::inspect(&part.path(), |s| decode_state(s).map(drop))
-                .map_err(|e| e.to_string())?;
+            let cks = checkpoint::inspect(&part.path(), |s| decode_state(s).map(drop))?;
             let name = format!(
                 "{}/{}",
                 topic.file_name().to_string_lossy(),
@@ -147,10 +199,10 @@ fn kafka_checkpoints(data_dir: &Path) -> Result<Vec<(String, Vec<CheckpointInfo>
     Ok(out)
 }
 
-fn run_inspect(c: &Common) -> Result<i32, String> {
+fn run_inspect(c: &Common) -> Result<i32, Error> {
     let dir = partition_dir(&c.data_dir);
     let wal_dir = dir.join("wal");
-    let ins = inspect(&wal_dir).map_err(|e| e.to_string())?;
+    let ins = inspect(&wal_dir)?;
     let cks = checkpoints(&dir)?;
     let restored = restored(&cks);
     let refusals = refusals(&ins, &restored);
@@ -311,31 +363,26 @@ fn wal_json(ins: &Inspection) -> Value {
     })
 }
 
-fn run_repair(r: &RepairArgs) -> Result<i32, String> {
+fn run_repair(r: &RepairArgs, now: EventTime) -> Result<i32, Error> {
     let c = &r.common;
     let dir = partition_dir(&c.data_dir);
     let wal_dir = dir.join("wal");
     if !wal_dir.exists() && !dir.join("checkpoints").exists() {
-        return Err(format!("{}: no partition here", dir.display()));
+        return Err(Error::NoPartition(dir));
     }
     // Held until the end: no service may open the log meanwhile.
     let _lock = wal::lock(&wal_dir).map_err(|e| match e {
-        wal::Error::Locked { path } => format!(
-            "{}: the log is open by a running service: stop it first",
-            path.display()
-        ),
-        e => e.to_string(),
+        wal::Error::Locked { path } => Error::Locked(path),
+        e => e.into(),
     })?;
-    let ins = inspect(&wal_dir).map_err(|e| e.to_string())?;
+    let ins = inspect(&wal_dir)?;
     let cks = checkpoints(&dir)?;
-    let restored = restored(&cks).map_err(|e| {
-        format!(
-            "{}: {e}, so no repair of the log can make the partition start; move the checkpoints away to rebuild the state from the log (it starts at offset {})",
-            dir.join("checkpoints").display(),
-            ins.first_offset()
-        )
+    let restored = restored(&cks).map_err(|none| Error::NoValidCheckpoint {
+        dir: dir.join("checkpoints"),
+        none,
+        first: ins.first_offset(),
     })?;
-    let plan = repair::plan(ins, restored).map_err(|e| e.to_string())?;
+    let plan = repair::plan(ins, restored)?;
     let steps = plan.steps();
     if c.format == Format::Json && !(r.cut && plan.is_needed()) {
         println!(
@@ -360,14 +407,12 @@ fn run_repair(r: &RepairArgs) -> Result<i32, String> {
         );
         return Ok(1);
     }
-    let quarantine = quarantine_dir(&dir.join(QUARANTINE));
-    let report = repair::execute(&plan, &quarantine).map_err(|e| {
-        format!(
-            "{e}; the copies made so far are in {}",
-            quarantine.display()
-        )
+    let quarantine = quarantine_dir(&dir.join(QUARANTINE), now);
+    let report = repair::execute(&plan, &quarantine).map_err(|source| Error::Repair {
+        source,
+        quarantine: quarantine.clone(),
     })?;
-    let after = inspect(&wal_dir).map_err(|e| e.to_string())?;
+    let after = inspect(&wal_dir)?;
     let ok = after.damage.is_none();
     if c.format == Format::Json {
         println!(
@@ -391,10 +436,7 @@ fn run_repair(r: &RepairArgs) -> Result<i32, String> {
         );
     }
     if !ok {
-        return Err(format!(
-            "the log is still damaged after the repair: run `fencewatch wal inspect --data-dir {}`",
-            c.data_dir.display()
-        ));
+        return Err(Error::StillDamaged(c.data_dir.clone()));
     }
     Ok(0)
 }
@@ -409,10 +451,9 @@ fn dropped_json(d: &repair::Dropped) -> Value {
     })
 }
 
-/// A new folder under `root` named by the wall time (`20251129T120002Z`).
-fn quarantine_dir(root: &Path) -> PathBuf {
-    let now =
-        fencewatch_ingest::clock::Clock::now(&fencewatch_ingest::clock::SystemClock).to_string();
+/// A new folder under `root` named by the wall time `now` (`20251129T120002Z`).
+fn quarantine_dir(root: &Path, now: EventTime) -> PathBuf {
+    let now = now.to_string();
     let stamp: String = now[..19]
         .chars()
         .filter(|c| *c != '-' && *c != ':')

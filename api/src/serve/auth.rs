@@ -34,17 +34,28 @@ impl AuthToken {
     }
 }
 
+/// Why a string is not a token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// Nothing but whitespace.
+    #[error("the auth token is empty")]
+    Empty,
+    /// A space, a control character or a non-ASCII one.
+    #[error("the auth token must be printable ASCII without spaces")]
+    NotPrintable,
+}
+
 impl FromStr for AuthToken {
-    type Err = String;
+    type Err = TokenError;
 
     /// Trims surrounding whitespace (a token file usually ends with a newline).
-    fn from_str(s: &str) -> Result<AuthToken, String> {
+    fn from_str(s: &str) -> Result<AuthToken, TokenError> {
         let s = s.trim();
         if s.is_empty() {
-            return Err("the auth token is empty".into());
+            return Err(TokenError::Empty);
         }
         if !s.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err("the auth token must be printable ASCII without spaces".into());
+            return Err(TokenError::NotPrintable);
         }
         Ok(AuthToken(s.into()))
     }

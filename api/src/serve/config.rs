@@ -12,7 +12,7 @@
 //! would (the per-key check still goes through that derive, so the accepted keys and types
 //! are the struct's).
 
-use crate::serve::auth::AuthToken;
+use crate::serve::auth::{AuthToken, TokenError};
 use clap::{Args, ValueEnum};
 use fencewatch_assess::{Contract, Duration};
 use serde::Deserialize;
@@ -734,7 +734,7 @@ impl ServeConfig {
 /// whole.
 fn token(
     l: &mut Loader,
-    token: Option<Result<AuthToken, String>>,
+    token: Option<Result<AuthToken, TokenError>>,
     file: Option<PathBuf>,
     origin: Origin,
 ) -> Option<AuthToken> {
@@ -753,8 +753,11 @@ fn token(
             None
         }
         (None, Some(path)) => {
-            let read = std::fs::read_to_string(&path).map_err(|e| format!("cannot read: {e}"));
-            match read.and_then(|s| s.parse::<AuthToken>()) {
+            let parsed = match std::fs::read_to_string(&path) {
+                Ok(s) => s.parse::<AuthToken>().map_err(|e| e.to_string()),
+                Err(e) => Err(format!("cannot read: {e}")),
+            };
+            match parsed {
                 Ok(t) => Some(t),
                 Err(e) => {
                     l.error(

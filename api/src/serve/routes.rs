@@ -610,9 +610,12 @@ async fn ingest(
             detail: "the body holds no events (an empty array)".into(),
         });
     }
-    let done = submit(&app.wal, items, payload, held)
-        .await
-        .map_err(|detail| ApiError::ServiceUnavailable { detail })?;
+    let done =
+        submit(&app.wal, items, payload, held)
+            .await
+            .map_err(|e| ApiError::ServiceUnavailable {
+                detail: e.to_string(),
+            })?;
     let a = &done.applied;
     if a.malformed == 0 {
         return Ok(Json(json!({

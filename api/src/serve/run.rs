@@ -13,7 +13,7 @@ use crate::serve::{
     telemetry,
 };
 use fencewatch_assess::live::LiveOptions;
-use fencewatch_ingest::clock::{SharedClock, SystemClock};
+use fencewatch_ingest::clock::SharedClock;
 use fencewatch_ingest::registry::Registry;
 use fencewatch_ingest::simulate::live;
 use fencewatch_ingest::source::kafka::{KafkaOptions, KafkaSource};
@@ -28,13 +28,13 @@ use std::sync::Arc;
 type Feeder = Box<dyn FnOnce(Arc<WalSource>, SharedClock) + Send>;
 
 /// Runs the service; returns the process exit code.
-pub fn run(args: ServeArgs, ingest_files: Vec<PathBuf>) -> i32 {
+pub fn run(args: ServeArgs, ingest_files: Vec<PathBuf>, clock: SharedClock) -> i32 {
     let feeders: Vec<Feeder> = ingest_files
         .iter()
         .cloned()
         .map(|path| -> Feeder { Box::new(move |wal: Arc<WalSource>, _| ingest_file(&wal, &path)) })
         .collect();
-    run_checked(args, feeders, &ingest_files)
+    run_checked(args, feeders, &ingest_files, clock)
 }
 
 /// `fencewatch demo`: the service under the demo contract in `data_dir` (default a fresh
@@ -45,6 +45,7 @@ pub fn demo(
     data_dir: Option<PathBuf>,
     rate: u64,
     stale_every: std::time::Duration,
+    clock: SharedClock,
 ) -> i32 {
     let dir = data_dir.unwrap_or_else(|| {
         std::env::temp_dir().join(format!("fencewatch-demo-{}", std::process::id()))
@@ -81,22 +82,43 @@ pub fn demo(
             std::time::Duration::from_millis(100),
         );
     });
-    run_with(args, vec![feeder])
+    run_checked(args, vec![feeder], &[], clock)
 }
 
-/// Why `serve` stopped with an error: the configuration (exit 64) or a failure while running
-/// (exit 1).
-#[derive(Debug)]
+/// Why `serve` stopped with an error: an address cannot be listened on (exit 64), or
+/// something failed while running (exit 1).
+#[derive(Debug, thiserror::Error)]
 enum Failed {
-    Config(String),
-    Running(String),
+    /// An address cannot be listened on (in use, or not of this host): a configuration error.
+    #[error("cannot listen on {addr}{what}: {source}")]
+    Listen {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// Which listener, when not the HTTP one (` (otlp_grpc_listen)`).
+        what: &'static str,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A listener has no local address.
+    #[error("the listener: {0}")]
+    Listener(std::io::Error),
+    /// The WAL source stopped with an error.
+    #[error("{0}")]
+    Wal(#[from] fencewatch_ingest::source::wal::Error),
+    /// The Kafka source did not start or stopped with an error.
+    #[error("{0}")]
+    Kafka(#[from] fencewatch_ingest::source::kafka::Error),
+    /// A blocking task did not complete.
+    #[error("{0}")]
+    Join(#[from] tokio::task::JoinError),
 }
 
-fn run_with(args: ServeArgs, feeders: Vec<Feeder>) -> i32 {
-    run_checked(args, feeders, &[])
-}
-
-fn run_checked(args: ServeArgs, feeders: Vec<Feeder>, files: &[PathBuf]) -> i32 {
+fn run_checked(
+    args: ServeArgs,
+    feeders: Vec<Feeder>,
+    files: &[PathBuf],
+    clock: SharedClock,
+) -> i32 {
     let mut config = ServeConfig::load(args);
     // Files to ingest must exist (stdin `-` aside): a typo must not start a service that
     // silently assesses nothing.
@@ -147,14 +169,14 @@ fn run_checked(args: ServeArgs, feeders: Vec<Feeder>, files: &[PathBuf]) -> i32 
         eprintln!("fencewatch serve: cannot set up logging: {e}");
     }
     let traced = telemetry.is_some();
-    let code = match rt.block_on(serve(config, feeders, traced)) {
+    let code = match rt.block_on(serve(config, feeders, traced, clock)) {
         Ok(()) => 0,
-        Err(Failed::Config(e)) => {
+        Err(e @ Failed::Listen { .. }) => {
             tracing::error!(error = %e, "fencewatch serve cannot start");
             eprintln!("fencewatch serve: {e}");
             EXIT_USAGE
         }
-        Err(Failed::Running(e)) => {
+        Err(e) => {
             tracing::error!(error = %e, "fencewatch serve failed");
             eprintln!("fencewatch serve: {e}");
             EXIT_FAILURE
@@ -166,8 +188,12 @@ fn run_checked(args: ServeArgs, feeders: Vec<Feeder>, files: &[PathBuf]) -> i32 
     code
 }
 
-async fn serve(config: ServeConfig, feeders: Vec<Feeder>, traced: bool) -> Result<(), Failed> {
-    let clock = SystemClock::shared();
+async fn serve(
+    config: ServeConfig,
+    feeders: Vec<Feeder>,
+    traced: bool,
+    clock: SharedClock,
+) -> Result<(), Failed> {
     let mut metric_registry = prometheus_client::registry::Registry::default();
     let metrics = Metrics::register(&mut metric_registry);
     let otlp_metrics = OtlpMetrics::register(&mut metric_registry);
@@ -211,8 +237,7 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>, traced: bool) -> Resul
                 checkpoint_interval,
             };
             let (kafka, consumer) =
-                KafkaSource::start(registry.clone(), kopts, metrics.clone(), clock.clone())
-                    .map_err(|e| Failed::Running(e.to_string()))?;
+                KafkaSource::start(registry.clone(), kopts, metrics.clone(), clock.clone())?;
             tracing::info!(brokers = %k.brokers, topics = %k.topics.join(","), group = %k.group, "consuming from kafka");
             Some((kafka, consumer))
         }
@@ -221,10 +246,12 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>, traced: bool) -> Resul
     // A port in use (or an address not of this host) is a configuration error: exit 64.
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
-        .map_err(|e| Failed::Config(format!("cannot listen on {}: {e}", config.listen)))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| Failed::Running(e.to_string()))?;
+        .map_err(|source| Failed::Listen {
+            addr: config.listen,
+            what: "",
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(Failed::Listener)?;
     let (max_connections, fd_limit) = listener::connection_limit(config.max_connections);
     // The first line on stdout names the address (useful with port 0). Written once, errors
     // ignored: whoever started us may close stdout after reading the first line.
@@ -318,25 +345,18 @@ async fn serve(config: ServeConfig, feeders: Vec<Feeder>, traced: bool) -> Resul
         stop.notify_one();
         let _ = task.await;
     }
-    let joined = |e: tokio::task::JoinError| Failed::Running(e.to_string());
     let kafka_result = match kafka {
         Some((k, consumer)) => {
             tracing::info!("shutting down: checkpointing the kafka partitions");
             k.close();
-            tokio::task::spawn_blocking(move || consumer.join())
-                .await
-                .map_err(joined)?
-                .map_err(|e| e.to_string())
+            tokio::task::spawn_blocking(move || consumer.join()).await?
         }
         None => Ok(()),
     };
     tracing::info!("shutting down: draining the write-ahead log queue");
     wal.close();
-    tokio::task::spawn_blocking(move || writer.join())
-        .await
-        .map_err(joined)?
-        .map_err(|e| Failed::Running(e.to_string()))?;
-    kafka_result.map_err(Failed::Running)?;
+    tokio::task::spawn_blocking(move || writer.join()).await??;
+    kafka_result?;
     tracing::info!("stopped");
     Ok(())
 }
@@ -351,10 +371,12 @@ async fn start_grpc(
 ) -> Result<(Arc<tokio::sync::Notify>, tokio::task::JoinHandle<()>), Failed> {
     let listener = tokio::net::TcpListener::bind(at)
         .await
-        .map_err(|e| Failed::Config(format!("cannot listen on {at} (otlp_grpc_listen): {e}")))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| Failed::Running(e.to_string()))?;
+        .map_err(|source| Failed::Listen {
+            addr: at,
+            what: " (otlp_grpc_listen)",
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(Failed::Listener)?;
     tracing::info!(%addr, "OTLP/gRPC listening");
     let opts = otlp::grpc::GrpcOptions {
         max_connections,

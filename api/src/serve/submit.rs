@@ -1,22 +1,20 @@
 //! Submitting a batch to the WAL source from an async handler (`POST /v1/events`, OTLP).
 
-use fencewatch_ingest::source::wal::{Ingested, Reservation, WalSource};
+use fencewatch_ingest::source::wal::{Ingested, Reservation, SubmitError, WalSource};
 
 /// Queues the WAL payload `payload` of `items` items, holding `held` of the ingest budget
 /// until it is answered, and waits until it is durable and applied. A full queue blocks: that
-/// wait is moved off the async workers. `Err`: why nothing was stored (retry).
+/// wait is moved off the async workers (a wait the runtime cancels is a shutdown). `Err`: why
+/// nothing was stored (retry).
 pub async fn submit(
     wal: &WalSource,
     items: u64,
     payload: Vec<u8>,
     held: Reservation,
-) -> Result<Ingested, String> {
-    let queued = wal
-        .prepare(items, payload, Some(held))
-        .map_err(|e| e.to_string())?;
+) -> Result<Ingested, SubmitError> {
+    let queued = wal.prepare(items, payload, Some(held))?;
     let pending = tokio::task::spawn_blocking(move || queued.send())
         .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
-    pending.await.map_err(|e| e.to_string())
+        .map_err(|_| SubmitError::ShuttingDown)??;
+    pending.await
 }

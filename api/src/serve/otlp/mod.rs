@@ -187,7 +187,7 @@ impl Otlp {
         drop(reduced.body);
         let done = submit(&self.wal, reduced.items, payload, held)
             .await
-            .map_err(Failure::Unavailable)?;
+            .map_err(|e| Failure::Unavailable(e.to_string()))?;
         let a = &done.applied;
         Ok(Taken {
             rejected: a.malformed,
