@@ -5,9 +5,10 @@
 //! through the sources (`fencewatch_ingest::source`), is judged by the partitions' assessors
 //! and reported by `fencewatch_ingest::report`; this module is the HTTP side of it:
 //! [`config`] (layered, validated once), [`routes`] (the `/v1` API, the OpenAPI document and
-//! the page), [`error`] (problem+json), [`auth`] (optional bearer token), [`body`] (bounded,
-//! decompressed ingest bodies), [`metrics`] (the registry and the HTTP families),
-//! [`listener`] (the accept loop and its limits), and [`base_router`] with the probes.
+//! the page), [`otlp`] (OTLP/HTTP), [`submit`] (a batch to the WAL source from a handler),
+//! [`error`] (problem+json), [`auth`] (optional bearer token), [`body`] (bounded, decompressed
+//! ingest bodies), [`metrics`] (the registry and the HTTP families), [`listener`] (the accept
+//! loop and its limits), and [`base_router`] with the probes.
 
 pub mod auth;
 pub mod body;

@@ -103,7 +103,7 @@ pub struct ItemError {
 }
 
 /// Malformed items of one batch whose error is listed in [`Applied::errors`]; the others are
-/// counted in [`Applied::malformed`] (SPEC §2: the first 100 listed, then a count).
+/// counted in `Applied::malformed` (SPEC §2: the first 100 listed, then a count).
 pub const MAX_LISTED_ERRORS: usize = 100;
 
 /// What applying one batch did.

@@ -6,13 +6,14 @@
 //!
 //! | source | batches from | durable offsets | partition |
 //! | --- | --- | --- | --- |
-//! | [`file`] | files and stdin (`fencewatch check`) | none: one pass, in reading order | a `History`, not live |
+//! | [`mod@file`] | files and stdin (`fencewatch check`) | none: one pass, in reading order | a `History`, not live |
 //! | [`wal`] | HTTP bodies, [`tail`], the live simulator | the local write-ahead log | `wal` |
 //! | [`tail`] | `--ingest-file` lines, submitted to [`wal`] | the WAL (resumes after its last line) | `wal` |
 //! | `kafka` (feature `kafka`) | a consumer group's assigned partitions | checkpoints, then the group's committed offsets | `topic/partition` each |
 //!
-//! OTLP log records arrive over HTTP and are submitted to [`wal`] like NDJSON bodies. Sinks
-//! that need every applied batch (an archive) are fed where the partition applies them.
+//! OTLP requests arrive over HTTP (`fencewatch-api`) and are submitted to [`wal`] as batches
+//! of their own format. A sink that needs every applied batch (the evidence archive) belongs
+//! where every source's batches are applied: `partition/apply.rs`.
 
 pub mod file;
 #[cfg(feature = "kafka")]

@@ -104,7 +104,7 @@ impl Cursor {
     }
 }
 
-/// An iterator over durable records from [`Wal::read_from`]. It verifies every record again
+/// An iterator over durable records from [`super::Wal::read_from`]. It verifies every record again
 /// and ends after the first error.
 #[derive(Debug)]
 pub struct WalReader {

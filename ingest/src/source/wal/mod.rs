@@ -1,7 +1,7 @@
 //! The WAL source: batches submitted by HTTP ingest, file tailing ([`super::tail`]) and the
 //! simulator's live feed are made durable in the local write-ahead log and applied to the
 //! local partition, in offset order. One writer thread owns the log and the checkpoints;
-//! nothing else changes the local partition (see [`pipeline`] for the stages).
+//! nothing else changes the local partition (`pipeline.rs` has the stages).
 //!
 //! A submitted batch is answered once it is durable and applied: a `2xx` means the batch is
 //! in the log, and its counterexamples are already visible in the API and metrics when the
