@@ -373,3 +373,75 @@ fn open_failure(e: &partition::Error, data_dir: &std::path::Path) -> Error {
         Error::Open(e.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use fencewatch_assess::{Contract, EventTime};
+    use prometheus_client::registry::Registry as Metrics_;
+
+    fn contract() -> Contract {
+        Contract::parse(
+            "c.toml",
+            "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\n[[property.route]]\nname=\"r\"\n",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn batches_are_stamped_by_the_clock_given_applied_registered_and_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = EventTime(1_800_000_000_000_000_000);
+        let clock = Arc::new(ManualClock::new(now));
+        let opts = WalOptions {
+            data_dir: dir.path().to_path_buf(),
+            segment_bytes: 1 << 20,
+            max_line_bytes: 1 << 20,
+            checkpoint_interval: Duration::from_secs(3600),
+            live: LiveOptions::default(),
+            max_pending_bytes: 1 << 20,
+            max_body_bytes: 1 << 20,
+        };
+        let line = |ts: i64, epoch: u64| {
+            format!(
+                "{{\"kind\":\"commit\",\"ts\":{ts},\"scope\":\"o\",\"epoch\":{epoch},\"route\":\"r\"}}\n"
+            )
+        };
+        let start = |clock: Arc<ManualClock>| {
+            let registry = Arc::new(Registry::new(contract()));
+            let metrics = Metrics::register(&mut Metrics_::default());
+            let (wal, writer) =
+                WalSource::start(registry.clone(), opts.clone(), Ready::new(), metrics, clock);
+            wal.wait_ready();
+            (registry, wal, writer)
+        };
+        let (registry, wal, writer) = start(clock.clone());
+        // Ten minutes ahead of the clock is beyond the future tolerance (5 min): malformed.
+        let ahead = line(now.0 + 600_000_000_000, 2);
+        let a = wal.submit_lines("f", 1, ahead.as_bytes()).unwrap();
+        assert_eq!((a.applied.accepted, a.applied.malformed), (0, 1));
+        // The clock moved on: the same time is no longer ahead.
+        clock.advance(600_000_000_000);
+        let stale = line(now.0 + 601_000_000_000, 1);
+        let b = wal
+            .submit_lines("f", 2, (ahead.clone() + &stale).as_bytes())
+            .unwrap();
+        assert_eq!(
+            (b.first_offset, b.applied.accepted, b.applied.malformed),
+            (1, 2, 0)
+        );
+        assert_eq!(wal.source_progress("f"), Some(3));
+        let found = registry.query(|v| v.counterexample_count(0));
+        assert_eq!(found, 1, "epoch 1 a second after epoch 2 is stale");
+        wal.close();
+        writer.join().unwrap();
+        // Restarted: the checkpoint taken when draining restores the same assessment.
+        let (registry, wal, writer) = start(clock);
+        assert_eq!(registry.query(|v| v.counterexample_count(0)), 1);
+        assert_eq!(wal.source_progress("f"), Some(3));
+        assert_eq!(wal.durability().next_offset.load(Ordering::Acquire), 3);
+        wal.close();
+        writer.join().unwrap();
+    }
+}
