@@ -196,7 +196,7 @@ async fn serve(
 ) -> Result<(), Failed> {
     let mut metric_registry = prometheus_client::registry::Registry::default();
     let metrics = Metrics::register(&mut metric_registry);
-    let otlp_metrics = OtlpMetrics::register(&mut metric_registry);
+    let otlp_metrics = OtlpMetrics::register(&mut metric_registry, metrics.clone());
     if config.kafka.is_some() {
         metrics.register_kafka(&mut metric_registry);
     }

@@ -68,6 +68,16 @@ pub const KAFKA_MESSAGES: &str = "fencewatch_kafka_messages";
 pub const KAFKA_CONNECTED: &str = "fencewatch_kafka_connected";
 /// Gauge: bytes of ingest bodies in flight (read, queued or being applied).
 pub const INGEST_PENDING_BYTES: &str = "fencewatch_ingest_pending_bytes";
+/// Counter {signal}: OTLP spans and log records without `fencing.kind`, neither taken nor
+/// rejected.
+pub const OTLP_ITEMS_IGNORED: &str = "fencewatch_otlp_items_ignored";
+/// Labels {signal}.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SignalLabels {
+    /// `traces` or `logs`.
+    pub signal: &'static str,
+}
+
 /// Labels {source}.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SourceLabels {
@@ -197,6 +207,8 @@ pub struct Metrics {
     pub checkpoint_offset: Gauge,
     /// See [`INGEST_PENDING_BYTES`].
     pub ingest_pending_bytes: Gauge,
+    /// See [`OTLP_ITEMS_IGNORED`].
+    pub otlp_items_ignored: Family<SignalLabels, Counter>,
     /// See [`KAFKA_CONSUMER_LAG`].
     pub kafka_consumer_lag: Family<PartitionLabels, Gauge>,
     /// See [`KAFKA_ASSIGNED_PARTITIONS`].
@@ -237,6 +249,7 @@ impl Metrics {
             checkpoint_age_seconds: FloatGauge::default(),
             checkpoint_offset: Gauge::default(),
             ingest_pending_bytes: Gauge::default(),
+            otlp_items_ignored: Family::default(),
             kafka_consumer_lag: Family::default(),
             kafka_assigned_partitions: Gauge::default(),
             kafka_rebalances: Counter::default(),
@@ -334,6 +347,11 @@ impl Metrics {
             INGEST_PENDING_BYTES,
             "Bytes of ingest bodies in flight",
             m.ingest_pending_bytes.clone(),
+        );
+        r.register(
+            OTLP_ITEMS_IGNORED,
+            "OTLP spans and log records without fencing.kind (neither taken nor rejected)",
+            m.otlp_items_ignored.clone(),
         );
         m
     }

@@ -81,6 +81,36 @@ impl InternalEvent for EventsRejected<'_> {
     }
 }
 
+/// Items of a request that carry no evidence (OTLP spans and log records without
+/// `fencing.kind`): neither taken nor rejected.
+#[derive(Debug, Clone, Copy)]
+pub struct ItemsIgnored {
+    /// `traces` or `logs`.
+    pub signal: &'static str,
+    /// How many.
+    pub count: u64,
+}
+
+impl InternalEvent for ItemsIgnored {
+    fn emit(self, metrics: &Metrics) {
+        if self.count == 0 {
+            return;
+        }
+        tracing::trace!(
+            signal = self.signal,
+            count = self.count,
+            "items without evidence ignored"
+        );
+        let labels = metrics::SignalLabels {
+            signal: self.signal,
+        };
+        metrics
+            .otlp_items_ignored
+            .get_or_create(&labels)
+            .inc_by(self.count);
+    }
+}
+
 /// A counterexample an assessor found (provisional until the horizon passes its events).
 #[derive(Debug, Clone, Copy)]
 pub struct CounterexampleFound<'a> {

@@ -10,34 +10,26 @@ pub mod grpc;
 pub mod http;
 pub mod links;
 
+use crate::serve::metrics::Metrics;
 use crate::serve::submit::submit;
 use fencewatch_ingest::batch::{self, Format};
 use fencewatch_ingest::decode::otlp::{self, Location, Reduced, Signal};
 use fencewatch_ingest::partition::Applied;
+use fencewatch_ingest::report::{InternalEvent, ItemsIgnored};
 use fencewatch_ingest::source::wal::{Reservation, WalSource};
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 /// The WAL source (and metric label) of OTLP batches.
 pub const SOURCE: &str = "otlp";
-/// Counter {signal}: spans and log records without `fencing.kind`, neither taken nor rejected.
-pub const ITEMS_IGNORED: &str = "fencewatch_otlp_items_ignored";
 /// Histogram {service, code}: time of an OTLP/gRPC export call; `service` is `traces` or
 /// `logs`, `code` the gRPC status code's name. (OTLP/HTTP is in
 /// `fencewatch_http_request_duration_seconds`, routes `/v1/traces` and `/v1/logs`.)
 pub const GRPC_REQUEST_DURATION_SECONDS: &str = "fencewatch_otlp_grpc_request_duration_seconds";
 /// Malformed items an `error_message` names at most.
 const NAMED: usize = 5;
-
-/// Labels {signal}.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct SignalLabels {
-    /// `traces` or `logs`.
-    pub signal: &'static str,
-}
 
 /// Labels {service, code}.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -48,23 +40,17 @@ pub struct GrpcLabels {
     pub code: &'static str,
 }
 
-/// The OTLP metrics (beside the service's: ingested and rejected events count under source
-/// `otlp`).
+/// The OTLP/gRPC metrics, and the evidence's (ingested, rejected and ignored items count
+/// there, under source `otlp`).
 #[derive(Debug, Clone)]
 pub struct OtlpMetrics {
-    ignored: Family<SignalLabels, Counter>,
+    evidence: Metrics,
     grpc_duration: Family<GrpcLabels, Histogram>,
 }
 
 impl OtlpMetrics {
-    /// Registers the families in `registry`.
-    pub fn register(registry: &mut Registry) -> OtlpMetrics {
-        let ignored = Family::<SignalLabels, Counter>::default();
-        registry.register(
-            ITEMS_IGNORED,
-            "OTLP spans and log records without fencing.kind (neither taken nor rejected)",
-            ignored.clone(),
-        );
+    /// Registers the gRPC family in `registry`; the evidence's are `evidence`'s.
+    pub fn register(registry: &mut Registry, evidence: Metrics) -> OtlpMetrics {
         let grpc_duration = Family::<GrpcLabels, Histogram>::new_with_constructor(
             crate::serve::metrics::http_histogram as fn() -> Histogram,
         );
@@ -74,18 +60,17 @@ impl OtlpMetrics {
             grpc_duration.clone(),
         );
         OtlpMetrics {
-            ignored,
+            evidence,
             grpc_duration,
         }
     }
 
     fn ignored(&self, signal: Signal, n: u64) {
-        if n > 0 {
-            let labels = SignalLabels {
-                signal: signal.as_str(),
-            };
-            self.ignored.get_or_create(&labels).inc_by(n);
+        ItemsIgnored {
+            signal: signal.as_str(),
+            count: n,
         }
+        .emit(&self.evidence);
     }
 
     /// Records one gRPC call.

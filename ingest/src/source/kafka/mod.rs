@@ -1,41 +1,18 @@
 //! The Kafka source (SPEC §5, feature `kafka`): a consumer group member whose every assigned
-//! partition is a [`Partition`] registered in the registry, checkpointed with its offset under
+//! partition is a [`Partition`] registered in the registry, checkpointed under
 //! `<data_dir>/kafka/<topic>/<partition>`. Each message is one batch of one item
-//! ([`Format::Message`]) at its offset, keyed by its message key.
+//! ([`Format::Message`]) at its offset, keyed by its message key, received at its Kafka
+//! timestamp (so a replay decides `future timestamp` as the first pass did).
 //!
-//! - **Offsets after checkpoints.** `enable.auto.commit` is off. Every `checkpoint_interval`
-//!   (and when partitions are revoked, and on shutdown) each partition that moved is saved
-//!   durably (write, fsync, rename) and only then is its next offset committed to the group.
-//!   A crash replays from the last checkpoint: counterexample ids are deterministic and offsets
-//!   below a partition's checkpoint are skipped, so nothing is lost or found twice.
-//! - **Assignment.** On assignment a partition's checkpoint is restored and the partition is
-//!   assigned at the checkpoint's offset (not the group's committed one, which can be ahead
-//!   of a local checkpoint after a handover between instances). A partition with no local
-//!   checkpoint is rebuilt from the earliest retained offset: exact, at the cost of a replay.
-//!   On revocation the partition is checkpointed, committed and dropped.
-//! - **Damaged checkpoints.** A newer checkpoint that does not verify (a flipped byte, torn,
-//!   garbage) is passed over for the older one, with a WARN naming the file; when none
-//!   verifies, the files are moved into `<partition>/quarantine/<ns>/` (a WARN each) and the
-//!   partition is rebuilt from the earliest retained offset. Never fatal, never silent.
-//! - **A checkpoint or the dead-letter file that cannot be written** (a full disk, a read-only
-//!   or vanished folder) stops the consumer before anything is committed past the last durable
-//!   checkpoint; `/readyz` answers 503 with the cause and the service exits 1 (as when the WAL
-//!   cannot be written). A restart on a disk with room replays from that checkpoint.
-//! - **Poison messages** never stop consumption: a message that is not one valid event is
-//!   counted, kept as `malformed_event` evidence, and written with its reason to the
-//!   dead-letter topic (headers `fencewatch-reason`, `fencewatch-source`) or, without one, as
-//!   a JSON line to `<data_dir>/kafka/dead-letter.ndjson`. Dead-lettering is at least once: a
-//!   replay after a crash writes the messages since the last checkpoint again. Copies are
-//!   bounded: a file copy keeps 64 KiB of the value (`payload_bytes`, `payload_truncated` say
-//!   what was cut) and the file is rotated to `dead-letter.ndjson.1` at 64 MiB; a topic copy
-//!   keeps `max_line_bytes` (header `fencewatch-truncated` with the original length).
-//! - **Watermarks** are per partition (each assessor's own); queries take the minimum over
-//!   active partitions. A partition is idle, and left out of the minimum, once the offset it
-//!   applied reached the partition's end as the broker last reported it (librdkafka's
-//!   statistics, every second) with nothing newer since: nothing of it is in flight. Until
-//!   then a silent partition holds the watermark back.
-//! - **Received time** of a message is its Kafka timestamp, so a replay decides
-//!   `future timestamp` exactly as the first pass did.
+//! Offsets are committed to the group only once the checkpoints covering them are durable. An
+//! assigned partition is restored from its own checkpoint (a damaged newer one passed over;
+//! all of them quarantined when none is valid, and the partition read again from the earliest
+//! retained offset) and read from that offset, not the group's. A checkpoint or dead-letter
+//! copy that cannot be written stops the consumer before anything is committed past it.
+//! Malformed messages are copied to the dead-letter topic or file (`dead_letter.rs`); a
+//! partition read to the end the broker last reported is idle, out of the watermark
+//! (`context.rs`); other instances' summaries come through the summaries topic
+//! (`summaries.rs`). The README's "Kafka ingest" states the guarantees.
 
 mod context;
 mod dead_letter;
