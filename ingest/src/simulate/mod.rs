@@ -1,7 +1,9 @@
 //! A realistic lease/epoch workload: scopes change owner (a fence installs the new epoch, the
 //! new owner commits), routes emit heartbeats, every route has an emitter with a `seq`, and
-//! each fault of SPEC §6 can be injected a given number of times. The ground truth says what
-//! was injected and which findings `check` must produce.
+//! each fault of SPEC §6 can be injected a given number of times (or, live, every so often:
+//! [`live`]). The ground truth says what was injected and which findings `check` must produce.
+//! Events go to a [`Sink`]: NDJSON here, a Kafka producer in `source::kafka::produce`, the WAL
+//! source in [`live`].
 //!
 //! The generator is deterministic for a seed, and careful that nothing but the injected faults
 //! produces findings: an owner change happens only when the scope's last commit is more than
