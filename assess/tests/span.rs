@@ -7,11 +7,21 @@ mod common;
 
 use common::contract_with;
 use fencewatch_assess::event::{Epoch, Event, Kind};
-use fencewatch_assess::live::{Live, LiveOptions, Pushed};
+use fencewatch_assess::live::{Live, LiveOptions, Pushed, SpanId};
 use fencewatch_assess::{EventTime, Reason, Verdict};
 
 const A: &str = "otlp:0af7651916cd43dd8448eb211c80319c/b7ad6b7169203331";
 const B: &str = "otlp:0af7651916cd43dd8448eb211c80319c/00f067aa0ba902b7";
+
+/// The ids `otlp:<trace>/<span>` names.
+fn id(s: &str) -> SpanId {
+    let hex = s.strip_prefix("otlp:").unwrap().replace('/', "");
+    let mut out = [0u8; 24];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+    }
+    out
+}
 
 fn commit(ts: i64, epoch: u64) -> Event<'static> {
     let mut e = Event::new(Kind::Commit, EventTime(ts));
@@ -32,8 +42,8 @@ fn live() -> Live {
 fn resumed(l: &mut Live, first: u64) -> Vec<Pushed> {
     let src = l.add_source("otlp");
     vec![
-        l.push_span(&commit(10, 2), B, src, first, 1_000_000),
-        l.push_span(&commit(100, 1), A, src, first + 1, 1_000_000),
+        l.push_span(&commit(10, 2), &id(B), src, first, 1_000_000),
+        l.push_span(&commit(100, 1), &id(A), src, first + 1, 1_000_000),
     ]
 }
 
@@ -88,7 +98,7 @@ fn a_span_delivered_again_with_other_content_sets_both_aside() {
     resumed(&mut l, 0);
     let src = l.add_source("otlp");
     // Span A again, another epoch: which is true is not known.
-    let other = l.push_span(&commit(100, 3), A, src, 2, 1_000_000);
+    let other = l.push_span(&commit(100, 3), &id(A), src, 2, 1_000_000);
     assert_eq!(other, Pushed::Assessed);
     let counts = l.view().unknown_counts(0);
     assert_eq!(counts.get(&Reason::ConflictingDuplicate), Some(&1));
@@ -106,8 +116,8 @@ fn a_span_delivered_again_with_other_content_sets_both_aside() {
 fn different_spans_with_equal_content_are_two_events() {
     let mut l = live();
     let src = l.add_source("otlp");
-    l.push_span(&commit(10, 2), B, src, 0, 1_000_000);
-    let x = l.push_span(&commit(10, 2), A, src, 1, 1_000_000);
+    l.push_span(&commit(10, 2), &id(B), src, 0, 1_000_000);
+    let x = l.push_span(&commit(10, 2), &id(A), src, 1, 1_000_000);
     assert_eq!(x, Pushed::Assessed);
     assert_eq!(l.totals().3, 0);
 }
@@ -118,9 +128,38 @@ fn a_malformed_span_is_named_by_its_span() {
     let src = l.add_source("otlp");
     let mut g = Event::new(Kind::Grant, EventTime(5));
     g.scope = Some("s");
-    assert_eq!(l.push_span(&g, A, src, 0, 1_000_000), Pushed::Malformed);
-    l.push_malformed_span(B, src, 1, None, "span status ERROR".into());
+    assert_eq!(
+        l.push_span(&g, &id(A), src, 0, 1_000_000),
+        Pushed::Malformed
+    );
+    l.push_malformed_span(&id(B), src, 1, None, "span status ERROR".into());
     let samples = l.view().malformed_samples();
     let sources: Vec<&str> = samples.iter().map(|s| s.source.as_str()).collect();
     assert_eq!(sources, vec![A, B]);
+}
+
+#[test]
+fn span_ids_fall_out_with_the_horizon() {
+    // Lateness 10 ns: every event folds soon after the next ones arrive.
+    let mut l = Live::new(
+        contract_with(false, 5, "10ns", "1000000ns"),
+        LiveOptions::default(),
+    );
+    let src = l.add_source("otlp");
+    for i in 0..300_000u64 {
+        let mut span = [1u8; 24];
+        span[16..].copy_from_slice(&(i + 1).to_be_bytes());
+        let mut e = commit(1_000 + i as i64 * 100, 1);
+        let scope = format!("s{}", i % 1000);
+        e.scope = Some(&scope);
+        assert_eq!(
+            l.push_span(&e, &span, src, i, i64::MAX / 2),
+            Pushed::Assessed
+        );
+    }
+    assert!(
+        l.spans_held() <= 2 * 65_536,
+        "{} span ids held",
+        l.spans_held()
+    );
 }

@@ -366,18 +366,19 @@ impl Live {
     /// Settles the (scope, incarnation, order, epoch) key of `rec` against the kept events of
     /// `scope`: `None` when no kept event shares it.
     pub(super) fn settle_order(&mut self, p: usize, rec: &Ev, scope: &str) -> Option<Attributed> {
-        let same_key = |e: &Ev| {
+        let st = self.state.props[p].scopes.get(scope)?;
+        let first = *st.events().iter().find(|e| {
             e.kind().is_mutation()
                 && e.has(super::HAS_ORDER)
                 && e.has(HAS_EPOCH)
                 && (e.inc, e.order, e.epoch) == (rec.inc, rec.order, rec.epoch)
-        };
-        self.settle_kept(p, rec, scope, same_key, || {
+        })?;
+        Some(self.settle_kept(p, rec, scope, first, || {
             format!(
                 "two different events of scope `{scope}` carry incarnation {}, order {} and epoch {}",
                 rec.inc, rec.order, rec.epoch
             )
-        })
+        }))
     }
 
     /// Settles the span key of `rec` (its own provenance, [`Live::push_span`]) against the kept
@@ -386,46 +387,48 @@ impl Live {
     /// or one of a folded event (judged against the mark like any late event, and the same
     /// counterexample id if stale), is taken as another event.
     pub(super) fn settle_span(&mut self, p: usize, rec: &Ev, scope: &str) -> Option<Attributed> {
-        let span = self.state.names[rec.span as usize].clone();
-        self.settle_kept(
-            p,
-            rec,
-            scope,
-            |e: &Ev| e.span == rec.span,
-            || format!("two different events of scope `{scope}` come from span `{span}`"),
-        )
+        let spans = &self.state.spans;
+        let id = spans.get(rec.span)?;
+        let st = self.state.props[p].scopes.get(scope)?;
+        let first = *st.events().iter().find(|e| {
+            e.position == rec.position && e.span != NONE && spans.get(e.span) == Some(id)
+        })?;
+        let span = self.provenance(rec);
+        Some(self.settle_kept(p, rec, scope, first, || {
+            format!("two different events of scope `{scope}` come from span `{span}`")
+        }))
     }
 
-    /// Settles a duplicate key of `rec` against the first kept event of `scope` that `same_key`
-    /// accepts: an equal one makes `rec` a duplicate; a different one sets both aside and raises
+    /// Settles a duplicate key `rec` shares with `first`, a kept event of `scope`: an equal
+    /// delivery makes `rec` a duplicate; a different one sets both aside and raises
     /// `conflicting_duplicate` (worded by `detail`).
     fn settle_kept(
         &mut self,
         p: usize,
         rec: &Ev,
         scope: &str,
-        same_key: impl Fn(&Ev) -> bool,
+        first: Ev,
         detail: impl FnOnce() -> String,
-    ) -> Option<Attributed> {
-        let st = self.state.props[p].scopes.get(scope)?;
-        let first = *st.events().iter().find(|e| same_key(e))?;
+    ) -> Attributed {
         if first.same_content(rec) {
             self.state.duplicates += 1;
-            return Some(Attributed::Duplicate);
+            return Attributed::Duplicate;
         }
         self.count_aside(p, rec);
         if first.has(ASIDE) {
             let t = &mut self.state.props[p].tally;
             t.series.add_reason(rec.ts, Reason::ConflictingDuplicate);
-            return Some(Attributed::Aside);
+            return Attributed::Aside;
         }
         self.raise_span(p, rec, first.ts, Reason::ConflictingDuplicate, |_| detail());
         let reasons = self.static_reasons(p, &first, true);
         self.withdraw_reasons(p, first.ts, reasons);
         let id = self.state.props[p].scopes.id(scope).expect("kept");
-        let (src, pos) = (first.source, first.position);
-        self.set_aside_kept(p, id, move |e: &Ev| (e.source, e.position) == (src, pos));
-        Some(Attributed::Aside)
+        let (src, pos, span) = (first.source, first.position, first.span);
+        self.set_aside_kept(p, id, move |e: &Ev| {
+            (e.source, e.position, e.span) == (src, pos, span)
+        });
+        Attributed::Aside
     }
 
     /// Counts a delivery set aside as an event of property `p` (as `check` does), nothing more.

@@ -90,10 +90,12 @@ mod cxs;
 mod dups;
 mod query;
 mod scopes;
+mod spans;
 mod summary;
 mod view;
 
 pub use query::{Assurance, Coverage, CxPage, EmitterCoverage, RouteState, ScopeView};
+pub use spans::SpanId;
 pub use summary::Summary;
 pub use view::{ContractMismatch, SeqRuns, View};
 
@@ -190,9 +192,9 @@ struct Ev {
     route: u32,
     emitter: u32,
     source: u32,
-    /// The event's own provenance when it has one (an OTLP span's `otlp:<trace_id>/<span_id>`),
-    /// an id in the name table, else `NONE`: then it is `source:position`. In the record's
-    /// padding (72 bytes either way).
+    /// The event's own provenance when it has one (an OTLP span's ids, rendered
+    /// `source:<trace_id>/<span_id>`), a slot of the span table, else `NONE`: then it is
+    /// `source:position`. In the record's padding (72 bytes either way).
     span: u32,
     kind: u8,
     flags: u8,
@@ -274,6 +276,17 @@ struct Cx {
     /// An epoch reuse's former representatives whose windows it still refutes, one per
     /// window, none in the stale event's window; emptied once final (the `cxs` module).
     former: Vec<Ev>,
+}
+
+impl Cx {
+    /// Every event it holds: stale, witness, context, former representatives.
+    fn events(&self) -> impl Iterator<Item = &Ev> {
+        [&self.stale]
+            .into_iter()
+            .chain(self.witness.as_ref())
+            .chain(&self.context)
+            .chain(&self.former)
+    }
 }
 
 /// Observation bounds of one route in one window: enough to decide silence exactly.
@@ -543,6 +556,8 @@ pub struct LiveState {
     sources: Vec<String>,
     /// Per source, the greatest position pushed (file ingest resumes after it).
     progress: Vec<u64>,
+    /// The span ids records refer to (`Ev::span`).
+    spans: spans::Spans,
     props: Vec<Prop>,
     emitters: HashMap<u32, Emitter, foldhash::fast::FixedState>,
     max_ts: Option<i64>,
@@ -639,6 +654,7 @@ impl Live {
             names_sweep_at: NAMES_SWEEP_MIN as u64,
             sources: Vec::new(),
             progress: Vec::new(),
+            spans: spans::Spans::default(),
             props,
             emitters: HashMap::default(),
             max_ts: None,
@@ -809,9 +825,10 @@ impl Live {
 
     /// Where `e` was read: its span's provenance, or `source:position`.
     fn provenance(&self, e: &Ev) -> String {
-        match self.name(e.span) {
-            Some(span) if e.span != NONE => span.to_string(),
-            _ => format!("{}:{}", self.state.sources[e.source as usize], e.position),
+        let source = &self.state.sources[e.source as usize];
+        match self.state.spans.get(e.span) {
+            Some(id) if e.span != NONE => spans::render(source, id),
+            _ => format!("{source}:{}", e.position),
         }
     }
 
@@ -837,7 +854,6 @@ impl Live {
             mark(e.holder);
             mark(e.route);
             mark(e.emitter);
-            mark(e.span);
         };
         for routes in &self.route_ids {
             for &(id, _) in routes {
@@ -850,12 +866,7 @@ impl Live {
         for prop in &self.state.props {
             prop.scopes.for_each_name(&mut mark);
             for c in prop.cxs.values() {
-                for e in [&c.stale]
-                    .into_iter()
-                    .chain(c.witness.as_ref())
-                    .chain(&c.context)
-                    .chain(&c.former)
-                {
+                for e in c.events() {
                     mark_ev(e, &mut mark);
                 }
             }
@@ -942,7 +953,7 @@ impl Live {
     /// [`Live::push_span`]), read at `position` of `source`.
     pub fn push_malformed_span(
         &mut self,
-        span: &str,
+        span: &SpanId,
         source: u32,
         position: u64,
         ts: Option<EventTime>,
@@ -953,7 +964,7 @@ impl Live {
 
     fn malformed_at(
         &mut self,
-        span: Option<&str>,
+        span: Option<&SpanId>,
         source: u32,
         position: u64,
         ts: Option<EventTime>,
@@ -965,9 +976,10 @@ impl Live {
         if s.malformed_samples.len() >= MALFORMED_SAMPLES {
             s.malformed_samples.pop_front();
         }
+        let name = &s.sources[source as usize];
         let where_ = span.map_or_else(
-            || format!("{}:{position}", s.sources[source as usize]),
-            str::to_string,
+            || format!("{name}:{position}"),
+            |id| spans::render(name, id),
         );
         s.malformed_samples.push_back(Kept {
             source: where_.clone(),
@@ -1046,16 +1058,16 @@ impl Live {
         self.push_from(ev, None, source, position, received_at)
     }
 
-    /// Adds a decoded event that has a provenance of its own, `span` (an OTLP span's
-    /// `otlp:<trace_id>/<span_id>`, SPEC §8), read at `position` of `source`. Its provenance
-    /// names it in findings and keys its counterexample ids, so they are the same however often
-    /// it is delivered, and it is one more duplicate key (SPEC §4 "Duplicates"): a delivery
-    /// equal to a kept event of its scope with the same provenance is dropped, a different one
-    /// sets both aside (the `dups` module).
+    /// Adds a decoded event that has a provenance of its own, `span` (an OTLP span's trace and
+    /// span ids, SPEC §8), read at `position` of `source`. Its provenance,
+    /// `<source>:<trace_id>/<span_id>`, names it in findings and keys its counterexample ids, so
+    /// they are the same however often it is delivered, and it is one more duplicate key (SPEC
+    /// §4 "Duplicates"): a delivery equal to a kept event of its scope with the same span is
+    /// dropped, a different one sets both aside (the `dups` module).
     pub fn push_span(
         &mut self,
         ev: &Event<'_>,
-        span: &str,
+        span: &SpanId,
         source: u32,
         position: u64,
         received_at: i64,
@@ -1066,7 +1078,7 @@ impl Live {
     fn push_from(
         &mut self,
         ev: &Event<'_>,
-        span: Option<&str>,
+        span: Option<&SpanId>,
         source: u32,
         position: u64,
         received_at: i64,
@@ -1142,8 +1154,14 @@ impl Live {
             }
             _ => false,
         };
+        // A span is kept only for an attributed event (as its names are). Its record's
+        // position is its span id's 8 bytes (its WAL position is not its provenance), which
+        // finds its other deliveries without reading the span table.
+        let (span, position) = match span {
+            Some(id) if prop.is_some() => (self.state.spans.add(id), spans::span_key(id)),
+            _ => (NONE, position),
+        };
         if untracked {
-            let span = opt(self, span);
             return self.push_untracked(prop, ev, source, position, span);
         }
         let route = match ev.route {
@@ -1161,7 +1179,7 @@ impl Live {
             route,
             emitter: ev.emitter.map_or(NONE, |e| self.intern(e)),
             source,
-            span: opt(self, span),
+            span,
             kind: ev.kind as u8,
             flags,
         };
@@ -1199,6 +1217,7 @@ impl Live {
             self.advance(p);
         }
         self.sweep_names();
+        self.sweep_spans();
         outcome
     }
 
@@ -1257,6 +1276,7 @@ impl Live {
             self.advance(p);
         }
         self.sweep_names();
+        self.sweep_spans();
         outcome
     }
 
@@ -1611,10 +1631,10 @@ impl Live {
         let mut out = Vec::new();
         for (kind, stale, witness) in cxs {
             let s = events[stale as usize];
-            let prov = match self.name(s.span) {
+            let prov = match self.state.spans.get(s.span) {
                 // The span alone: the same id however often, and wherever, it is delivered.
-                Some(span) if s.span != NONE => Provenance {
-                    source: span.to_string(),
+                Some(_) if s.span != NONE => Provenance {
+                    source: self.provenance(&s),
                     position: 0,
                 },
                 _ => Provenance {

@@ -541,10 +541,18 @@ impl Scopes {
                 f(e.holder);
                 f(e.route);
                 f(e.emitter);
-                f(e.span);
             }
             if let Some(s) = st.summary() {
                 f(s.top_holder);
+            }
+        }
+    }
+
+    /// Calls `f` with every kept event and folded grant.
+    pub(super) fn for_each_event(&self, f: &mut impl FnMut(&Ev)) {
+        for st in &self.states {
+            for e in st.events().iter().chain(st.folded_grants()) {
+                f(e);
             }
         }
     }

@@ -17,6 +17,7 @@
 
 use crate::decode::json::DecodeError;
 use fencewatch_assess::event::{Epoch, Event, Incarnation, Kind, Order, Outcome, Seq};
+use fencewatch_assess::live::SpanId;
 use fencewatch_assess::time::EventTime;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -125,6 +126,7 @@ pub fn reduce_traces(mut req: ExportTraceServiceRequest) -> Reduced {
                     span.links.clear();
                     span.trace_state.clear();
                     span.parent_span_id.clear();
+                    span.name.clear();
                     if let Some(st) = &mut span.status {
                         st.message.clear();
                     }
@@ -213,8 +215,8 @@ struct Item {
 /// A malformed fencing item.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ItemError {
-    /// Its provenance when it is a span with valid ids.
-    pub span: Option<String>,
+    /// Its trace and span ids when it is a span with valid ids.
+    pub span: Option<SpanId>,
     /// What is wrong.
     pub error: DecodeError,
 }
@@ -223,14 +225,14 @@ pub struct ItemError {
 #[derive(Debug, Default)]
 pub struct Decoded {
     strings: Vec<String>,
-    items: Vec<(Result<Item, DecodeError>, Option<String>)>,
+    items: Vec<(Result<Item, DecodeError>, Option<SpanId>)>,
 }
 
 /// One decoded item: an event (with its span's provenance, if any), or why it is malformed.
 #[derive(Debug)]
 pub enum Entry<'a> {
-    /// A fencing event.
-    Event(Event<'a>, Option<&'a str>),
+    /// A fencing event, with its span's trace and span ids.
+    Event(Event<'a>, Option<&'a SpanId>),
     /// A malformed fencing item.
     Malformed(ItemError),
 }
@@ -266,10 +268,10 @@ impl Decoded {
                 ev.holder = self.str(it.holder);
                 ev.op_id = self.str(it.op_id);
                 ev.emitter = self.str(it.emitter);
-                Entry::Event(ev, span.as_deref())
+                Entry::Event(ev, span.as_ref())
             }
             Err(e) => Entry::Malformed(ItemError {
-                span: span.clone(),
+                span: *span,
                 error: e.clone(),
             }),
         })
@@ -300,30 +302,99 @@ pub fn decode(signal: Signal, body: &[u8]) -> Result<Decoded, BodyError> {
     }
 }
 
-/// The `fencing.*` attributes of one level (item, scope or resource), by key, with the first
-/// key found repeated.
+/// The `fencing.*` attributes the mapping reads, by index ([`Key`]).
+const KEYS: [&str; 16] = [
+    KIND,
+    "fencing.scope",
+    "fencing.epoch",
+    "fencing.route",
+    "fencing.property",
+    "fencing.holder",
+    "fencing.op_id",
+    "fencing.incarnation",
+    "fencing.order",
+    "fencing.outcome",
+    "fencing.emitter",
+    "fencing.seq",
+    "fencing.premise",
+    "fencing.valid_for",
+    "fencing.attester",
+    "fencing.evidence",
+];
+
+/// An index into [`KEYS`].
+type Key = usize;
+const K_KIND: Key = 0;
+const K_SCOPE: Key = 1;
+const K_EPOCH: Key = 2;
+const K_ROUTE: Key = 3;
+const K_PROPERTY: Key = 4;
+const K_HOLDER: Key = 5;
+const K_OP_ID: Key = 6;
+const K_INCARNATION: Key = 7;
+const K_ORDER: Key = 8;
+const K_OUTCOME: Key = 9;
+const K_EMITTER: Key = 10;
+const K_SEQ: Key = 11;
+const K_PREMISES: [Key; 4] = [12, 13, 14, 15];
+
+/// The `fencing.*` attributes of one level (item, scope or resource), by key (a key present
+/// without a value is `Some(None)`), with the first key found repeated (unknown `fencing.*`
+/// keys too).
 #[derive(Debug, Default)]
 struct Level {
-    attrs: Vec<KeyValue>,
+    values: [Option<Option<AnyValue>>; KEYS.len()],
     repeated: Option<String>,
 }
 
 impl Level {
     fn of(attrs: Vec<KeyValue>) -> Level {
-        let mut attrs: Vec<KeyValue> = attrs.into_iter().filter(is_fencing).collect();
-        attrs.sort_by(|a, b| a.key.cmp(&b.key));
-        let repeated = attrs
-            .windows(2)
-            .find(|w| w[0].key == w[1].key)
-            .map(|w| w[0].key.clone());
-        Level { attrs, repeated }
+        let mut level = Level::default();
+        let mut unknown: Vec<String> = Vec::new();
+        for kv in attrs {
+            if !is_fencing(&kv) {
+                continue;
+            }
+            match key_index(&kv.key) {
+                Some(i) if level.values[i].is_none() => level.values[i] = Some(kv.value),
+                Some(_) => {
+                    level.repeated.get_or_insert(kv.key);
+                }
+                None if unknown.contains(&kv.key) => {
+                    level.repeated.get_or_insert(kv.key);
+                }
+                None => unknown.push(kv.key),
+            }
+        }
+        level
     }
 
-    fn index(&self, key: &str) -> Option<usize> {
-        self.attrs
-            .binary_search_by(|kv| kv.key.as_str().cmp(key))
-            .ok()
+    fn has(&self, key: Key) -> bool {
+        self.values[key].is_some()
     }
+}
+
+/// The index of a `fencing.*` key in [`KEYS`] (one `match`, not a search).
+fn key_index(key: &str) -> Option<Key> {
+    Some(match key.strip_prefix(PREFIX)? {
+        "kind" => 0,
+        "scope" => 1,
+        "epoch" => 2,
+        "route" => 3,
+        "property" => 4,
+        "holder" => 5,
+        "op_id" => 6,
+        "incarnation" => 7,
+        "order" => 8,
+        "outcome" => 9,
+        "emitter" => 10,
+        "seq" => 11,
+        "premise" => 12,
+        "valid_for" => 13,
+        "attester" => 14,
+        "evidence" => 15,
+        _ => return None,
+    })
 }
 
 /// The three levels an item's attributes are looked up in, item first.
@@ -336,22 +407,30 @@ struct Lookup<'l> {
 /// Where a field's value was found.
 enum Found<'l> {
     /// On the item: its value can be moved out.
-    Item(usize),
-    /// On its scope or resource: shared by its items.
-    Shared(&'l AnyValue),
+    Item,
+    /// On its scope (`true`) or resource: shared by its items.
+    Shared(bool, Option<&'l AnyValue>),
 }
 
 impl Lookup<'_> {
-    fn find(&self, key: &str) -> Option<Found<'_>> {
-        if let Some(i) = self.item.index(key) {
-            return Some(Found::Item(i));
+    fn find(&self, key: Key) -> Option<Found<'_>> {
+        if self.item.has(key) {
+            return Some(Found::Item);
         }
-        for level in [self.scope, self.resource] {
-            if let Some(i) = level.index(key) {
-                return level.attrs[i].value.as_ref().map(Found::Shared);
+        for (scope, level) in [(true, self.scope), (false, self.resource)] {
+            if let Some(v) = &level.values[key] {
+                return Some(Found::Shared(scope, v.as_ref()));
             }
         }
         None
+    }
+
+    /// The value of `key`, if present (`Some(None)`: present without a value).
+    fn value(&self, key: Key) -> Option<Option<&AnyValue>> {
+        match self.find(key)? {
+            Found::Item => Some(self.item.values[key].as_ref().and_then(Option::as_ref)),
+            Found::Shared(_, v) => Some(v),
+        }
     }
 }
 
@@ -359,13 +438,9 @@ const U64_FIELDS: &str =
     "must be a non-negative integer: an intValue >= 0 or a stringValue of decimal digits";
 const STR_FIELDS: &str = "must be a string: a stringValue, or an intValue";
 
-fn field_error(
-    field: &'static str,
-    reason: impl Into<String>,
-    ts: Option<EventTime>,
-) -> DecodeError {
+fn field_error(key: Key, reason: impl Into<String>, ts: Option<EventTime>) -> DecodeError {
     DecodeError {
-        field: Some(field),
+        field: Some(KEYS[key]),
         reason: reason.into(),
         ts,
     }
@@ -376,9 +451,9 @@ fn field_error(
 #[derive(Default)]
 struct Builder {
     out: Decoded,
-    /// Table indices of strings shared by the items of the current scope and resource, by the
-    /// address of their value.
-    shared: Vec<(*const AnyValue, Str)>,
+    /// Table indices of the strings of the current scope's and resource's keys, once taken.
+    scope_strs: [Option<Str>; KEYS.len()],
+    resource_strs: [Option<Str>; KEYS.len()],
 }
 
 impl Builder {
@@ -387,30 +462,43 @@ impl Builder {
         (self.out.strings.len() - 1) as Str
     }
 
+    /// A new scope: its strings are its own (a resource's too: they are few).
+    fn next_scope(&mut self) {
+        self.scope_strs = [None; KEYS.len()];
+        self.resource_strs = [None; KEYS.len()];
+    }
+
     /// A string field.
     fn string(
         &mut self,
         look: &mut Lookup<'_>,
-        key: &'static str,
+        key: Key,
         ts: Option<EventTime>,
     ) -> Result<Str, DecodeError> {
+        let bad = || field_error(key, STR_FIELDS, ts);
         match look.find(key) {
             None => Ok(NO_STR),
-            Some(Found::Item(i)) => {
-                let value = look.item.attrs[i].value.take();
-                let s = as_string(value.and_then(|v| v.value))
-                    .ok_or_else(|| field_error(key, STR_FIELDS, ts))?;
+            Some(Found::Item) => {
+                let value = look.item.values[key].take().flatten();
+                let s = as_string(value.and_then(|v| v.value)).ok_or_else(bad)?;
                 Ok(self.push_str(s))
             }
-            Some(Found::Shared(v)) => {
-                let at = v as *const AnyValue;
-                if let Some(&(_, s)) = self.shared.iter().find(|(p, _)| *p == at) {
+            Some(Found::Shared(scope, v)) => {
+                let cached = if scope {
+                    self.scope_strs[key]
+                } else {
+                    self.resource_strs[key]
+                };
+                if let Some(s) = cached {
                     return Ok(s);
                 }
-                let s =
-                    as_string(v.value.clone()).ok_or_else(|| field_error(key, STR_FIELDS, ts))?;
+                let s = as_string(v.and_then(|v| v.value.clone())).ok_or_else(bad)?;
                 let s = self.push_str(s);
-                self.shared.push((at, s));
+                if scope {
+                    self.scope_strs[key] = Some(s);
+                } else {
+                    self.resource_strs[key] = Some(s);
+                }
                 Ok(s)
             }
         }
@@ -423,71 +511,63 @@ impl Builder {
                 return Err(line_error(format!("attribute `{k}` is repeated"), ts));
             }
         }
-        let kind_s = self.text(look, KIND, ts)?.unwrap_or_default();
-        let kind = Kind::parse(&kind_s)
-            .ok_or_else(|| field_error(KIND, format!("unknown kind `{kind_s}`"), ts))?;
-        let outcome = match self.text(look, "fencing.outcome", ts)? {
-            None => Outcome::default(),
-            Some(o) => Outcome::parse(&o).ok_or_else(|| {
-                field_error("fencing.outcome", format!("unknown outcome `{o}`"), ts)
-            })?,
+        let kind = self.text(look, K_KIND, ts, |s| {
+            Kind::parse(s).ok_or_else(|| format!("unknown kind `{s}`"))
+        })?;
+        let kind = kind.ok_or_else(|| field_error(K_KIND, STR_FIELDS, ts))?;
+        let outcome = self.text(look, K_OUTCOME, ts, |s| {
+            Outcome::parse(s).ok_or_else(|| format!("unknown outcome `{s}`"))
+        })?;
+        let u = |look: &Lookup<'_>, key: Key| -> Result<Option<u64>, DecodeError> {
+            look.value(key)
+                .map(|v| as_u64(v).map_err(|()| field_error(key, U64_FIELDS, ts)))
+                .transpose()
         };
-        let u = |look: &Lookup<'_>, key: &'static str| -> Result<Option<u64>, DecodeError> {
-            match look.find(key) {
-                None => Ok(None),
-                Some(Found::Item(i)) => as_u64(look.item.attrs[i].value.as_ref()).map(Some),
-                Some(Found::Shared(v)) => as_u64(Some(v)).map(Some),
-            }
-            .map_err(|()| field_error(key, U64_FIELDS, ts))
-        };
-        let epoch = u(look, "fencing.epoch")?.map(Epoch);
-        let incarnation = Incarnation(u(look, "fencing.incarnation")?.unwrap_or(0));
-        let order = u(look, "fencing.order")?.map(Order);
-        let seq = u(look, "fencing.seq")?.map(Seq);
+        let epoch = u(look, K_EPOCH)?.map(Epoch);
+        let incarnation = Incarnation(u(look, K_INCARNATION)?.unwrap_or(0));
+        let order = u(look, K_ORDER)?.map(Order);
+        let seq = u(look, K_SEQ)?.map(Seq);
         // The premise fields (SPEC §10) are checked for their type.
-        for key in [
-            "fencing.premise",
-            "fencing.valid_for",
-            "fencing.attester",
-            "fencing.evidence",
-        ] {
-            self.text(look, key, ts)?;
+        for key in K_PREMISES {
+            self.text(look, key, ts, |_| Ok(()))?;
         }
         Ok(Item {
             kind,
             ts: at,
-            outcome,
+            outcome: outcome.unwrap_or_default(),
             epoch,
             incarnation,
             order,
             seq,
-            property: self.string(look, "fencing.property", ts)?,
-            scope: self.string(look, "fencing.scope", ts)?,
-            route: self.string(look, "fencing.route", ts)?,
-            holder: self.string(look, "fencing.holder", ts)?,
-            op_id: self.string(look, "fencing.op_id", ts)?,
-            emitter: self.string(look, "fencing.emitter", ts)?,
+            property: self.string(look, K_PROPERTY, ts)?,
+            scope: self.string(look, K_SCOPE, ts)?,
+            route: self.string(look, K_ROUTE, ts)?,
+            holder: self.string(look, K_HOLDER, ts)?,
+            op_id: self.string(look, K_OP_ID, ts)?,
+            emitter: self.string(look, K_EMITTER, ts)?,
         })
     }
 
-    /// A string field read without keeping it.
-    fn text(
+    /// A string field read in place, through `parse` (an `Err` is the field's reason).
+    fn text<T>(
         &self,
         look: &Lookup<'_>,
-        key: &'static str,
+        key: Key,
         ts: Option<EventTime>,
-    ) -> Result<Option<String>, DecodeError> {
-        let v = match look.find(key) {
-            None => return Ok(None),
-            Some(Found::Item(i)) => look.item.attrs[i].value.as_ref(),
-            Some(Found::Shared(v)) => Some(v),
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Result<Option<T>, DecodeError> {
+        let Some(v) = look.value(key) else {
+            return Ok(None);
         };
-        as_string(v.and_then(|v| v.value.clone()))
-            .map(Some)
-            .ok_or_else(|| field_error(key, STR_FIELDS, ts))
+        let parsed = match v.and_then(|v| v.value.as_ref()) {
+            Some(Value::StringValue(s)) => parse(s),
+            Some(Value::IntValue(i)) => parse(&i.to_string()),
+            _ => Err(STR_FIELDS.to_string()),
+        };
+        parsed.map(Some).map_err(|why| field_error(key, why, ts))
     }
 
-    fn push(&mut self, item: Result<Item, DecodeError>, span: Option<String>) {
+    fn push(&mut self, item: Result<Item, DecodeError>, span: Option<SpanId>) {
         self.out.items.push((item, span));
     }
 }
@@ -515,16 +595,9 @@ fn time(ns: u64) -> Option<Result<EventTime, ()>> {
     (ns != 0).then(|| i64::try_from(ns).map(EventTime).map_err(drop))
 }
 
-fn hex(bytes: &[u8], out: &mut String) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 15) as usize] as char);
-    }
-}
-
-/// A span's provenance, `otlp:<trace_id>/<span_id>`, or why its ids are not valid.
-pub fn span_provenance(trace_id: &[u8], span_id: &[u8]) -> Result<String, String> {
+/// A span's trace and span ids (its provenance, rendered `otlp:<trace_id>/<span_id>`), or why
+/// they are not valid.
+pub fn span_ids(trace_id: &[u8], span_id: &[u8]) -> Result<SpanId, String> {
     for (name, id, len) in [("trace_id", trace_id, 16), ("span_id", span_id, 8)] {
         if id.len() != len {
             return Err(format!("{name} is {} bytes, must be {len}", id.len()));
@@ -533,12 +606,10 @@ pub fn span_provenance(trace_id: &[u8], span_id: &[u8]) -> Result<String, String
             return Err(format!("{name} is all zeros"));
         }
     }
-    let mut s = String::with_capacity(54);
-    s.push_str("otlp:");
-    hex(trace_id, &mut s);
-    s.push('/');
-    hex(span_id, &mut s);
-    Ok(s)
+    let mut id = [0u8; 24];
+    id[..16].copy_from_slice(trace_id);
+    id[16..].copy_from_slice(span_id);
+    Ok(id)
 }
 
 fn line_error(reason: String, ts: Option<EventTime>) -> DecodeError {
@@ -555,14 +626,14 @@ fn map_traces(req: ExportTraceServiceRequest) -> Decoded {
         let resource = Level::of(rs.resource.map(|r| r.attributes).unwrap_or_default());
         for ss in rs.scope_spans {
             let scope = Level::of(ss.scope.map(|s| s.attributes).unwrap_or_default());
-            b.shared.clear();
+            b.next_scope();
             for span in ss.spans {
                 let mut item = Level::of(span.attributes);
-                if item.index(KIND).is_none() {
+                if !item.has(K_KIND) {
                     continue;
                 }
                 let ts = time(span.end_time_unix_nano);
-                let prov = span_provenance(&span.trace_id, &span.span_id);
+                let prov = span_ids(&span.trace_id, &span.span_id);
                 let ok_ts = ts.and_then(Result::ok);
                 let result = match (&prov, ts) {
                     (Err(e), _) => Err(line_error(e.clone(), ok_ts)),
@@ -581,7 +652,7 @@ fn map_traces(req: ExportTraceServiceRequest) -> Decoded {
                             .status
                             .as_ref()
                             .is_some_and(|s| s.code == StatusCode::Error as i32);
-                        let outcome_set = look.find("fencing.outcome").is_some();
+                        let outcome_set = look.find(K_OUTCOME).is_some();
                         b.item(&mut look, t).and_then(|it| {
                             if errored && it.kind.is_mutation() && !outcome_set {
                                 Err(line_error(ERROR_WITHOUT_OUTCOME.into(), ok_ts))
@@ -604,10 +675,10 @@ fn map_logs(req: ExportLogsServiceRequest) -> Decoded {
         let resource = Level::of(rl.resource.map(|r| r.attributes).unwrap_or_default());
         for sl in rl.scope_logs {
             let scope = Level::of(sl.scope.map(|s| s.attributes).unwrap_or_default());
-            b.shared.clear();
+            b.next_scope();
             for rec in sl.log_records {
                 let mut item = Level::of(rec.attributes);
-                if item.index(KIND).is_none() {
+                if !item.has(K_KIND) {
                     continue;
                 }
                 let ts = time(rec.time_unix_nano).or_else(|| time(rec.observed_time_unix_nano));
@@ -663,3 +734,13 @@ pub fn parse_logs(body: &[u8], json: bool) -> Result<ExportLogsServiceRequest, R
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+#[test]
+fn key_indices_name_their_keys() {
+    for (i, k) in KEYS.iter().enumerate() {
+        assert_eq!(key_index(k), Some(i), "{k}");
+    }
+    assert_eq!(key_index("fencing.other"), None);
+    assert_eq!(key_index("kind"), None);
+}

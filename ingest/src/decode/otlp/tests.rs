@@ -93,10 +93,18 @@ fn ingest(req: ExportTraceServiceRequest) -> (Reduced, Vec<String>) {
 fn render(d: &Decoded) -> Vec<String> {
     d.entries()
         .map(|e| match e {
-            Entry::Event(ev, span) => format!("{ev:?} {span:?}"),
-            Entry::Malformed(e) => format!("malformed {:?}: {}", e.span, e.error),
+            Entry::Event(ev, span) => format!("{ev:?} {:?}", span.map(prov)),
+            Entry::Malformed(e) => {
+                format!("malformed {:?}: {}", e.span.as_ref().map(prov), e.error)
+            }
         })
         .collect()
+}
+
+/// `otlp:<trace_id>/<span_id>` of a span's ids.
+fn prov(id: &SpanId) -> String {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    format!("otlp:{}/{}", hex(&id[..16]), hex(&id[16..]))
 }
 
 fn one(attrs: Vec<KeyValue>) -> Result<(String, Option<String>), String> {
@@ -113,7 +121,7 @@ fn one_with(
     let d = decode(Signal::Traces, &reduced.body).unwrap();
     let mut entries = d.entries();
     match entries.next().unwrap() {
-        Entry::Event(ev, span) => Ok((format!("{ev:?}"), span.map(str::to_string))),
+        Entry::Event(ev, span) => Ok((format!("{ev:?}"), span.map(prov))),
         Entry::Malformed(e) => Err(e.error.to_string()),
     }
 }

@@ -1,0 +1,161 @@
+//! The ids of events that carry a provenance of their own ([`Live::push_span`]: an OTLP span's
+//! trace and span ids), 24 bytes each in a table the records point into: no string, no hash, no
+//! allocation per event. Rendered `<source>:<trace_id>/<span_id>` in lower-case hex. Swept like
+//! the name table: when it holds twice the ids alive after the last sweep (at least 65,536),
+//! every id no kept event or counterexample refers to is freed and its slot reused.
+//!
+//! [`Live::push_span`]: super::Live::push_span
+
+use super::{Ev, Live};
+use serde::{Deserialize, Serialize};
+
+/// A span's identity: its 16-byte trace id, then its 8-byte span id.
+pub type SpanId = [u8; 24];
+
+const SWEEP_MIN: usize = 1 << 16;
+
+/// The table of span ids.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Spans {
+    ids: Vec<SpanId>,
+    /// Freed slots, reused first.
+    free: Vec<u32>,
+    /// Sweep when more than this many are alive.
+    sweep_at: u64,
+}
+
+impl Default for Spans {
+    fn default() -> Spans {
+        Spans {
+            ids: Vec::new(),
+            free: Vec::new(),
+            sweep_at: SWEEP_MIN as u64,
+        }
+    }
+}
+
+impl Spans {
+    /// Adds `id`; its slot.
+    pub(super) fn add(&mut self, id: &SpanId) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.ids[i as usize] = *id;
+                i
+            }
+            None => {
+                self.ids.push(*id);
+                (self.ids.len() - 1) as u32
+            }
+        }
+    }
+
+    /// The id in slot `i`.
+    pub(super) fn get(&self, i: u32) -> Option<&SpanId> {
+        self.ids.get(i as usize)
+    }
+
+    /// Slots in use.
+    pub(super) fn len(&self) -> usize {
+        self.ids.len() - self.free.len()
+    }
+
+    /// Whether a sweep is due.
+    pub(super) fn needs_sweep(&self) -> bool {
+        self.len() as u64 > self.sweep_at
+    }
+
+    /// The number of slots, for the marks of a sweep.
+    pub(super) fn slots(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Frees every slot not marked `alive`.
+    pub(super) fn sweep(&mut self, alive: &[bool]) {
+        self.free = (0..self.ids.len() as u32)
+            .filter(|&i| !alive.get(i as usize).copied().unwrap_or(false))
+            .collect();
+        // Free slots at the end go; the others are reused lowest first.
+        while let Some(&last) = self.free.last()
+            && last as usize + 1 == self.ids.len()
+        {
+            self.free.pop();
+            self.ids.pop();
+        }
+        self.free.reverse();
+        self.ids.shrink_to(self.ids.len() * 2);
+        self.sweep_at = (2 * self.len()).max(SWEEP_MIN) as u64;
+    }
+}
+
+/// `<source>:<trace_id>/<span_id>`, lower-case hex.
+pub(super) fn render(source: &str, id: &SpanId) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(source.len() + 50);
+    s.push_str(source);
+    s.push(':');
+    for (i, b) in id.iter().enumerate() {
+        if i == 16 {
+            s.push('/');
+        }
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 15) as usize] as char);
+    }
+    s
+}
+
+/// The position of a span's record: its span id's bytes.
+pub(super) fn span_key(id: &SpanId) -> u64 {
+    u64::from_le_bytes(id[16..].try_into().expect("8 bytes"))
+}
+
+impl Live {
+    /// Span ids held: those kept events and counterexamples refer to, up to twice that (the
+    /// `spans` module).
+    pub fn spans_held(&self) -> usize {
+        self.state.spans.len()
+    }
+
+    /// Frees the span ids no kept event or counterexample refers to, when the table holds
+    /// twice what was alive after the last sweep (the `spans` module).
+    pub(super) fn sweep_spans(&mut self) {
+        if !self.state.spans.needs_sweep() {
+            return;
+        }
+        let mut alive = vec![false; self.state.spans.slots()];
+        let mut mark = |e: &Ev| {
+            if let Some(a) = alive.get_mut(e.span as usize) {
+                *a = true;
+            }
+        };
+        for prop in &self.state.props {
+            prop.scopes.for_each_event(&mut mark);
+            for c in prop.cxs.values() {
+                c.events().for_each(&mut mark);
+            }
+        }
+        self.state.spans.sweep(&alive);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_render_and_slots_are_reused_after_a_sweep() {
+        let mut id = [0u8; 24];
+        id[0] = 0x0a;
+        id[23] = 0xff;
+        assert_eq!(
+            render("otlp", &id),
+            "otlp:0a000000000000000000000000000000/00000000000000ff"
+        );
+        let mut t = Spans::default();
+        let (a, b, c) = (t.add(&[1; 24]), t.add(&[2; 24]), t.add(&[3; 24]));
+        assert_eq!((a, b, c), (0, 1, 2));
+        t.sweep(&[true, false, false]);
+        assert_eq!(t.len(), 1, "the trailing slots went");
+        assert_eq!(t.get(0), Some(&[1; 24]));
+        assert_eq!(t.add(&[4; 24]), 1);
+    }
+}
