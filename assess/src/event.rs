@@ -4,7 +4,7 @@
 //! [`Event::validate`], so every source applies the same required-field rules.
 
 use crate::time::EventTime;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The fencing token a participant holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
@@ -26,7 +26,7 @@ pub struct Seq(pub u64);
 pub const MAX_SCOPE_BYTES: usize = 512;
 
 /// What an event reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     /// A data mutation at the authoritative commit.
@@ -150,25 +150,19 @@ impl<'a> Event<'a> {
 
     /// Applies the per-kind rules of SPEC §2 that do not depend on the contract: a grant needs
     /// `scope` and `epoch`, a heartbeat needs `route`, a scope is 1..=512 bytes.
-    /// Returns the offending field and the reason.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    pub fn validate(&self) -> Result<(), InvalidEvent> {
         if let Some(scope) = self.scope {
             if scope.is_empty() {
-                return Err(("scope", "must not be empty".into()));
+                return Err(InvalidEvent::EmptyScope);
             }
             if scope.len() > MAX_SCOPE_BYTES {
-                return Err((
-                    "scope",
-                    format!("is {} bytes, more than {MAX_SCOPE_BYTES}", scope.len()),
-                ));
+                return Err(InvalidEvent::LongScope(scope.len()));
             }
         }
         match self.kind {
-            Kind::Grant if self.scope.is_none() => Err(("scope", "is required on a grant".into())),
-            Kind::Grant if self.epoch.is_none() => Err(("epoch", "is required on a grant".into())),
-            Kind::Heartbeat if self.route.is_none() => {
-                Err(("route", "is required on a heartbeat".into()))
-            }
+            Kind::Grant if self.scope.is_none() => Err(InvalidEvent::GrantWithout("scope")),
+            Kind::Grant if self.epoch.is_none() => Err(InvalidEvent::GrantWithout("epoch")),
+            Kind::Heartbeat if self.route.is_none() => Err(InvalidEvent::HeartbeatWithoutRoute),
             _ => Ok(()),
         }
     }
@@ -176,6 +170,35 @@ impl<'a> Event<'a> {
     /// A committed commit or fence: the events that establish or violate the fence.
     pub fn is_committed_mutation(&self) -> bool {
         self.kind.is_mutation() && self.outcome == Outcome::Committed
+    }
+}
+
+/// A per-kind rule of SPEC §2 that an event breaks ([`Event::validate`]); the message names
+/// no field, [`InvalidEvent::field`] does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidEvent {
+    /// `scope` is the empty string.
+    #[error("must not be empty")]
+    EmptyScope,
+    /// `scope` is longer than [`MAX_SCOPE_BYTES`] (its length).
+    #[error("is {0} bytes, more than {MAX_SCOPE_BYTES}")]
+    LongScope(usize),
+    /// A grant lacks the field named.
+    #[error("is required on a grant")]
+    GrantWithout(&'static str),
+    /// A heartbeat lacks `route`.
+    #[error("is required on a heartbeat")]
+    HeartbeatWithoutRoute,
+}
+
+impl InvalidEvent {
+    /// The offending field.
+    pub fn field(self) -> &'static str {
+        match self {
+            InvalidEvent::EmptyScope | InvalidEvent::LongScope(_) => "scope",
+            InvalidEvent::GrantWithout(field) => field,
+            InvalidEvent::HeartbeatWithoutRoute => "route",
+        }
     }
 }
 
@@ -191,16 +214,19 @@ mod tests {
             "a commit without fields is unknown, not malformed"
         );
         assert_eq!(
-            Event::new(Kind::Grant, t).validate().unwrap_err().0,
+            Event::new(Kind::Grant, t).validate().unwrap_err().field(),
             "scope"
         );
         let mut g = Event::new(Kind::Grant, t);
         g.scope = Some("s");
-        assert_eq!(g.validate().unwrap_err().0, "epoch");
+        assert_eq!(g.validate().unwrap_err().field(), "epoch");
         g.epoch = Some(Epoch(1));
         assert!(g.validate().is_ok());
         assert_eq!(
-            Event::new(Kind::Heartbeat, t).validate().unwrap_err().0,
+            Event::new(Kind::Heartbeat, t)
+                .validate()
+                .unwrap_err()
+                .field(),
             "route"
         );
         let mut c = Event::new(Kind::Commit, t);
@@ -211,5 +237,29 @@ mod tests {
         assert!(c.validate().is_err());
         c.scope = Some(&long[..512]);
         assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn messages_name_the_rule() {
+        let t = EventTime(0);
+        let mut c = Event::new(Kind::Commit, t);
+        let long = "x".repeat(513);
+        c.scope = Some(&long);
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "is 513 bytes, more than 512"
+        );
+        c.scope = Some("");
+        assert_eq!(c.validate().unwrap_err().to_string(), "must not be empty");
+        let g = Event::new(Kind::Grant, t);
+        assert_eq!(
+            g.validate().unwrap_err().to_string(),
+            "is required on a grant"
+        );
+        let h = Event::new(Kind::Heartbeat, t);
+        assert_eq!(
+            h.validate().unwrap_err().to_string(),
+            "is required on a heartbeat"
+        );
     }
 }

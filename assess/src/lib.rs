@@ -7,9 +7,11 @@
 //! - [`time`]: event time, strict RFC 3339 and contract durations.
 //! - [`contract`]: the TOML contract, its validation and its compiler (accepted or rejected
 //!   candidates with their obligations).
-//! - [`history`]: exact assessment of a whole history in any arrival order (`check`).
+//! - `rules`: the per-event rules both modes apply: the compact record of an event,
+//!   admission, duplicate keys and content, per-event unknown reasons, how an event is shown.
 //! - `scope`: the per-scope decision procedures (certain order, supersession sweeps,
-//!   epoch reuse, grants, route silence) shared by every mode.
+//!   epoch reuse, grants, route silence) shared by both modes.
+//! - [`history`]: exact assessment of a whole history in any arrival order (`check`).
 //! - [`tracker`]: bounded per-scope state for the service: epoch intervals inside the horizon,
 //!   folded into a high-water mark that is never forgotten.
 //! - [`live`]: the service's incremental assessor of one partition, the mergeable
@@ -28,6 +30,7 @@ pub mod history;
 pub mod intern;
 pub mod live;
 pub mod report;
+pub(crate) mod rules;
 pub(crate) mod scope;
 pub mod time;
 pub mod tracker;

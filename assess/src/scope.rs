@@ -10,7 +10,7 @@
 //! The highest epoch that certainly precedes `b` is always on the staircase, which gives the
 //! witness (highest epoch, then earliest time, then smallest provenance) by binary search.
 
-use crate::finding::{CounterexampleKind, EventView};
+use crate::finding::CounterexampleKind;
 
 /// One committed commit/fence (or grant) with an epoch, as the sweeps see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -414,83 +414,6 @@ pub(crate) fn silent_windows(
         }
     }
     out
-}
-
-/// One sentence a human can act on.
-pub(crate) fn explain(
-    kind: CounterexampleKind,
-    scope: &str,
-    stale: &EventView,
-    w: &EventView,
-) -> String {
-    let who = |v: &EventView| {
-        v.holder
-            .as_deref()
-            .map_or_else(|| "a participant".to_string(), |h| format!("holder `{h}`"))
-    };
-    let route = |v: &EventView| {
-        v.route.as_deref().map_or_else(
-            || "an unnamed route".to_string(),
-            |r| format!("route `{r}`"),
-        )
-    };
-    let epoch = |v: &EventView| v.epoch.map_or_else(|| "?".to_string(), |e| e.to_string());
-    let did = |v: &EventView| {
-        if v.kind == "fence" {
-            "installed a fence on"
-        } else {
-            "committed to"
-        }
-    };
-    match kind {
-        CounterexampleKind::StaleCommit => format!(
-            "{} {} scope `{scope}` with superseded epoch {} on {} at {}, after epoch {} was established at {} ({}): the conditional commit on that route did not reject the stale epoch.",
-            who(stale),
-            did(stale),
-            epoch(stale),
-            route(stale),
-            stale.ts,
-            epoch(w),
-            w.ts,
-            w.source
-        ),
-        CounterexampleKind::StaleIncarnation => format!(
-            "{} committed into incarnation {} of scope `{scope}` on {} at {}, after incarnation {} existed at {} ({}): the commit did not check the resource's incarnation.",
-            who(stale),
-            stale.incarnation,
-            route(stale),
-            stale.ts,
-            w.incarnation,
-            w.ts,
-            w.source
-        ),
-        CounterexampleKind::EpochReuse => format!(
-            "epoch {} of scope `{scope}` was used by {} at {} and by {} at {} ({}): one token for two holders cannot exclude either, so the authority must issue a new epoch per holder.",
-            epoch(stale),
-            who(w),
-            w.ts,
-            who(stale),
-            stale.ts,
-            w.source
-        ),
-        CounterexampleKind::GrantRegression => format!(
-            "the authority granted epoch {} of scope `{scope}` to {} at {}, after granting the higher epoch {} at {} ({}): epochs must only rise, so check the authority's counter.",
-            epoch(stale),
-            who(stale),
-            stale.ts,
-            epoch(w),
-            w.ts,
-            w.source
-        ),
-        CounterexampleKind::HolderMismatch => format!(
-            "{} committed with epoch {} of scope `{scope}` at {}, but that epoch was granted to {} ({}): a participant is using a token it was not issued.",
-            who(stale),
-            epoch(stale),
-            stale.ts,
-            who(w),
-            w.source
-        ),
-    }
 }
 
 #[cfg(test)]

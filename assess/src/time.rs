@@ -221,14 +221,29 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     )
 }
 
+/// Why a contract duration does not parse ([`Duration::parse`]); each carries the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// Not of the form `^[0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h)$`.
+    #[error("`{0}` is not a duration (expected e.g. 50ms, 1.5s, 5m, 1h)")]
+    Syntax(String),
+    /// More than `i64::MAX` nanoseconds.
+    #[error("`{0}` is too long a duration")]
+    TooLong(String),
+    /// A fraction below one nanosecond.
+    #[error("`{0}` is finer than a nanosecond")]
+    TooFine(String),
+}
+
 impl Duration {
     /// Parses `^[0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h)$` exactly; fractions below a nanosecond are
     /// rejected rather than rounded.
-    pub fn parse(s: &str) -> Result<Duration, String> {
+    pub fn parse(s: &str) -> Result<Duration, DurationError> {
         let unit_at = s
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(s.len());
         let (num, unit) = s.split_at(unit_at);
+        let syntax = || DurationError::Syntax(s.to_string());
         let scale: i128 = match unit {
             "ns" => 1,
             "us" => 1_000,
@@ -236,11 +251,7 @@ impl Duration {
             "s" => 1_000_000_000,
             "m" => 60_000_000_000,
             "h" => 3_600_000_000_000,
-            _ => {
-                return Err(format!(
-                    "`{s}` is not a duration (expected e.g. 50ms, 1.5s, 5m, 1h)"
-                ));
-            }
+            _ => return Err(syntax()),
         };
         let (int, frac) = match num.split_once('.') {
             Some((i, f)) => (i, f),
@@ -251,17 +262,16 @@ impl Duration {
             && (!num.contains('.')
                 || (!frac.is_empty() && frac.bytes().all(|c| c.is_ascii_digit())));
         if !well_formed {
-            return Err(format!(
-                "`{s}` is not a duration (expected e.g. 50ms, 1.5s, 5m, 1h)"
-            ));
+            return Err(syntax());
         }
-        let too_big = || format!("`{s}` is too long a duration");
+        let too_big = || DurationError::TooLong(s.to_string());
+        let too_fine = || DurationError::TooFine(s.to_string());
         let int: i128 = int.parse().map_err(|_| too_big())?;
         let mut total = int.checked_mul(scale).ok_or_else(too_big)?;
         if !frac.is_empty() {
             let frac = frac.trim_end_matches('0');
             if frac.len() > 30 {
-                return Err(format!("`{s}` is finer than a nanosecond"));
+                return Err(too_fine());
             }
             let f: i128 = if frac.is_empty() {
                 0
@@ -271,7 +281,7 @@ impl Duration {
             let denom = 10i128.pow(frac.len() as u32);
             let part = f * scale;
             if part % denom != 0 {
-                return Err(format!("`{s}` is finer than a nanosecond"));
+                return Err(too_fine());
             }
             total += part / denom;
         }
@@ -378,6 +388,16 @@ mod tests {
         ] {
             assert!(Duration::parse(bad).is_err(), "{bad} accepted");
         }
+        let msg = |s: &str| Duration::parse(s).unwrap_err().to_string();
+        assert_eq!(
+            msg("1d"),
+            "`1d` is not a duration (expected e.g. 50ms, 1.5s, 5m, 1h)"
+        );
+        assert_eq!(msg("0.5ns"), "`0.5ns` is finer than a nanosecond");
+        assert_eq!(
+            msg("99999999999999h"),
+            "`99999999999999h` is too long a duration"
+        );
         assert_eq!(Duration(300_000_000_000).to_string(), "5m");
         assert_eq!(Duration(50_000_000).to_string(), "50ms");
     }

@@ -32,8 +32,14 @@
 //! folded, and so is the witness it had (earlier in its group), so that refutation is final.
 //! Final counterexamples keep no former ones.
 //!
-//! **Bounded** ([`super::LiveOptions::max_counterexamples`], the module doc of `live`): beyond
-//! the bound, the oldest final counterexamples lose their detail. The window series counts
+//! **Bounded** ([`super::LiveOptions::max_counterexamples`], default 100,000 per property and
+//! partition): beyond the bound, the oldest final counterexamples lose their detail first,
+//! then the oldest withdrawn ones; a provisional one never does (its withdrawal needs its
+//! windows), so only provisional ones exceed the bound, until final. A dropped one still
+//! stands: its window stays refuted, it was reported when found, [`super::View`] counts it, and
+//! per window the earliest and latest stale event times and the count of dropped ones are kept,
+//! so an assurance over a range is `refuted` when one certainly lies in it and
+//! `unknown(late_evidence)` when one may, never `holds`. The window series counts
 //! each counterexample once per window, so finding a dropped one again must change nothing. A
 //! decision finds a counterexample only with its stale event kept, and once the horizon folded
 //! it the id can never be found again; so a dropped final one is remembered, as (stale event
@@ -50,11 +56,11 @@
 //! refuted by the first. A dropped withdrawn one is not remembered: found again it is new,
 //! as a withdrawn one found again is.
 
-use super::{Cx, Ev, Kind, Live, NewCounterexample, Obs};
+use super::state::{Cx, CxKey, Live, NewCounterexample};
+use super::tally::Obs;
+use crate::event::Kind;
 use crate::finding::{CounterexampleKind, Withdrawal};
-
-/// A counterexample's key: (stale event time, id).
-pub(super) type Key = (i64, String);
+use crate::rules::Rec;
 
 /// A counterexample id's hash, as a dropped one is remembered.
 fn id_hash(id: &str) -> u64 {
@@ -73,7 +79,7 @@ impl Cx {
         h.update(self.scope.as_bytes());
         h.update(&self.stale.inc.to_le_bytes());
         h.update(&self.stale.epoch.to_le_bytes());
-        h.update(&[u8::from(self.stale.kind() == Kind::Grant)]);
+        h.update(&[u8::from(self.stale.kind == Kind::Grant)]);
         h.digest().max(1)
     }
 
@@ -139,13 +145,13 @@ impl Live {
             // when its counterexample is withdrawn, SPEC §4): the new one takes it over as a
             // former representative, so that a withdrawal, or the former representative turning
             // out to be a conflicting delivery, takes that window back too.
-            let grant = cx.stale.kind() == Kind::Grant;
+            let grant = cx.stale.kind == Kind::Grant;
             let group = cx.group_hash();
             let old = prop.cxs.iter().find(|(_, o)| {
                 o.kind == CounterexampleKind::EpochReuse
                     && o.scope == cx.scope
                     && (o.stale.inc, o.stale.epoch) == (cx.stale.inc, cx.stale.epoch)
-                    && (o.stale.kind() == Kind::Grant) == grant
+                    && (o.stale.kind == Kind::Grant) == grant
             });
             if let Some(k) = old.map(|(k, _)| k.clone()) {
                 let old = prop.cxs.remove(&k).expect("found");
@@ -275,7 +281,7 @@ impl Live {
         &mut self,
         p: usize,
         scope: &str,
-        set_aside: impl Fn(&Ev) -> bool,
+        set_aside: impl Fn(&Rec) -> bool,
     ) {
         self.withdraw_resting(p, scope, set_aside, |_| false);
     }
@@ -286,12 +292,12 @@ impl Live {
         &mut self,
         p: usize,
         scope: &str,
-        set_aside: impl Fn(&Ev) -> bool,
+        set_aside: impl Fn(&Rec) -> bool,
         on_mark: impl Fn(&Cx) -> bool,
     ) {
         let by_mark = |c: &Cx| c.witness.is_none() && on_mark(c);
         let prop = &self.state.props[p];
-        let keys: Vec<Key> = prop
+        let keys: Vec<CxKey> = prop
             .cxs
             .iter()
             .filter(|(_, c)| {

@@ -3,8 +3,10 @@
 //! partitions. Everything that depends on the whole history (route silence, telemetry gaps) is
 //! derived here, after the merge, from compact state.
 
-use super::view::{CxKey, CxRef, EmitterRef, View};
-use super::{Live, Obs};
+use super::parts::{CxRef, EmitterRef};
+use super::state::{CxKey, Live};
+use super::tally::Obs;
+use super::view::View;
 use crate::finding::{Counterexample, Reason, Verdict};
 use crate::report::EmitterReport;
 use crate::scope;

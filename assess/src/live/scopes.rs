@@ -34,8 +34,8 @@
 //! folded event, and an (emitter, seq) whose conflicting delivery names another scope, are
 //! not tracked.
 
-use super::{ASIDE, Ev, HAS_ORDER, NONE};
 use crate::intern::Interner;
+use crate::rules::{ASIDE, HAS_ORDER, NONE, Rec};
 use crate::tracker::{Judgement, Mark, Tracker};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -100,7 +100,7 @@ struct Cold {
     /// told ungranted, and its holder not checked.
     grants_dropped: bool,
     /// Folded grants at or above the mark, the earliest per (incarnation, epoch, holder).
-    grants: Vec<Ev>,
+    grants: Vec<Rec>,
 }
 
 impl Cold {
@@ -114,10 +114,10 @@ impl Cold {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct Active {
     summary: Summary,
-    events: Vec<Ev>,
+    events: Vec<Rec>,
 }
 
-/// What [`super::changes_nothing`] needs to know about the kept events (not set aside).
+/// What `decide::changes_nothing` needs to know about the kept events (not set aside).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Summary {
     /// The highest (incarnation, epoch) of committed events with an epoch.
@@ -148,7 +148,7 @@ impl Default for Summary {
 }
 
 impl Summary {
-    fn add(&mut self, e: &Ev) {
+    fn add(&mut self, e: &Rec) {
         if e.has(ASIDE) {
             return;
         }
@@ -177,7 +177,7 @@ impl Summary {
         }
     }
 
-    fn of(events: &[Ev]) -> Summary {
+    fn of(events: &[Rec]) -> Summary {
         let mut s = Summary::default();
         for e in events {
             s.add(e);
@@ -196,7 +196,7 @@ impl ScopeState {
     }
 
     /// The folded grants kept (at or above the mark).
-    pub(super) fn folded_grants(&self) -> &[Ev] {
+    pub(super) fn folded_grants(&self) -> &[Rec] {
         self.cold.as_deref().map_or(&[], |c| c.grants.as_slice())
     }
 
@@ -221,7 +221,7 @@ impl ScopeState {
     }
 
     /// Events inside the horizon.
-    pub(super) fn events(&self) -> &[Ev] {
+    pub(super) fn events(&self) -> &[Rec] {
         self.recent.as_deref().map_or(&[], |a| a.events.as_slice())
     }
 
@@ -231,7 +231,7 @@ impl ScopeState {
     }
 
     /// Keeps one more event; returns its index.
-    pub(super) fn push(&mut self, e: Ev) -> usize {
+    pub(super) fn push(&mut self, e: Rec) -> usize {
         let a = self.recent.get_or_insert_with(|| {
             Box::new(Active {
                 summary: Summary::default(),
@@ -260,7 +260,7 @@ impl ScopeState {
     }
 
     /// Keeps the events `keep` accepts; frees the list when none is left.
-    pub(super) fn retain_events(&mut self, keep: impl FnMut(&Ev) -> bool) {
+    pub(super) fn retain_events(&mut self, keep: impl FnMut(&Rec) -> bool) {
         if let Some(a) = self.recent.as_mut() {
             a.events.retain(keep);
             if a.events.is_empty() {
@@ -339,8 +339,8 @@ impl ScopeState {
         m: Mark,
         old: Option<Mark>,
         horizon: i64,
-        folded: impl Iterator<Item = &'a Ev>,
-        key_of: &dyn Fn(&Ev) -> u32,
+        folded: impl Iterator<Item = &'a Rec>,
+        key_of: &dyn Fn(&Rec) -> u32,
     ) {
         let top = (m.incarnation, m.epoch);
         let same = old.is_some_and(|o| (o.incarnation, o.epoch) == top);
@@ -352,7 +352,7 @@ impl ScopeState {
         } else {
             old.map(|o| (o.incarnation, o.epoch))
         };
-        let mut earliest: Option<&Ev> = None;
+        let mut earliest: Option<&Rec> = None;
         let mut n = 0;
         let mut others = false;
         for e in folded {
@@ -397,7 +397,7 @@ impl ScopeState {
     /// older grants at or above the new mark (see the module doc) and drops every other event
     /// older than it. `key_of` gives an event's [`key_hash`] (0 without a seq), so the mark
     /// knows the event it rests on.
-    pub(super) fn fold(&mut self, horizon: i64, skew: i64, key_of: &dyn Fn(&Ev) -> u32) {
+    pub(super) fn fold(&mut self, horizon: i64, skew: i64, key_of: &dyn Fn(&Rec) -> u32) {
         let Some(events) = self.recent.as_ref().map(|a| &a.events) else {
             return;
         };
@@ -406,7 +406,7 @@ impl ScopeState {
         }
         let old = self.tracker.high_water();
         let before = old.map(|m| (m.incarnation, m.epoch));
-        let folding = |e: &&Ev| e.ts < horizon && e.class() == 0 && !e.has(ASIDE);
+        let folding = |e: &&Rec| e.ts < horizon && e.class() == 0 && !e.has(ASIDE);
         for e in events.iter().filter(folding) {
             self.tracker.observe(e.inc, e.epoch, e.ts, skew, i64::MIN);
         }
@@ -442,7 +442,7 @@ impl ScopeState {
             }
         }
         let at_or_above =
-            |e: &Ev| mark.is_none_or(|m| (e.inc, e.epoch) >= (m.incarnation, m.epoch));
+            |e: &Rec| mark.is_none_or(|m| (e.inc, e.epoch) >= (m.incarnation, m.epoch));
         let kept = cold.grants.len();
         cold.grants.retain(|g| at_or_above(g));
         cold.grants_dropped |= cold.grants.len() < kept;
@@ -454,7 +454,7 @@ impl ScopeState {
                 cold.grants_dropped = true;
                 continue;
             }
-            let same = |o: &Ev| (o.inc, o.epoch, o.holder) == (g.inc, g.epoch, g.holder);
+            let same = |o: &Rec| (o.inc, o.epoch, o.holder) == (g.inc, g.epoch, g.holder);
             match cold.grants.iter_mut().find(|o| same(o)) {
                 Some(o) if (g.ts, g.source, g.position) < (o.ts, o.source, o.position) => *o = *g,
                 Some(_) => {}
@@ -497,6 +497,11 @@ impl Scopes {
         self.ids.get(scope).map(|i| &mut self.states[i as usize])
     }
 
+    /// The state of scope `id`.
+    pub(super) fn state_mut(&mut self, id: u32) -> &mut ScopeState {
+        &mut self.states[id as usize]
+    }
+
     /// The state of `scope`, created empty on first use, and its id.
     pub(super) fn get_or_insert(&mut self, scope: &str) -> (u32, &mut ScopeState) {
         let id = self.ids.intern(scope);
@@ -511,11 +516,6 @@ impl Scopes {
         self.ids.resolve(id)
     }
 
-    /// The id of `scope`, if known.
-    pub(super) fn id(&self, scope: &str) -> Option<u32> {
-        self.ids.get(scope)
-    }
-
     pub(super) fn contains(&self, scope: &str) -> bool {
         self.ids.get(scope).is_some()
     }
@@ -525,7 +525,7 @@ impl Scopes {
     }
 
     /// Folds every scope (see [`ScopeState::fold`]).
-    pub(super) fn fold(&mut self, horizon: i64, skew: i64, key_of: &dyn Fn(&Ev) -> u32) {
+    pub(super) fn fold(&mut self, horizon: i64, skew: i64, key_of: &dyn Fn(&Rec) -> u32) {
         for st in &mut self.states {
             st.fold(horizon, skew, key_of);
         }
@@ -538,9 +538,7 @@ impl Scopes {
     pub(super) fn for_each_name(&self, f: &mut impl FnMut(u32)) {
         for st in &self.states {
             for e in st.events().iter().chain(st.folded_grants()) {
-                f(e.holder);
-                f(e.route);
-                f(e.emitter);
+                e.name_ids().into_iter().for_each(&mut *f);
             }
             if let Some(s) = st.summary() {
                 f(s.top_holder);
@@ -549,7 +547,7 @@ impl Scopes {
     }
 
     /// Calls `f` with every kept event and folded grant.
-    pub(super) fn for_each_event(&self, f: &mut impl FnMut(&Ev)) {
+    pub(super) fn for_each_event(&self, f: &mut impl FnMut(&Rec)) {
         for st in &self.states {
             for e in st.events().iter().chain(st.folded_grants()) {
                 f(e);
@@ -566,7 +564,7 @@ impl Scopes {
     pub(super) fn heap_bytes(&self) -> usize {
         self.ids.heap_bytes()
             + self.states.capacity() * std::mem::size_of::<ScopeState>()
-            + (self.retained + self.cold_grants) * std::mem::size_of::<Ev>() * 5 / 4
+            + (self.retained + self.cold_grants) * std::mem::size_of::<Rec>() * 5 / 4
     }
 }
 

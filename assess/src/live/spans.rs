@@ -1,12 +1,14 @@
-//! The ids of events that carry a provenance of their own ([`Live::push_span`]: an OTLP span's
-//! trace and span ids), 24 bytes each in a table the records point into: no string, no hash, no
-//! allocation per event. Rendered `<source>:<trace_id>/<span_id>` in lower-case hex. Swept like
-//! the name table: when it holds twice the ids alive after the last sweep (at least 65,536),
-//! every id no kept event or counterexample refers to is freed and its slot reused.
+//! The own provenance of events that carry one ([`Live::push_span`]: an OTLP span's source,
+//! trace and span ids), 28 bytes each in a table the records point into ([`Rec::span`]): no
+//! string, no hash, no allocation per event. Rendered `<source>:<trace_id>/<span_id>` in
+//! lower-case hex. Swept like the name table: when it holds twice the ids alive after the last
+//! sweep (at least 65,536), every slot no kept event or counterexample refers to is freed and
+//! reused.
 //!
 //! [`Live::push_span`]: super::Live::push_span
 
-use super::{Ev, Live};
+use super::state::Live;
+use crate::rules::{OWN_PROVENANCE, Rec};
 use serde::{Deserialize, Serialize};
 
 /// A span's identity: its 16-byte trace id, then its 8-byte span id.
@@ -14,10 +16,10 @@ pub type SpanId = [u8; 24];
 
 const SWEEP_MIN: usize = 1 << 16;
 
-/// The table of span ids.
+/// The table of spans: each slot a span id and the source it was read from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Spans {
-    ids: Vec<SpanId>,
+    ids: Vec<(SpanId, u32)>,
     /// Freed slots, reused first.
     free: Vec<u32>,
     /// Sweep when more than this many are alive.
@@ -35,23 +37,30 @@ impl Default for Spans {
 }
 
 impl Spans {
-    /// Adds `id`; its slot.
-    pub(super) fn add(&mut self, id: &SpanId) -> u32 {
+    /// Adds `id`, read from `source`; its slot.
+    pub(super) fn add(&mut self, id: &SpanId, source: u32) -> u32 {
         match self.free.pop() {
             Some(i) => {
-                self.ids[i as usize] = *id;
+                self.ids[i as usize] = (*id, source);
                 i
             }
             None => {
-                self.ids.push(*id);
-                (self.ids.len() - 1) as u32
+                let i = self.ids.len() as u32;
+                assert!(i < OWN_PROVENANCE, "span table full");
+                self.ids.push((*id, source));
+                i
             }
         }
     }
 
-    /// The id in slot `i`.
+    /// The span id in slot `i`.
     pub(super) fn get(&self, i: u32) -> Option<&SpanId> {
-        self.ids.get(i as usize)
+        self.ids.get(i as usize).map(|(id, _)| id)
+    }
+
+    /// The span id in slot `i` and the source it was read from.
+    pub(super) fn get_with_source(&self, i: u32) -> Option<(&SpanId, u32)> {
+        self.ids.get(i as usize).map(|(id, s)| (id, *s))
     }
 
     /// Slots in use.
@@ -122,8 +131,8 @@ impl Live {
             return;
         }
         let mut alive = vec![false; self.state.spans.slots()];
-        let mut mark = |e: &Ev| {
-            if let Some(a) = alive.get_mut(e.span as usize) {
+        let mut mark = |e: &Rec| {
+            if let Some(a) = e.span().and_then(|n| alive.get_mut(n as usize)) {
                 *a = true;
             }
         };
@@ -151,11 +160,11 @@ mod tests {
             "otlp:0a000000000000000000000000000000/00000000000000ff"
         );
         let mut t = Spans::default();
-        let (a, b, c) = (t.add(&[1; 24]), t.add(&[2; 24]), t.add(&[3; 24]));
+        let (a, b, c) = (t.add(&[1; 24], 0), t.add(&[2; 24], 0), t.add(&[3; 24], 0));
         assert_eq!((a, b, c), (0, 1, 2));
         t.sweep(&[true, false, false]);
         assert_eq!(t.len(), 1, "the trailing slots went");
         assert_eq!(t.get(0), Some(&[1; 24]));
-        assert_eq!(t.add(&[4; 24]), 1);
+        assert_eq!(t.add(&[4; 24], 0), 1);
     }
 }

@@ -7,45 +7,14 @@
 //! per-property part is the same [`Tally`] a [`Live`] keeps, so exporting is a copy, and
 //! counterexamples travel rendered, so the receiver needs no name table.
 
-use super::{Kept, Live, Runs};
+use super::emitters::Runs;
+use super::state::{CxKey, Live};
+use super::tally::{Kept, Tally};
 use crate::event::{Kind, Outcome};
-use crate::finding::{Counterexample, CounterexampleKind, EventView, Reason, Withdrawal};
+use crate::finding::{Counterexample, CounterexampleKind, EventView, Withdrawal};
 use crate::time::EventTime;
-use crate::window::WindowSeries;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
-
-/// What one property holds in one partition that queries merge: the window series, reason
-/// counts and samples, route observations, undeclared routes and event counts. Everything but
-/// per-scope state and counterexamples.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Tally {
-    pub(super) series: WindowSeries,
-    pub(super) counts: [u64; Reason::COUNT],
-    /// The first few samples of each reason seen by this partition.
-    pub(super) samples: BTreeMap<Reason, Vec<Kept>>,
-    /// Per declared route: observation bounds per window index.
-    pub(super) routes: Vec<BTreeMap<i64, super::Obs>>,
-    /// Routes seen on commits/fences that the contract lacks, by name: the first
-    /// [`super::UNDECLARED_ROUTES_KEPT`], the others under [`super::OTHER_UNDECLARED_ROUTES`].
-    pub(super) undeclared: BTreeMap<String, u64>,
-    /// Heartbeats on routes the contract lacks (their names are not kept).
-    pub(super) undeclared_heartbeats: u64,
-    /// Events set aside because their emitter is beyond [`super::LiveOptions::max_emitters`].
-    pub(super) untracked_emitter_events: u64,
-    /// Final counterexamples found whose detail is no longer kept
-    /// ([`super::LiveOptions::max_counterexamples`]): they stand and count.
-    pub(super) cxs_dropped: u64,
-    /// Withdrawn counterexamples whose detail is no longer kept.
-    pub(super) withdrawn_dropped: u64,
-    /// Per window index, the stale event times (min, max) and count of the final
-    /// counterexamples whose detail was dropped: enough for an assurance over any range.
-    pub(super) dropped_at: BTreeMap<i64, super::Obs>,
-    pub(super) events: u64,
-    pub(super) stale_rejections: u64,
-    /// Greatest valid event time of this property.
-    pub(super) max_ts: Option<i64>,
-}
 
 /// The queryable state of one partition, to merge with others (SPEC §5 "mergeable partial
 /// summaries"): per property its tally and rendered counterexamples; emitters by name;
@@ -79,7 +48,7 @@ pub(super) struct PropSummary {
     pub(super) tally: Tally,
     /// Rendered, by (stale event time, id).
     #[serde(with = "wire")]
-    pub(super) cxs: BTreeMap<(i64, String), Counterexample>,
+    pub(super) cxs: BTreeMap<CxKey, Counterexample>,
 }
 
 /// One emitter as a partition saw it.
@@ -264,7 +233,7 @@ mod wire {
     }
 
     pub(super) fn serialize<S: Serializer>(
-        cxs: &BTreeMap<(i64, String), Counterexample>,
+        cxs: &BTreeMap<CxKey, Counterexample>,
         ser: S,
     ) -> Result<S::Ok, S::Error> {
         ser.collect_seq(cxs.values().map(|c| CxOut {
@@ -285,7 +254,7 @@ mod wire {
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(
         de: D,
-    ) -> Result<BTreeMap<(i64, String), Counterexample>, D::Error> {
+    ) -> Result<BTreeMap<CxKey, Counterexample>, D::Error> {
         let mut out = BTreeMap::new();
         for c in Vec::<CxIn>::deserialize(de)? {
             let cx = Counterexample {

@@ -20,16 +20,16 @@
 //!
 //! The watermark (SPEC §4) is the minimum over active partitions; idle ones (caught up, nothing
 //! in flight) are left out; when none is active, the maximum over all; `EventTime::MIN`
-//! without partitions.
 
-use super::summary::{Summary, Tally};
-use super::{
-    Cx, Kept, Live, MALFORMED_SAMPLES, Obs, Run, Runs, SAMPLES_PER_REASON, fingerprint,
-    partition_watermark,
-};
+use super::emitters::{SeqRuns, merge_runs};
+use super::parts::{CxRef, EmitterRef, Part, Src};
+use super::state::{CxKey, Live, fingerprint};
+use super::summary::Summary;
+use super::tally::{Kept, Obs, Tally, count_undeclared};
 use crate::contract::Contract;
 use crate::finding::{Counterexample, Reason};
 use crate::report::Sample;
+use crate::rules::{MALFORMED_SAMPLES, SAMPLES_PER_REASON};
 use crate::time::EventTime;
 use crate::window::WindowSeries;
 use std::borrow::Cow;
@@ -49,18 +49,6 @@ pub struct View<'a> {
     emitters: std::cell::OnceCell<Vec<EmitterRef<'a>>>,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Part<'a> {
-    src: Src<'a>,
-    active: bool,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Src<'a> {
-    Live(&'a Live),
-    Summary(&'a Summary),
-}
-
 /// A partition that was not assessed under the view's contract.
 #[derive(Debug, thiserror::Error)]
 #[error(
@@ -71,204 +59,6 @@ pub struct ContractMismatch {
     pub found: u64,
     /// The view's.
     pub expected: u64,
-}
-
-/// Every emitter's runs of seqs merged over a view's partitions: what all of them have seen.
-/// Fed back to each partition with [`Live::absorb_seq_runs`], it keeps the partitions' runs
-/// compact when one emitter's events are spread over partitions (producers key by scope, not
-/// by emitter): each partition alone sees every other seq, one run per event.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SeqRuns(pub(super) Vec<(String, Runs)>);
-
-impl SeqRuns {
-    /// Runs over all emitters.
-    pub fn len(&self) -> usize {
-        self.0.iter().map(|(_, r)| r.len()).sum()
-    }
-
-    /// Whether there is none.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-/// One emitter, merged over the partitions.
-#[derive(Debug, Clone)]
-pub(super) struct EmitterRef<'a> {
-    pub(super) name: &'a str,
-    /// Runs of contiguous seqs by first seq.
-    pub(super) runs: Cow<'a, Runs>,
-    /// Indices of the properties it fed.
-    pub(super) props: Cow<'a, [u16]>,
-    pub(super) events: u64,
-}
-
-/// A counterexample of one partition: kept by a [`Live`] (rendered on demand) or rendered in a
-/// [`Summary`].
-#[derive(Debug, Clone, Copy)]
-pub(super) enum CxRef<'a> {
-    Kept(&'a Live, usize, &'a Cx),
-    Rendered(&'a Counterexample),
-}
-
-impl<'a> CxRef<'a> {
-    pub(super) fn id(&self) -> &'a str {
-        match self {
-            CxRef::Kept(_, _, c) => &c.id,
-            CxRef::Rendered(c) => &c.id,
-        }
-    }
-
-    pub(super) fn scope(&self) -> &'a str {
-        match self {
-            CxRef::Kept(_, _, c) => &c.scope,
-            CxRef::Rendered(c) => &c.scope,
-        }
-    }
-
-    pub(super) fn render(&self) -> Counterexample {
-        match self {
-            CxRef::Kept(l, p, c) => l.render(*p, c),
-            CxRef::Rendered(c) => (*c).clone(),
-        }
-    }
-
-    /// Whether it was withdrawn (it refutes nothing).
-    pub(super) fn withdrawn(&self) -> bool {
-        match self {
-            CxRef::Kept(_, _, c) => c.withdrawn.is_some(),
-            CxRef::Rendered(c) => c.withdrawn.is_some(),
-        }
-    }
-
-    fn is_final(&self) -> bool {
-        match self {
-            CxRef::Kept(_, _, c) => c.is_final,
-            CxRef::Rendered(c) => c.is_final,
-        }
-    }
-
-    /// How settled it is, to choose among partitions holding one id: final (never withdrawn)
-    /// over withdrawn over provisional.
-    fn settled(&self) -> u8 {
-        if self.is_final() {
-            2
-        } else {
-            u8::from(self.withdrawn())
-        }
-    }
-}
-
-/// A counterexample's key: (stale event time, id).
-pub(super) type CxKey = (i64, String);
-
-impl<'a> Src<'a> {
-    fn fingerprint(self) -> u64 {
-        match self {
-            Src::Live(l) => l.state.fingerprint,
-            Src::Summary(s) => s.fingerprint,
-        }
-    }
-
-    fn tally(self, p: usize) -> &'a Tally {
-        match self {
-            Src::Live(l) => &l.state.props[p].tally,
-            Src::Summary(s) => &s.props[p].tally,
-        }
-    }
-
-    fn watermark(self, lateness: i64) -> EventTime {
-        match self {
-            Src::Live(l) => partition_watermark(l.state.max_ts, l.state.closed, lateness),
-            Src::Summary(s) => partition_watermark(s.max_ts, s.closed, lateness),
-        }
-    }
-
-    fn totals(self) -> [u64; 4] {
-        match self {
-            Src::Live(l) => {
-                let s = &l.state;
-                [s.valid, s.malformed, s.unattributed, s.duplicates]
-            }
-            Src::Summary(s) => [s.valid, s.malformed, s.unattributed, s.duplicates],
-        }
-    }
-
-    fn malformed_samples(self) -> &'a std::collections::VecDeque<Kept> {
-        match self {
-            Src::Live(l) => &l.state.malformed_samples,
-            Src::Summary(s) => &s.malformed_samples,
-        }
-    }
-
-    fn emitters(self, out: &mut Vec<EmitterRef<'a>>) {
-        match self {
-            Src::Live(l) => out.extend(l.state.emitters.iter().map(|(&id, e)| EmitterRef {
-                name: &l.state.names[id as usize],
-                runs: Cow::Borrowed(&e.runs),
-                props: Cow::Borrowed(e.props.as_slice()),
-                events: e.events,
-            })),
-            Src::Summary(s) => out.extend(s.emitters.iter().map(|(name, e)| EmitterRef {
-                name,
-                runs: Cow::Borrowed(&e.runs),
-                props: Cow::Borrowed(&e.props),
-                events: e.events,
-            })),
-        }
-    }
-
-    fn cx_count(self, p: usize) -> usize {
-        match self {
-            Src::Live(l) => l.state.props[p].cxs.len(),
-            Src::Summary(s) => s.props[p].cxs.len(),
-        }
-    }
-
-    fn withdrawn_count(self, p: usize) -> usize {
-        match self {
-            Src::Live(l) => l.state.props[p].withdrawn,
-            Src::Summary(s) => s.props[p]
-                .cxs
-                .values()
-                .filter(|c| c.withdrawn.is_some())
-                .count(),
-        }
-    }
-
-    fn provisional_count(self, p: usize) -> usize {
-        match self {
-            Src::Live(l) => l.state.props[p].provisional.len(),
-            Src::Summary(s) => s.props[p]
-                .cxs
-                .values()
-                .filter(|c| !c.is_final && c.withdrawn.is_none())
-                .count(),
-        }
-    }
-
-    /// Counterexamples of property `p` from `start` on, by key.
-    fn cxs(
-        self,
-        p: usize,
-        start: Bound<CxKey>,
-    ) -> Box<dyn Iterator<Item = (&'a CxKey, CxRef<'a>)> + 'a> {
-        let range = (start, Bound::Unbounded);
-        match self {
-            Src::Live(l) => Box::new(
-                l.state.props[p]
-                    .cxs
-                    .range(range)
-                    .map(move |(k, c)| (k, CxRef::Kept(l, p, c))),
-            ),
-            Src::Summary(s) => Box::new(
-                s.props[p]
-                    .cxs
-                    .range(range)
-                    .map(|(k, c)| (k, CxRef::Rendered(c))),
-            ),
-        }
-    }
 }
 
 impl<'a> View<'a> {
@@ -550,7 +340,7 @@ impl<'a> View<'a> {
         let mut out: BTreeMap<String, u64> = BTreeMap::new();
         for t in self.tallies(p) {
             for (name, n) in &t.undeclared {
-                super::count_undeclared(&mut out, name, *n);
+                count_undeclared(&mut out, name, *n);
             }
         }
         out
@@ -679,6 +469,27 @@ impl<'a> View<'a> {
     }
 }
 
+/// Every query of one partition goes through its [`View`].
+impl Live {
+    /// The query view of this one partition (active): every query reads through it, so one
+    /// partition and many merged ones share one code path. It borrows the state.
+    pub fn view(&self) -> View<'_> {
+        View::of_live(self)
+    }
+
+    /// Valid, malformed, unattributed and duplicate events so far.
+    pub fn totals(&self) -> (u64, u64, u64, u64) {
+        self.view().totals()
+    }
+
+    /// The property's watermark: its greatest valid event time minus `allowed_lateness`
+    /// (`EventTime::MIN` before any event, `EventTime::MAX` once closed). The view of this one
+    /// partition, which is active.
+    pub fn watermark(&self, p: usize) -> EventTime {
+        self.view().watermark(p)
+    }
+}
+
 /// Bounds per window merged: min of mins, max of maxes, counts added.
 fn merge_obs(a: &mut BTreeMap<i64, Obs>, b: &BTreeMap<i64, Obs>) {
     for (k, o) in b {
@@ -690,38 +501,6 @@ fn merge_obs(a: &mut BTreeMap<i64, Obs>, b: &BTreeMap<i64, Obs>) {
             })
             .or_insert(*o);
     }
-}
-
-/// The union of runs of contiguous seqs: overlapping or adjacent runs join, the joined run
-/// keeping the times of the events at its two ends.
-pub(super) fn merge_runs<'r, M: IntoIterator<Item = (&'r u64, &'r Run)>>(
-    maps: impl Iterator<Item = M>,
-) -> Runs {
-    let mut all: Vec<(u64, Run)> = maps
-        .flat_map(|m| m.into_iter().map(|(&s, &r)| (s, r)))
-        .collect();
-    all.sort_by_key(|&(s, r)| (s, std::cmp::Reverse(r.end)));
-    let mut out = BTreeMap::new();
-    let mut cur: Option<(u64, Run)> = None;
-    for (s, r) in all {
-        match &mut cur {
-            Some((_, c)) if s <= c.end.saturating_add(1) => {
-                if r.end > c.end {
-                    c.end = r.end;
-                    c.end_ts = r.end_ts;
-                }
-            }
-            _ => {
-                if let Some((cs, c)) = cur.replace((s, r)) {
-                    out.insert(cs, c);
-                }
-            }
-        }
-    }
-    if let Some((cs, c)) = cur {
-        out.insert(cs, c);
-    }
-    Runs::from_map(out)
 }
 
 #[cfg(test)]
@@ -837,32 +616,5 @@ mod tests {
             a.push(&again, sa, 200, 1_000_000),
             crate::live::Pushed::Duplicate
         );
-    }
-
-    #[test]
-    fn runs_join_when_adjacent_or_overlapping() {
-        let run = |end, start_ts, end_ts| Run {
-            end,
-            start_ts,
-            end_ts,
-        };
-        let a = BTreeMap::from([(1, run(2, 10, 20)), (8, run(9, 80, 90))]);
-        let b = BTreeMap::from([
-            (3, run(4, 30, 40)),
-            (6, run(6, 60, 60)),
-            (9, run(12, 90, 120)),
-        ]);
-        let m = merge_runs([&a, &b].into_iter());
-        assert_eq!(
-            m.into_iter().collect::<Vec<_>>(),
-            [
-                (1, run(4, 10, 40)),
-                (6, run(6, 60, 60)),
-                (8, run(12, 80, 120))
-            ]
-        );
-        let top = BTreeMap::from([(u64::MAX - 1, run(u64::MAX, 1, 2))]);
-        let m = merge_runs([&top, &top].into_iter());
-        assert_eq!(m.len(), 1);
     }
 }

@@ -153,7 +153,7 @@ pub fn checkpoint(
 mod tests {
     use super::*;
     use crate::batch::{Format, decode, encode};
-    use crate::partition::state::encode_state;
+    use crate::partition::state::{STATE_LAYOUT, encode_state};
     use crate::partition::tests::{BATCH, contract};
     use fencewatch_assess::live::LiveOptions;
 
@@ -350,6 +350,37 @@ mod tests {
         assert!(
             msg.contains("state layout 1") && msg.contains("move the data directory away"),
             "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_of_the_previous_layout_is_rebuilt_from_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let want;
+        {
+            let mut o = open(dir.path(), contract(), opts()).unwrap();
+            let payload = encode(Format::Ndjson, 1 << 40, "http", None, BATCH.as_bytes());
+            for _ in 0..3 {
+                let base = o.wal.append(4, &payload).unwrap();
+                o.wal.sync().unwrap();
+                o.partition
+                    .apply(base, 4, &decode(&payload).unwrap(), 1 << 20)
+                    .unwrap();
+            }
+            want = o.partition.live().totals();
+            // As the build before this layout wrote it: tagged with its layout.
+            let mut old = encode_state(o.partition.live().state());
+            old[4..6].copy_from_slice(&(STATE_LAYOUT - 1).to_le_bytes());
+            o.checkpoints.save(o.wal.next_offset(), &old).unwrap();
+        }
+        let o = open(dir.path(), contract(), opts()).unwrap();
+        assert_eq!(o.restored_from, None);
+        assert_eq!(o.partition.live().totals(), want);
+        let layout = format!("state layout {}", STATE_LAYOUT - 1);
+        assert!(
+            o.passed_over[0].reason.contains(&layout),
+            "{:?}",
+            o.passed_over
         );
     }
 

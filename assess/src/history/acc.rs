@@ -1,0 +1,104 @@
+//! What `finish` accumulates per property: reason counts and samples, the window series,
+//! counterexamples, route observations. Each thread has its own, merged at the end.
+
+use crate::contract::Property;
+use crate::finding::{Counterexample, Reason};
+use crate::report::Sample;
+use crate::rules::SAMPLES_PER_REASON;
+use crate::window::WindowSeries;
+use std::collections::BTreeMap;
+
+/// Where a sample comes from, (source, position): samples are the smallest ones.
+pub(super) type SampleKey = (u32, u64);
+
+/// Keeps `sample` if it is among the [`SAMPLES_PER_REASON`] smallest keys seen.
+pub(super) fn keep_sample(
+    kept: &mut Vec<(SampleKey, Sample)>,
+    key: SampleKey,
+    sample: impl FnOnce() -> Sample,
+) {
+    if kept.len() >= SAMPLES_PER_REASON && kept.iter().all(|(k, _)| *k < key) {
+        return;
+    }
+    kept.push((key, sample()));
+    kept.sort_by_key(|(k, _)| *k);
+    kept.truncate(SAMPLES_PER_REASON);
+}
+
+/// Per-property accumulation during `finish`.
+#[derive(Debug)]
+pub(super) struct Acc {
+    pub(super) counts: [u64; Reason::COUNT],
+    /// The samples with the smallest provenance, which does not depend on processing order.
+    pub(super) samples: BTreeMap<Reason, Vec<(SampleKey, Sample)>>,
+    pub(super) series: WindowSeries,
+    pub(super) cxs: Vec<Counterexample>,
+    pub(super) events: u64,
+    pub(super) stale_rejections: u64,
+    pub(super) route_obs: Vec<Vec<i64>>,
+    pub(super) undeclared: BTreeMap<u32, u64>,
+}
+
+impl Acc {
+    /// An empty accumulator of property `p`.
+    pub(super) fn new(p: &Property) -> Acc {
+        Acc::empty(WindowSeries::new(p.window.0), p.routes.len())
+    }
+
+    fn empty(series: WindowSeries, routes: usize) -> Acc {
+        Acc {
+            counts: [0; Reason::COUNT],
+            samples: BTreeMap::new(),
+            series,
+            cxs: Vec::new(),
+            events: 0,
+            stale_rejections: 0,
+            route_obs: vec![Vec::new(); routes],
+            undeclared: BTreeMap::new(),
+        }
+    }
+
+    /// An empty accumulator over the same window range.
+    pub(super) fn empty_like(&self) -> Acc {
+        let mut series = WindowSeries::new(self.series.width());
+        if let Some((f, l)) = self.series.range() {
+            series.cover(series.start_of(f));
+            series.cover(series.start_of(l));
+        }
+        Acc::empty(series, self.route_obs.len())
+    }
+
+    /// Adds what another accumulator found after this one (samples keep reading order).
+    pub(super) fn absorb(&mut self, other: Acc) {
+        for (a, b) in self.counts.iter_mut().zip(other.counts) {
+            *a += b;
+        }
+        for (reason, samples) in other.samples {
+            let mine = self.samples.entry(reason).or_default();
+            for (key, sample) in samples {
+                keep_sample(mine, key, || sample);
+            }
+        }
+        self.series.merge(&other.series);
+        self.cxs.extend(other.cxs);
+        self.events += other.events;
+        self.stale_rejections += other.stale_rejections;
+        for (mine, theirs) in self.route_obs.iter_mut().zip(other.route_obs) {
+            mine.extend(theirs);
+        }
+        for (route, n) in other.undeclared {
+            *self.undeclared.entry(route).or_default() += n;
+        }
+    }
+
+    pub(super) fn hit(
+        &mut self,
+        reason: Reason,
+        count: u64,
+        key: SampleKey,
+        sample: impl FnOnce() -> Sample,
+    ) {
+        self.counts[reason as usize] += count;
+        keep_sample(self.samples.entry(reason).or_default(), key, sample);
+    }
+}

@@ -1,0 +1,247 @@
+//! What reading keeps of an event, and [`Batch`]es of events decoded off the caller's thread.
+
+use crate::contract::Contract;
+use crate::event::Event;
+use crate::intern::Interner;
+use crate::rules::{self, Malformed, NONE, Rec, UNATTRIBUTED};
+use crate::time::EventTime;
+
+/// A source of events (a file, stdin): its index in [`History`](super::History).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceId(pub u32);
+
+/// Counts every reader keeps: valid events, unattributed ones, the greatest valid event time.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Tally {
+    pub(super) valid: u64,
+    pub(super) unattributed: u64,
+    pub(super) max_valid_ts: Option<i64>,
+}
+
+impl Tally {
+    pub(super) fn add(&mut self, other: Tally) {
+        self.valid += other.valid;
+        self.unattributed += other.unattributed;
+        self.max_valid_ts = later(self.max_valid_ts, other.max_valid_ts);
+    }
+}
+
+pub(super) fn later(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The scope hash: XXH3's 128-bit variant.
+fn scope_hash(s: &str) -> u128 {
+    xxhash_rust::xxh3::xxh3_128(s.as_bytes())
+}
+
+/// The scope of every scoped event, in reading order (a record's `scope` indexes it): the names
+/// in one arena, each with its 128-bit hash, which is what tells scopes apart.
+#[derive(Debug, Default)]
+pub(super) struct ScopeTexts {
+    pub(super) hashes: Vec<u128>,
+    text: String,
+    ends: Vec<u64>,
+}
+
+impl ScopeTexts {
+    fn push(&mut self, s: &str) -> u32 {
+        let i = u32::try_from(self.hashes.len())
+            .ok()
+            .filter(|&i| i < NONE)
+            .expect("fewer than 2^32 - 1 scoped events");
+        self.hashes.push(scope_hash(s));
+        self.text.push_str(s);
+        self.ends.push(self.text.len() as u64);
+        i
+    }
+
+    /// The hash of a record's scope, which tells scopes apart (see `History::assess_events`).
+    pub(super) fn key(&self, r: &Rec) -> Option<u128> {
+        r.has_scope().then(|| self.hashes[r.scope as usize])
+    }
+
+    /// Room for `n` more.
+    pub(super) fn reserve(&mut self, n: usize) {
+        self.hashes.reserve(n);
+        self.ends.reserve(n);
+    }
+
+    pub(super) fn get(&self, i: u32) -> &str {
+        let i = i as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.text[start as usize..self.ends[i] as usize]
+    }
+
+    /// Appends `other`'s strings; returns the index its first one gets.
+    pub(super) fn append(&mut self, other: ScopeTexts) -> u32 {
+        let base = self.hashes.len() as u32;
+        u32::try_from(self.hashes.len() + other.hashes.len())
+            .ok()
+            .filter(|&n| n < NONE)
+            .expect("fewer than 2^32 - 1 scoped events");
+        let offset = self.text.len() as u64;
+        self.hashes.extend_from_slice(&other.hashes);
+        self.text.push_str(&other.text);
+        self.ends.extend(other.ends.iter().map(|e| e + offset));
+        base
+    }
+
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.hashes.capacity() * 16 + self.text.capacity() + self.ends.capacity() * 8
+    }
+}
+
+/// Admits a decoded event ([`rules::admit`]) into a record with its names interned, counted
+/// in `tally`: `Ok(None)` when it is valid but not kept (unattributed, without an (emitter,
+/// seq) to track).
+pub(super) fn admit(
+    contract: &Contract,
+    ev: &Event<'_>,
+    source: u32,
+    position: u64,
+    tally: &mut Tally,
+    strings: &mut Interner,
+    scopes: &mut ScopeTexts,
+) -> Result<Option<Rec>, Malformed> {
+    let prop = rules::admit(contract, ev, None)?;
+    tally.valid += 1;
+    tally.max_valid_ts = later(tally.max_valid_ts, Some(ev.ts.0));
+    if prop == UNATTRIBUTED {
+        tally.unattributed += 1;
+        if !rules::keeps_unattributed(ev) {
+            return Ok(None);
+        }
+    }
+    let mut r = Rec::of(ev, prop, source, position);
+    r.scope = ev.scope.map_or(NONE, |s| scopes.push(s));
+    let mut name = |s: Option<&str>| s.map_or(NONE, |s| strings.intern(s));
+    r.holder = name(ev.holder);
+    r.route = name(ev.route);
+    r.emitter = name(ev.emitter);
+    Ok(Some(r))
+}
+
+/// What reading saw of one emitter's seqs. While they arrive increasing, which is the usual
+/// case, this is all `finish` needs to know of the emitter: it has no duplicate by seq and its
+/// gaps are listed here, so only emitters whose seqs went back are sorted by seq.
+#[derive(Debug, Clone, Default)]
+pub(super) struct SeqTrack {
+    pub(super) events: u64,
+    pub(super) first: u64,
+    pub(super) last: u64,
+    last_idx: u32,
+    /// Every seq was greater than the one read before it.
+    pub(super) increasing: bool,
+    /// While increasing: the record indices on either side of each gap.
+    pub(super) gaps: Vec<(u32, u32)>,
+    /// Properties of the events (`UNATTRIBUTED` included).
+    pub(super) props: Vec<u16>,
+}
+
+impl SeqTrack {
+    /// Notes record `idx`, read after every other one noted.
+    pub(super) fn note(tracks: &mut Vec<SeqTrack>, r: &Rec, idx: u32) {
+        let Some((e, _)) = r.seq_key() else {
+            return;
+        };
+        let e = e as usize;
+        if e >= tracks.len() {
+            tracks.resize_with(e + 1, Default::default);
+        }
+        let t = &mut tracks[e];
+        if t.events == 0 {
+            t.first = r.seq;
+            t.increasing = true;
+        } else if t.increasing {
+            if r.seq <= t.last {
+                t.increasing = false;
+                t.gaps = Vec::new();
+            } else if r.seq > t.last + 1 {
+                t.gaps.push((t.last_idx, idx));
+            }
+        }
+        t.events += 1;
+        t.last = r.seq;
+        t.last_idx = idx;
+        if !t.props.contains(&r.prop) {
+            t.props.push(r.prop);
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct BatchMalformed {
+    pub(super) position: u64,
+    pub(super) ts: Option<EventTime>,
+    /// The greatest valid event time of the batch before it.
+    pub(super) prior: Option<i64>,
+    pub(super) message: String,
+}
+
+/// Events of one source decoded off the caller's thread (a chunk of a file, by a worker), for
+/// [`History::append`](super::History::append), which adds them exactly as if each had been pushed in order. Building
+/// a batch does the per-event work (validation, string and scope keys) so that appending is
+/// little more than a copy.
+#[derive(Debug)]
+pub struct Batch {
+    pub(super) source: SourceId,
+    pub(super) recs: Vec<Rec>,
+    pub(super) strings: Interner,
+    pub(super) scopes: ScopeTexts,
+    pub(super) malformed: Vec<BatchMalformed>,
+    pub(super) tally: Tally,
+}
+
+impl Batch {
+    /// An empty batch of events read from `source`.
+    pub fn new(source: SourceId) -> Batch {
+        Batch::with_capacity(source, 0)
+    }
+
+    /// An empty batch with room for `events` events.
+    pub fn with_capacity(source: SourceId, events: usize) -> Batch {
+        Batch {
+            source,
+            recs: Vec::with_capacity(events),
+            strings: Interner::new(),
+            scopes: ScopeTexts {
+                hashes: Vec::with_capacity(events),
+                text: String::new(),
+                ends: Vec::with_capacity(events),
+            },
+            malformed: Vec::new(),
+            tally: Tally::default(),
+        }
+    }
+
+    /// Adds a decoded event read at `position`, checked against `contract` (the history's).
+    pub fn push(&mut self, contract: &Contract, ev: &Event<'_>, position: u64) {
+        match admit(
+            contract,
+            ev,
+            self.source.0,
+            position,
+            &mut self.tally,
+            &mut self.strings,
+            &mut self.scopes,
+        ) {
+            Ok(Some(rec)) => self.recs.push(rec),
+            Ok(None) => {}
+            Err(why) => self.push_malformed(position, Some(ev.ts), why.to_string()),
+        }
+    }
+
+    /// Adds a malformed event (see [`History::push_malformed`](super::History::push_malformed)).
+    pub fn push_malformed(&mut self, position: u64, ts: Option<EventTime>, message: String) {
+        self.malformed.push(BatchMalformed {
+            position,
+            ts,
+            prior: self.tally.max_valid_ts,
+            message,
+        });
+    }
+}

@@ -1,0 +1,254 @@
+//! What `finish` settles per event key before judging: duplicates by (emitter, seq) and by
+//! (scope, incarnation, order, epoch) (SPEC §4 "Duplicates": equal deliveries keep one,
+//! differing ones are all set aside), and telemetry gaps per emitter (sorting by seq only the
+//! emitters whose seqs went back).
+
+use super::acc::Acc;
+use super::state::History;
+use crate::finding::Reason;
+use crate::report::{EmitterReport, Sample};
+use crate::rules::{ASIDE, DUP, Rec, UNATTRIBUTED};
+use crate::time::EventTime;
+
+impl History {
+    /// Indices of the events of emitters whose seqs did not arrive increasing, sorted by
+    /// (emitter, seq, index): a stable counting sort by emitter, then each emitter's run sorted.
+    pub(super) fn by_seq(&self) -> (Vec<u32>, Vec<u32>) {
+        let recs = &self.recs;
+        let n = self.strings.len();
+        let back: Vec<bool> = (0..n)
+            .map(|e| {
+                self.seqs
+                    .get(e)
+                    .is_some_and(|t| t.events > 0 && !t.increasing)
+            })
+            .collect();
+        if !back.contains(&true) {
+            return (Vec::new(), vec![0; n + 1]);
+        }
+        let has = |r: &Rec| r.seq_key().is_some_and(|(e, _)| back[e as usize]);
+        let mut starts = vec![0u32; n + 1];
+        for r in recs.iter().filter(|r| has(r)) {
+            starts[r.emitter as usize + 1] += 1;
+        }
+        for i in 0..n {
+            starts[i + 1] += starts[i];
+        }
+        let mut fill = starts.clone();
+        let mut out = vec![0u32; starts[n] as usize];
+        for (i, r) in recs.iter().enumerate().filter(|(_, r)| has(r)) {
+            out[fill[r.emitter as usize] as usize] = i as u32;
+            fill[r.emitter as usize] += 1;
+        }
+        for e in 0..n {
+            let run = &mut out[starts[e] as usize..starts[e + 1] as usize];
+            if !run
+                .windows(2)
+                .all(|w| recs[w[0] as usize].seq <= recs[w[1] as usize].seq)
+            {
+                let mut keys: Vec<(u64, u32)> =
+                    run.iter().map(|&i| (recs[i as usize].seq, i)).collect();
+                keys.sort_unstable();
+                for (slot, (_, i)) in run.iter_mut().zip(keys) {
+                    *slot = i;
+                }
+            }
+        }
+        (out, starts)
+    }
+
+    pub(super) fn settle_duplicates(&mut self, accs: &mut [Acc], by_seq: &[u32]) -> u64 {
+        let recs = &mut self.recs;
+        let scopes = &self.scopes;
+        let mut by_order: Vec<u32> = (0..recs.len() as u32)
+            .filter(|&i| recs[i as usize].order_key().is_some())
+            .collect();
+        by_order.sort_unstable_by_key(|&i| {
+            let r = &recs[i as usize];
+            (scopes.key(r), r.order_key(), i)
+        });
+        let mut equal_pairs: Vec<(u32, u32)> = Vec::new();
+        let mut conflicts: Vec<Vec<u32>> = Vec::new();
+        let mut groups = |idx: &[u32],
+                          same_key: &dyn Fn(&Rec, &Rec) -> bool,
+                          recs: &mut Vec<Rec>| {
+            let mut a = 0;
+            while a < idx.len() {
+                let mut b = a + 1;
+                while b < idx.len() && same_key(&recs[idx[a] as usize], &recs[idx[b] as usize]) {
+                    b += 1;
+                }
+                if b - a > 1 {
+                    let first = recs[idx[a] as usize];
+                    if idx[a + 1..b].iter().all(|&i| {
+                        let r = &recs[i as usize];
+                        r.same_content(&first) && scopes.key(r) == scopes.key(&first)
+                    }) {
+                        for &i in &idx[a + 1..b] {
+                            recs[i as usize].flags |= DUP;
+                            equal_pairs.push((idx[a], i));
+                        }
+                    } else {
+                        for &i in &idx[a..b] {
+                            recs[i as usize].flags |= ASIDE;
+                        }
+                        conflicts.push(idx[a..b].to_vec());
+                    }
+                }
+                a = b;
+            }
+        };
+        groups(by_seq, &|x, y| x.seq_key() == y.seq_key(), recs);
+        groups(
+            &by_order,
+            &|x, y| scopes.key(x) == scopes.key(y) && x.order_key() == y.order_key(),
+            recs,
+        );
+        // A delivery equal to one set aside through its other key is set aside too.
+        let mut changed = !conflicts.is_empty();
+        while changed {
+            changed = false;
+            for &(a, b) in &equal_pairs {
+                if recs[a as usize].has(ASIDE) != recs[b as usize].has(ASIDE) {
+                    recs[a as usize].flags |= ASIDE;
+                    recs[b as usize].flags |= ASIDE;
+                    changed = true;
+                }
+            }
+        }
+        for members in &conflicts {
+            let mut props: Vec<u16> = members
+                .iter()
+                .map(|&i| self.recs[i as usize].prop)
+                .filter(|&p| p != UNATTRIBUTED)
+                .collect();
+            props.sort_unstable();
+            props.dedup();
+            let lo = members
+                .iter()
+                .map(|&i| self.recs[i as usize].ts)
+                .min()
+                .unwrap_or(0);
+            let hi = members
+                .iter()
+                .map(|&i| self.recs[i as usize].ts)
+                .max()
+                .unwrap_or(0);
+            let first = self.recs[members[0] as usize];
+            let others: Vec<String> = members[1..]
+                .iter()
+                .map(|&i| self.prov(&self.recs[i as usize]).to_string())
+                .collect();
+            for p in props {
+                let sample = self.sample(
+                    &first,
+                    format!(
+                        "differs from {} delivered under the same key",
+                        others.join(", ")
+                    ),
+                );
+                let acc = &mut accs[p as usize];
+                acc.hit(
+                    Reason::ConflictingDuplicate,
+                    1,
+                    (first.source, first.position),
+                    || sample,
+                );
+                acc.series
+                    .add_time_span(lo, hi, Reason::ConflictingDuplicate);
+            }
+        }
+        if equal_pairs.is_empty() {
+            return 0;
+        }
+        self.recs
+            .iter()
+            .filter(|r| r.has(DUP) && !r.has(ASIDE))
+            .count() as u64
+    }
+
+    /// Gaps per emitter: from what reading noted for emitters whose seqs arrived increasing,
+    /// else in one pass over the emitter's run of `by_seq` (bounded by `starts`, indexed by
+    /// emitter id).
+    pub(super) fn telemetry_gaps(
+        &self,
+        accs: &mut [Acc],
+        by_seq: &[u32],
+        starts: &[u32],
+    ) -> Vec<EmitterReport> {
+        let recs = &self.recs;
+        let mut out = Vec::new();
+        let mut found: Vec<(u32, u32)> = Vec::new();
+        let mut feeds = vec![false; accs.len()];
+        for (emitter, track) in self.seqs.iter().enumerate() {
+            if track.events == 0 {
+                continue;
+            }
+            feeds.fill(false);
+            found.clear();
+            let (first_seq, last_seq, distinct) = if track.increasing {
+                for &p in &track.props {
+                    if let Some(f) = feeds.get_mut(p as usize) {
+                        *f = true;
+                    }
+                }
+                found.extend_from_slice(&track.gaps);
+                (track.first, track.last, track.events)
+            } else {
+                let group = &by_seq[starts[emitter] as usize..starts[emitter + 1] as usize];
+                let mut prev = &recs[group[0] as usize];
+                let first_seq = prev.seq;
+                let mut distinct = 1;
+                if let Some(f) = feeds.get_mut(prev.prop as usize) {
+                    *f = true;
+                }
+                for pair in group.windows(2) {
+                    let y = &recs[pair[1] as usize];
+                    if let Some(f) = feeds.get_mut(y.prop as usize) {
+                        *f = true;
+                    }
+                    if y.seq != prev.seq {
+                        distinct += 1;
+                        if y.seq > prev.seq + 1 {
+                            found.push((pair[0], pair[1]));
+                        }
+                    }
+                    prev = y;
+                }
+                (first_seq, prev.seq, distinct)
+            };
+            let name = self.strings.resolve(emitter as u32);
+            let mut missing = 0;
+            for &(xi, yi) in &found {
+                let (x, y) = (&recs[xi as usize], &recs[yi as usize]);
+                missing += y.seq - x.seq - 1;
+                for (p, _) in feeds.iter().enumerate().filter(|(_, f)| **f) {
+                    let detail = format!(
+                        "emitter `{name}` skipped seq {}..={} between {} and {}",
+                        x.seq + 1,
+                        y.seq - 1,
+                        self.prov(x),
+                        self.prov(y)
+                    );
+                    let acc = &mut accs[p];
+                    acc.hit(Reason::TelemetryGap, 1, (y.source, y.position), || Sample {
+                        source: self.prov(y).to_string(),
+                        ts: Some(EventTime(y.ts).to_string()),
+                        detail,
+                    });
+                    acc.series.add_time_span(x.ts, y.ts, Reason::TelemetryGap);
+                }
+            }
+            out.push(EmitterReport {
+                emitter: name.to_string(),
+                events: distinct,
+                first_seq,
+                last_seq,
+                gaps: found.len() as u64,
+                missing,
+            });
+        }
+        out.sort_by(|a, b| a.emitter.cmp(&b.emitter));
+        out
+    }
+}

@@ -1,0 +1,251 @@
+//! The history being read: its records, names, sources and malformed events; [`History::finish`]
+//! runs the assessment over them.
+
+use super::acc::Acc;
+use super::input::{self, Batch, ScopeTexts, SeqTrack, SourceId, Tally, later};
+use crate::contract::{Compiled, Contract};
+use crate::event::Event;
+use crate::finding::{EventView, Provenance, Verdict};
+use crate::intern::Interner;
+use crate::report::{ContractSummary, Report, Sample};
+use crate::rules::{MALFORMED_SAMPLES, NONE, OWN_PROVENANCE, Rec, Resolve, UNATTRIBUTED};
+use crate::time::EventTime;
+
+/// Windows listed one by one before the timeline is shown as runs.
+pub const MAX_LISTED_WINDOWS: u64 = 10_000;
+
+/// A malformed event: placed at its time, else at the greatest valid event time before it.
+#[derive(Debug)]
+pub(super) struct MalformedRec {
+    pub(super) ts: Option<i64>,
+    pub(super) prior: Option<i64>,
+}
+
+/// A history being read for offline assessment.
+#[derive(Debug)]
+pub struct History {
+    pub(super) contract: Contract,
+    pub(super) compiled: Compiled,
+    pub(super) sources: Vec<String>,
+    pub(super) strings: Interner,
+    pub(super) scopes: ScopeTexts,
+    pub(super) recs: Vec<Rec>,
+    pub(super) malformed: Vec<MalformedRec>,
+    pub(super) malformed_samples: Vec<Sample>,
+    pub(super) tally: Tally,
+    /// By emitter (string id).
+    pub(super) seqs: Vec<SeqTrack>,
+    pub(super) threads: usize,
+}
+
+impl History {
+    /// An empty history under `contract`.
+    pub fn new(contract: Contract) -> History {
+        let compiled = contract.compile();
+        History {
+            contract,
+            compiled,
+            sources: Vec::new(),
+            strings: Interner::new(),
+            scopes: ScopeTexts::default(),
+            recs: Vec::new(),
+            malformed: Vec::new(),
+            malformed_samples: Vec::new(),
+            tally: Tally::default(),
+            seqs: Vec::new(),
+            threads: 1,
+        }
+    }
+
+    /// The contract.
+    pub fn contract(&self) -> &Contract {
+        &self.contract
+    }
+
+    /// Registers a source such as a file name; provenance is `(source, position)`.
+    pub fn add_source(&mut self, name: &str) -> SourceId {
+        let id = u32::try_from(self.sources.len())
+            .ok()
+            .filter(|&i| i < OWN_PROVENANCE)
+            .expect("fewer than 2^31 sources");
+        self.sources.push(name.to_string());
+        SourceId(id)
+    }
+
+    /// Threads `finish` may use for the per-scope sweeps (default 1). The result does not
+    /// depend on it.
+    pub fn set_threads(&mut self, threads: usize) {
+        self.threads = threads.max(1);
+    }
+
+    /// Reserves room for about `events` more events (e.g. estimated from input sizes), which
+    /// saves the copies of a growing buffer.
+    pub fn reserve(&mut self, events: usize) {
+        self.recs.reserve(events);
+        self.scopes.reserve(events);
+    }
+
+    /// Number of valid events pushed.
+    pub fn valid_events(&self) -> u64 {
+        self.tally.valid
+    }
+
+    /// Number of malformed events pushed.
+    pub fn malformed_events(&self) -> u64 {
+        self.malformed.len() as u64
+    }
+
+    /// Approximate heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.recs.capacity() * std::mem::size_of::<Rec>()
+            + self.strings.heap_bytes()
+            + self.scopes.heap_bytes()
+    }
+
+    /// Adds a decoded event read at `position` of `source`. Events that break a contract-level
+    /// rule (no `property` under a multi-property contract) or a per-kind rule become malformed.
+    pub fn push(&mut self, ev: &Event<'_>, source: SourceId, position: u64) {
+        match input::admit(
+            &self.contract,
+            ev,
+            source.0,
+            position,
+            &mut self.tally,
+            &mut self.strings,
+            &mut self.scopes,
+        ) {
+            Ok(Some(rec)) => {
+                SeqTrack::note(&mut self.seqs, &rec, self.recs.len() as u32);
+                self.recs.push(rec);
+            }
+            Ok(None) => {}
+            Err(why) => self.push_malformed(source, position, Some(ev.ts), why.to_string()),
+        }
+    }
+
+    /// Adds the events of `batch` after those read so far, as if each had been pushed.
+    pub fn append(&mut self, batch: Batch) {
+        let Batch {
+            source,
+            recs,
+            strings,
+            scopes,
+            malformed,
+            tally,
+        } = batch;
+        let prior = self.tally.max_valid_ts;
+        for m in malformed {
+            self.note_malformed(source, m.position, m.ts, later(prior, m.prior), m.message);
+        }
+        self.tally.add(tally);
+        let ids: Vec<u32> = (0..strings.len() as u32)
+            .map(|i| self.strings.intern(strings.resolve(i)))
+            .collect();
+        let id = |i: u32| if i == NONE { NONE } else { ids[i as usize] };
+        let base = self.scopes.append(scopes);
+        self.recs.reserve(recs.len());
+        for mut r in recs {
+            r.holder = id(r.holder);
+            r.route = id(r.route);
+            r.emitter = id(r.emitter);
+            if r.has_scope() {
+                r.scope += base;
+            }
+            SeqTrack::note(&mut self.seqs, &r, self.recs.len() as u32);
+            self.recs.push(r);
+        }
+    }
+
+    /// Adds a malformed event: counted, kept as a sample, placed at its `ts` if that parsed,
+    /// else at the greatest valid event time read before it.
+    pub fn push_malformed(
+        &mut self,
+        source: SourceId,
+        position: u64,
+        ts: Option<EventTime>,
+        message: String,
+    ) {
+        self.note_malformed(source, position, ts, self.tally.max_valid_ts, message);
+    }
+
+    fn note_malformed(
+        &mut self,
+        source: SourceId,
+        position: u64,
+        ts: Option<EventTime>,
+        prior: Option<i64>,
+        message: String,
+    ) {
+        if self.malformed_samples.len() < MALFORMED_SAMPLES {
+            self.malformed_samples.push(Sample {
+                source: format!("{}:{position}", self.sources[source.0 as usize]),
+                ts: ts.map(|t| t.to_string()),
+                detail: message,
+            });
+        }
+        self.malformed.push(MalformedRec {
+            ts: ts.map(|t| t.0),
+            prior,
+        });
+    }
+
+    pub(super) fn prov(&self, r: &Rec) -> Provenance {
+        r.provenance(self)
+    }
+
+    pub(super) fn view(&self, r: &Rec) -> EventView {
+        r.view(self)
+    }
+
+    pub(super) fn sample(&self, r: &Rec, detail: String) -> Sample {
+        r.sample(self, detail)
+    }
+
+    /// Assesses the history: the end of input is the end of time, every window is final.
+    pub fn finish(mut self) -> Report {
+        let mut accs: Vec<Acc> = self.contract.properties.iter().map(Acc::new).collect();
+        // Window ranges first: every valid attributed event, duplicates included.
+        for r in &self.recs {
+            if r.prop != UNATTRIBUTED {
+                accs[r.prop as usize].series.cover(r.ts);
+            }
+        }
+        let (by_seq, emitter_starts) = self.by_seq();
+        let duplicates = self.settle_duplicates(&mut accs, &by_seq);
+        let emitters = self.telemetry_gaps(&mut accs, &by_seq, &emitter_starts);
+        drop(by_seq);
+        self.assess_events(&mut accs);
+        self.place_malformed(&mut accs);
+        let properties = self.conclude(accs);
+        let verdict = properties
+            .iter()
+            .map(|p| p.verdict)
+            .max()
+            .unwrap_or(Verdict::Unknown);
+        Report {
+            verdict,
+            contract: ContractSummary::from(&self.compiled),
+            unattributed: self.tally.unattributed,
+            malformed: self.malformed.len() as u64,
+            events: self.tally.valid,
+            duplicates,
+            properties,
+            malformed_events: std::mem::take(&mut self.malformed_samples),
+            emitters,
+        }
+    }
+}
+
+impl Resolve for History {
+    fn resolve_name(&self, id: u32) -> Option<&str> {
+        (id != NONE).then(|| self.strings.resolve(id))
+    }
+
+    fn resolve_source(&self, i: u32) -> &str {
+        &self.sources[i as usize]
+    }
+
+    fn resolve_own(&self, n: u32) -> String {
+        unreachable!("check reads no spans (own provenance {n})")
+    }
+}

@@ -1,0 +1,270 @@
+//! Judging the records in `finish`: what each applied event counts for, then the per-scope
+//! sweeps of [`crate::scope`] over every (property, scope) group, on all threads.
+
+use super::acc::Acc;
+use super::state::History;
+use crate::contract::Grants;
+use crate::event::Kind;
+use crate::finding::{Counterexample, Reason, counterexample_id};
+use crate::rules::{self, ASIDE, Applied, DUP, NONE, Observes, Rec, RouteIds, UNATTRIBUTED};
+use crate::scope::{self, Slot};
+
+impl History {
+    /// What every applied event of `recs` counts for (SPEC §4 and [`rules::Applied`]): an
+    /// event of its property (set-aside ones too), route observations, stale rejections and
+    /// the per-event reasons.
+    fn per_event(&self, recs: &[Rec], accs: &mut [Acc]) {
+        let routes = RouteIds::new(&self.contract, |name| self.strings.get(name));
+        let name = |id: u32| (id != NONE).then(|| self.strings.resolve(id));
+        for r in recs {
+            if r.prop == UNATTRIBUTED || r.has(DUP) {
+                continue;
+            }
+            let p = r.prop as usize;
+            let acc = &mut accs[p];
+            acc.series.add_event(r.ts);
+            acc.events += 1;
+            if r.has(ASIDE) {
+                continue;
+            }
+            let applied = Applied::of(r, routes.route(p, r.route), &self.contract.properties[p]);
+            match applied.observes {
+                Observes::Declared(i) => acc.route_obs[i].push(r.ts),
+                Observes::UndeclaredByMutation => *acc.undeclared.entry(r.route).or_default() += 1,
+                Observes::UndeclaredByHeartbeat | Observes::Nothing => {}
+            }
+            if applied.stale_rejection {
+                acc.stale_rejections += 1;
+            }
+            for reason in applied.reasons.iter() {
+                acc.hit(reason, 1, (r.source, r.position), || {
+                    self.sample(r, rules::detail(reason, r.kind, name(r.route)))
+                });
+                acc.series.add_reason(r.ts, reason);
+            }
+        }
+    }
+
+    /// The per-event reasons ([`History::per_event`]) and the per-scope sweeps over every
+    /// (property, scope) group, on up to `threads` threads.
+    ///
+    /// Scopes are told apart by their 128-bit hash (XXH3) rather than by comparing names: for a
+    /// billion distinct scopes the chance that any two share one is about 10^-21, far below
+    /// that of a memory error, while a table of names costs a random memory access per event,
+    /// which was most of the time of a large check.
+    ///
+    /// First each thread takes a contiguous range of records: it raises their per-event
+    /// reasons and buckets the scope group members among them by the hash's top bits (a
+    /// counting sort of 24-byte (hash, index) entries, in record order). Then each thread takes
+    /// a range of buckets: it gathers each bucket's entries from every first-phase part (about
+    /// a thousand, in cache) and sorts them by scope; for each scope it builds the members'
+    /// slots from their records, sorts them by [`Slot::sort_key`] and sweeps each property's
+    /// group. Full slots in the buckets were measured slower: three times the bytes to write,
+    /// fault in and sort, against one record read per member. Every part has its own
+    /// accumulators, merged at the end; nothing depends on the split, so the output is that of
+    /// a single thread.
+    pub(super) fn assess_events(&self, accs: &mut [Acc]) {
+        /// A group member: its scope's hash and its record.
+        #[derive(Clone, Copy, Default)]
+        struct Keyed {
+            scope: [u64; 2],
+            idx: u32,
+        }
+        struct Part {
+            accs: Vec<Acc>,
+            starts: Vec<u32>,
+            keyed: Vec<Keyed>,
+        }
+        let recs = &self.recs;
+        let hashes = &self.scopes.hashes;
+        let member = |r: &Rec| {
+            r.prop != UNATTRIBUTED && r.has_scope() && r.applied() && r.kind != Kind::Heartbeat
+        };
+        // About 1024 events per bucket.
+        let bits = (usize::BITS - (recs.len() / 1024).leading_zeros()).min(16);
+        let nbuckets = 1usize << bits;
+        let bucket = |h: u128| {
+            if bits == 0 {
+                0
+            } else {
+                (h >> (128 - bits)) as usize
+            }
+        };
+        let first = |lo: usize, hi: usize, mut accs: Vec<Acc>| -> Part {
+            let recs = &recs[lo..hi];
+            self.per_event(recs, &mut accs);
+            let mut starts = vec![0u32; nbuckets + 1];
+            for r in recs.iter().filter(|r| member(r)) {
+                starts[bucket(hashes[r.scope as usize]) + 1] += 1;
+            }
+            for b in 0..nbuckets {
+                starts[b + 1] += starts[b];
+            }
+            let mut fill = starts.clone();
+            let mut keyed = vec![Keyed::default(); starts[nbuckets] as usize];
+            for (i, r) in (lo..).zip(recs) {
+                if !member(r) {
+                    continue;
+                }
+                let h = hashes[r.scope as usize];
+                let at = &mut fill[bucket(h)];
+                keyed[*at as usize] = Keyed {
+                    scope: [(h >> 64) as u64, h as u64],
+                    idx: i as u32,
+                };
+                *at += 1;
+            }
+            Part {
+                accs,
+                starts,
+                keyed,
+            }
+        };
+        let second = |lo: usize, hi: usize, parts: &[Part], accs: &mut [Acc]| {
+            let mut work = scope::Workspace::default();
+            let mut bucket: Vec<Keyed> = Vec::new();
+            let mut group: Vec<Slot> = Vec::new();
+            for b in lo..hi {
+                bucket.clear();
+                for part in parts {
+                    let (from, to) = (part.starts[b] as usize, part.starts[b + 1] as usize);
+                    bucket.extend_from_slice(&part.keyed[from..to]);
+                }
+                bucket.sort_unstable_by_key(|k| k.scope);
+                let mut a = 0;
+                while a < bucket.len() {
+                    let scope = bucket[a].scope;
+                    let len = bucket[a..].iter().take_while(|k| k.scope == scope).count();
+                    group.clear();
+                    group.extend(
+                        bucket[a..a + len]
+                            .iter()
+                            .map(|k| recs[k.idx as usize].slot(k.idx)),
+                    );
+                    group.sort_unstable_by_key(Slot::sort_key);
+                    let mut p = 0;
+                    while p < group.len() {
+                        let prop = group[p].prop;
+                        let n = group[p..].iter().take_while(|x| x.prop == prop).count();
+                        self.assess_group(&group[p..p + n], &mut accs[prop as usize], &mut work);
+                        p += n;
+                    }
+                    a += len;
+                }
+            }
+        };
+        let threads = self.threads.clamp(1, 16);
+        let empty = || accs.iter().map(Acc::empty_like).collect::<Vec<Acc>>();
+        let mut parts: Vec<Part> = if threads == 1 {
+            vec![first(0, recs.len(), empty())]
+        } else {
+            let per = recs.len().div_ceil(threads).max(1);
+            std::thread::scope(|sc| {
+                let handles: Vec<_> = (0..recs.len())
+                    .step_by(per)
+                    .map(|lo| {
+                        let (first, local) = (&first, empty());
+                        sc.spawn(move || first(lo, (lo + per).min(recs.len()), local))
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("event thread"))
+                    .collect()
+            })
+        };
+        let mut locals: Vec<Vec<Acc>> = parts
+            .iter_mut()
+            .map(|p| std::mem::take(&mut p.accs))
+            .collect();
+        // Bucket ranges of about equal numbers of slots.
+        let mut sizes = vec![0u64; nbuckets + 1];
+        for b in 0..nbuckets {
+            let n: u32 = parts.iter().map(|p| p.starts[b + 1] - p.starts[b]).sum();
+            sizes[b + 1] = sizes[b] + u64::from(n);
+        }
+        let total = sizes[nbuckets];
+        let mut cuts = vec![0usize];
+        for t in 1..threads {
+            let target = total * t as u64 / threads as u64;
+            cuts.push(sizes.partition_point(|&x| x < target).min(nbuckets));
+        }
+        cuts.push(nbuckets);
+        if threads == 1 {
+            let mut local = empty();
+            second(0, nbuckets, &parts, &mut local);
+            locals.push(local);
+        } else {
+            let parts = &parts;
+            locals.extend(std::thread::scope(|sc| {
+                let handles: Vec<_> = cuts
+                    .windows(2)
+                    .map(|w| {
+                        let (second, mut local) = (&second, empty());
+                        sc.spawn(move || {
+                            second(w[0], w[1], parts, &mut local);
+                            local
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("scope group thread"))
+                    .collect::<Vec<_>>()
+            }));
+        }
+        drop(parts);
+        for local in locals {
+            for (acc, part) in accs.iter_mut().zip(local) {
+                acc.absorb(part);
+            }
+        }
+    }
+
+    fn assess_group(&self, group: &[Slot], acc: &mut Acc, work: &mut scope::Workspace) {
+        let recs = &self.recs;
+        let prop = &self.contract.properties[group[0].prop as usize];
+        let mut found = scope::decide_group(group, prop.clock_skew.0, work);
+        let group_scope = recs[group[0].idx as usize].scope;
+        let raise = |acc: &mut Acc, i: u32, reason: Reason| {
+            let r = &recs[i as usize];
+            acc.hit(reason, 1, (r.source, r.position), || {
+                let scope = self.scopes.get(group_scope);
+                self.sample(r, rules::sweep_detail(reason, r.epoch, scope))
+            });
+            acc.series.add_reason(r.ts, reason);
+        };
+        for &i in found.ambiguous() {
+            raise(acc, i, Reason::AmbiguousOrder);
+        }
+        if prop.grants == Grants::Required {
+            for &i in &found.ungranted {
+                raise(acc, i, Reason::UngrantedEpoch);
+            }
+        }
+        if found.cxs.is_empty() {
+            return;
+        }
+        let mut by_time: Vec<u32> = group.iter().map(|x| x.idx).collect();
+        by_time.sort_unstable_by_key(|&i| (recs[i as usize].ts, i));
+        let scope = self.scopes.get(group_scope).to_string();
+        for &(kind, stale, witness) in &found.cxs {
+            let (s, w) = (&recs[stale as usize], &recs[witness as usize]);
+            let context = rules::context(&by_time, |i| recs[i as usize].ts, stale)
+                .iter()
+                .map(|&i| self.view(&recs[i as usize]))
+                .collect();
+            let cx = Counterexample::shown(
+                counterexample_id(&prop.name, kind, &scope, s.inc, &self.prov(s)),
+                kind,
+                prop.name.clone(),
+                scope.clone(),
+                [self.view(s), self.view(w)],
+                context,
+                s.ts,
+            );
+            acc.series.add_counterexample(s.ts);
+            acc.cxs.push(cx);
+        }
+    }
+}

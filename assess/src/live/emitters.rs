@@ -1,0 +1,495 @@
+//! What a partition keeps per emitter: runs of contiguous seqs (what gaps are derived from)
+//! and a window of recent deliveries (what duplicates by (emitter, seq) are settled against,
+//! the `dups` module).
+//!
+//! Emitters are never forgotten (a later gap against a forgotten run would go unseen, a
+//! conflicting re-send would be applied), so their number is bounded instead
+//! ([`LiveOptions::max_emitters`](super::LiveOptions::max_emitters), default 1,000,000 per
+//! partition): an event with a `seq` of an emitter beyond them is set aside and raises
+//! `unknown(telemetry_gap)`, its seq being untracked. An idle emitter is kept compact: its
+//! recent deliveries fall out with the horizon and give their allocation back, a single run of
+//! seqs is kept inline, a single property too (`Live::emitters_bytes`).
+
+use crate::rules::{NONE, Reasons, UNATTRIBUTED};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+
+/// A run of contiguous `seq`s of one emitter, with the times of the events at its ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Run {
+    pub(super) end: u64,
+    pub(super) start_ts: i64,
+    pub(super) end_ts: i64,
+}
+
+/// An emitter's runs of contiguous seqs, by first seq: one run inline (an emitter that lost
+/// nothing, the common case, costs no allocation), more in a map. Serialized as the map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Runs {
+    One(u64, Run),
+    Many(BTreeMap<u64, Run>),
+}
+
+pub(super) type RunsIter<'r> = std::iter::Chain<
+    std::option::IntoIter<(&'r u64, &'r Run)>,
+    std::iter::Flatten<std::option::IntoIter<std::collections::btree_map::Iter<'r, u64, Run>>>,
+>;
+
+impl Default for Runs {
+    fn default() -> Runs {
+        Runs::Many(BTreeMap::new())
+    }
+}
+
+impl Runs {
+    /// Runs from a map, one run kept inline.
+    pub(super) fn from_map(m: BTreeMap<u64, Run>) -> Runs {
+        if m.len() == 1 {
+            let (&s, &r) = m.iter().next().expect("one");
+            return Runs::One(s, r);
+        }
+        Runs::Many(m)
+    }
+
+    /// How many runs.
+    pub(super) fn len(&self) -> usize {
+        match self {
+            Runs::One(..) => 1,
+            Runs::Many(m) => m.len(),
+        }
+    }
+
+    /// The runs by first seq.
+    pub(super) fn iter(&self) -> RunsIter<'_> {
+        let (one, many) = match self {
+            Runs::One(s, r) => (Some((s, r)), None),
+            Runs::Many(m) => (None, Some(m.iter())),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+
+    pub(super) fn contains(&self, seq: u64) -> bool {
+        match self {
+            Runs::One(s, r) => (*s..=r.end).contains(&seq),
+            Runs::Many(m) => runs_contain(m, seq),
+        }
+    }
+
+    /// Adds `seq` (not held yet) seen at `ts`.
+    pub(super) fn add(&mut self, seq: u64, ts: i64) {
+        if let Runs::One(s, r) = self {
+            if r.end.checked_add(1) == Some(seq) {
+                r.end = seq;
+                r.end_ts = ts;
+                return;
+            }
+            if seq.checked_add(1) == Some(*s) {
+                *s = seq;
+                r.start_ts = ts;
+                return;
+            }
+            *self = Runs::Many(BTreeMap::from([(*s, *r)]));
+        }
+        let Runs::Many(m) = self else {
+            unreachable!("made a map above")
+        };
+        add_to_runs(m, seq, ts);
+        if m.len() == 1 {
+            *self = Runs::from_map(std::mem::take(m));
+        }
+    }
+}
+
+impl<'r> IntoIterator for &'r Runs {
+    type Item = (&'r u64, &'r Run);
+    type IntoIter = RunsIter<'r>;
+    fn into_iter(self) -> RunsIter<'r> {
+        self.iter()
+    }
+}
+
+impl IntoIterator for Runs {
+    type Item = (u64, Run);
+    type IntoIter = std::vec::IntoIter<(u64, Run)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+            .map(|(&s, &r)| (s, r))
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+}
+
+impl Serialize for Runs {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        // With its length first: postcard needs it, and the iterator does not know it.
+        let mut m = ser.serialize_map(Some(self.len()))?;
+        for (k, v) in self.iter() {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Runs {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Runs, D::Error> {
+        BTreeMap::deserialize(de).map(Runs::from_map)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Emitter {
+    /// Runs by first seq.
+    pub(super) runs: Runs,
+    /// Recent deliveries by seq, for duplicate settlement inside the horizon.
+    pub(super) recent: SeqWindow,
+    /// Properties it fed.
+    pub(super) props: Props,
+    pub(super) events: u64,
+}
+
+/// The properties an emitter fed: one inline (the common case, no allocation), more in an
+/// exactly sized list. Serialized as the list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Props {
+    One(u16),
+    Many(Vec<u16>),
+}
+
+impl Emitter {
+    /// Approximate heap bytes: runs, recent deliveries, properties.
+    pub(super) fn heap_bytes(&self) -> usize {
+        let runs = match &self.runs {
+            Runs::One(..) => 0,
+            // A B-tree node holds up to 11 runs.
+            Runs::Many(m) => m.len().div_ceil(11) * (11 * std::mem::size_of::<(u64, Run)>() + 16),
+        };
+        runs + self.recent.heap_bytes() + self.props.heap_bytes()
+    }
+}
+
+impl Default for Props {
+    fn default() -> Props {
+        Props::Many(Vec::new())
+    }
+}
+
+impl Props {
+    pub(super) fn as_slice(&self) -> &[u16] {
+        match self {
+            Props::One(p) => std::slice::from_ref(p),
+            Props::Many(v) => v,
+        }
+    }
+
+    fn from_vec(mut v: Vec<u16>) -> Props {
+        if let [p] = v[..] {
+            return Props::One(p);
+        }
+        v.shrink_to_fit();
+        Props::Many(v)
+    }
+
+    pub(super) fn insert(&mut self, p: u16) {
+        if !self.as_slice().contains(&p) {
+            let mut v = self.as_slice().to_vec();
+            v.push(p);
+            *self = Props::from_vec(v);
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Props::One(_) => 0,
+            Props::Many(v) => v.capacity() * 2,
+        }
+    }
+}
+
+impl Serialize for Props {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        self.as_slice().serialize(ser)
+    }
+}
+
+impl<'de> Deserialize<'de> for Props {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Props, D::Error> {
+        Vec::deserialize(de).map(Props::from_vec)
+    }
+}
+
+/// One recent delivery of an (emitter, seq).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Delivery {
+    pub(super) hash: u64,
+    /// Event time; `i64::MIN` marks an empty slot.
+    pub(super) ts: i64,
+    /// The scope id it was kept under in its property, `NONE` when it was not kept.
+    pub(super) scope: u32,
+    /// Its property, [`UNATTRIBUTED`] when unattributed.
+    pub(super) prop: u16,
+    /// The per-event reasons it raised.
+    pub(super) reasons: Reasons,
+    /// Conflicting deliveries of this key were seen: all are set aside.
+    pub(super) conflicted: bool,
+}
+
+pub(super) const EMPTY: Delivery = Delivery {
+    hash: 0,
+    ts: i64::MIN,
+    scope: NONE,
+    prop: UNATTRIBUTED,
+    reasons: Reasons::EMPTY,
+    conflicted: false,
+};
+
+/// One emitter's recent deliveries, by seq: a ring over the dense seq range (seqs rise by one
+/// per event), so settling duplicates touches contiguous memory.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct SeqWindow {
+    /// Seq of the first slot: seqs below it that the emitter's runs hold were folded.
+    pub(super) base: u64,
+    slots: Slots,
+}
+
+/// A [`SeqWindow`]'s deliveries, boxed when there are any (an idle emitter's window costs
+/// one pointer); serialized as the plain sequence.
+// Boxed on purpose: one pointer per idle emitter instead of a 32-byte VecDeque header.
+#[allow(clippy::box_collection)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Slots(Option<Box<VecDeque<Delivery>>>);
+
+static NO_SLOTS: VecDeque<Delivery> = VecDeque::new();
+
+impl std::ops::Deref for Slots {
+    type Target = VecDeque<Delivery>;
+    fn deref(&self) -> &VecDeque<Delivery> {
+        self.0.as_deref().unwrap_or(&NO_SLOTS)
+    }
+}
+
+impl std::ops::DerefMut for Slots {
+    fn deref_mut(&mut self) -> &mut VecDeque<Delivery> {
+        self.0.get_or_insert_with(Default::default)
+    }
+}
+
+impl Serialize for Slots {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(ser)
+    }
+}
+
+impl<'de> Deserialize<'de> for Slots {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Slots, D::Error> {
+        let q = VecDeque::<Delivery>::deserialize(de)?;
+        Ok(Slots((!q.is_empty()).then(|| Box::new(q))))
+    }
+}
+
+impl SeqWindow {
+    /// Seqs further than this ahead of the oldest kept one are not kept (a jump in an
+    /// emitter's counter must not allocate its size).
+    const SPAN: u64 = 1 << 22;
+
+    /// Approximate heap bytes of the window (its box and deliveries).
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.slots.0.as_ref().map_or(0, |q| {
+            std::mem::size_of::<VecDeque<Delivery>>()
+                + q.capacity() * std::mem::size_of::<Delivery>()
+        })
+    }
+
+    fn slot(&self, seq: u64) -> Option<usize> {
+        let i = usize::try_from(seq.checked_sub(self.base)?).ok()?;
+        (i < self.slots.len() && self.slots[i].ts != i64::MIN).then_some(i)
+    }
+
+    pub(super) fn get(&self, seq: u64) -> Option<Delivery> {
+        self.slot(seq).map(|i| self.slots[i])
+    }
+
+    pub(super) fn get_mut(&mut self, seq: u64) -> Option<&mut Delivery> {
+        self.slot(seq).map(|i| &mut self.slots[i])
+    }
+
+    pub(super) fn insert(&mut self, seq: u64, d: Delivery) {
+        if self.slots.is_empty() {
+            self.base = seq;
+        }
+        if seq < self.base {
+            let grow = self.base - seq;
+            if grow.saturating_add(self.slots.len() as u64) > Self::SPAN {
+                return;
+            }
+            for _ in 0..grow {
+                self.slots.push_front(EMPTY);
+            }
+            self.base = seq;
+        }
+        let i = seq - self.base;
+        if i >= Self::SPAN {
+            return;
+        }
+        let i = i as usize;
+        if i >= self.slots.len() {
+            self.slots.resize(i + 1, EMPTY);
+        }
+        self.slots[i] = d;
+    }
+
+    /// Drops the leading deliveries older than `horizon` (and empty slots before them). An
+    /// emptied window gives its allocation back (an idle emitter costs its runs only), a mostly
+    /// emptied one shrinks.
+    pub(super) fn forget_before(&mut self, horizon: i64) {
+        let before = self.slots.len();
+        while let Some(d) = self.slots.front() {
+            if d.ts >= horizon {
+                break;
+            }
+            self.slots.pop_front();
+            self.base += 1;
+        }
+        if self.slots.len() == before {
+            return;
+        }
+        if self.slots.is_empty() {
+            self.slots = Slots::default();
+        } else if self.slots.capacity() > 64 && self.slots.len() < self.slots.capacity() / 4 {
+            let keep = self.slots.len() * 2;
+            self.slots.shrink_to(keep);
+        }
+    }
+}
+
+fn runs_contain(runs: &BTreeMap<u64, Run>, seq: u64) -> bool {
+    runs.range(..=seq)
+        .next_back()
+        .is_some_and(|(_, r)| r.end >= seq)
+}
+
+fn add_to_runs(runs: &mut BTreeMap<u64, Run>, seq: u64, ts: i64) {
+    let before = runs
+        .range(..seq)
+        .next_back()
+        .filter(|(_, r)| r.end.checked_add(1) == Some(seq))
+        .map(|(&s, _)| s);
+    let after = seq.checked_add(1).and_then(|n| runs.get(&n).copied());
+    match (before, after) {
+        (Some(b), Some(a)) => {
+            runs.remove(&(seq + 1));
+            let r = runs.get_mut(&b).expect("run");
+            r.end = a.end;
+            r.end_ts = a.end_ts;
+        }
+        (Some(b), None) => {
+            let r = runs.get_mut(&b).expect("run");
+            r.end = seq;
+            r.end_ts = ts;
+        }
+        (None, Some(a)) => {
+            runs.remove(&(seq + 1));
+            runs.insert(
+                seq,
+                Run {
+                    end: a.end,
+                    start_ts: ts,
+                    end_ts: a.end_ts,
+                },
+            );
+        }
+        (None, None) => {
+            runs.insert(
+                seq,
+                Run {
+                    end: seq,
+                    start_ts: ts,
+                    end_ts: ts,
+                },
+            );
+        }
+    }
+}
+
+/// Every emitter's runs of seqs merged over a view's partitions: what all of them have seen.
+/// Fed back to each partition with [`Live::absorb_seq_runs`](super::Live::absorb_seq_runs), it keeps the partitions' runs
+/// compact when one emitter's events are spread over partitions (producers key by scope, not
+/// by emitter): each partition alone sees every other seq, one run per event.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SeqRuns(pub(super) Vec<(String, Runs)>);
+
+impl SeqRuns {
+    /// Runs over all emitters.
+    pub fn len(&self) -> usize {
+        self.0.iter().map(|(_, r)| r.len()).sum()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// The union of runs of contiguous seqs: overlapping or adjacent runs join, the joined run
+/// keeping the times of the events at its two ends.
+pub(super) fn merge_runs<'r, M: IntoIterator<Item = (&'r u64, &'r Run)>>(
+    maps: impl Iterator<Item = M>,
+) -> Runs {
+    let mut all: Vec<(u64, Run)> = maps
+        .flat_map(|m| m.into_iter().map(|(&s, &r)| (s, r)))
+        .collect();
+    all.sort_by_key(|&(s, r)| (s, std::cmp::Reverse(r.end)));
+    let mut out = BTreeMap::new();
+    let mut cur: Option<(u64, Run)> = None;
+    for (s, r) in all {
+        match &mut cur {
+            Some((_, c)) if s <= c.end.saturating_add(1) => {
+                if r.end > c.end {
+                    c.end = r.end;
+                    c.end_ts = r.end_ts;
+                }
+            }
+            _ => {
+                if let Some((cs, c)) = cur.replace((s, r)) {
+                    out.insert(cs, c);
+                }
+            }
+        }
+    }
+    if let Some((cs, c)) = cur {
+        out.insert(cs, c);
+    }
+    Runs::from_map(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_join_when_adjacent_or_overlapping() {
+        let run = |end, start_ts, end_ts| Run {
+            end,
+            start_ts,
+            end_ts,
+        };
+        let a = BTreeMap::from([(1, run(2, 10, 20)), (8, run(9, 80, 90))]);
+        let b = BTreeMap::from([
+            (3, run(4, 30, 40)),
+            (6, run(6, 60, 60)),
+            (9, run(12, 90, 120)),
+        ]);
+        let m = merge_runs([&a, &b].into_iter());
+        assert_eq!(
+            m.into_iter().collect::<Vec<_>>(),
+            [
+                (1, run(4, 10, 40)),
+                (6, run(6, 60, 60)),
+                (8, run(12, 80, 120))
+            ]
+        );
+        let top = BTreeMap::from([(u64::MAX - 1, run(u64::MAX, 1, 2))]);
+        let m = merge_runs([&top, &top].into_iter());
+        assert_eq!(m.len(), 1);
+    }
+}

@@ -1,0 +1,89 @@
+//! Time in one partition: the watermark moves with the greatest event time, pending holder
+//! checks are decided once it passes them, and the horizon (the watermark minus the retention
+//! margin) folds what falls behind it into the scopes' high-water marks and makes
+//! counterexamples final. Closing the input makes every window final.
+
+use super::scopes::key_hash;
+use super::state::Live;
+use crate::rules::Rec;
+use crate::time::EventTime;
+
+impl Live {
+    /// Moves the property's horizon with its watermark and folds what fell behind it. Folding
+    /// visits every scope, so it runs only when the horizon moved by a window or more.
+    pub(super) fn advance(&mut self, p: usize) {
+        let wm = self.partition_watermark(p).0;
+        self.settle_pending(p, wm);
+        let prop_c = &self.contract.properties[p];
+        let retention = self
+            .state
+            .options
+            .retention
+            .unwrap_or(prop_c.allowed_lateness.0);
+        let width = prop_c.window.0;
+        let horizon = wm.saturating_sub(retention);
+        let prop = &mut self.state.props[p];
+        prop.tally.series.advance_watermark(EventTime(wm));
+        if horizon == i64::MIN || horizon.saturating_sub(prop.horizon) < width {
+            return;
+        }
+        prop.horizon = horizon;
+        let skew = prop_c.clock_skew.0;
+        let names = &self.state.names;
+        let key_of = |e: &Rec| {
+            e.seq_key().map_or(0, |(emitter, seq)| {
+                names.get(emitter as usize).map_or(0, |n| key_hash(n, seq))
+            })
+        };
+        prop.scopes.fold(horizon, skew, &key_of);
+        // No kept event is older than the horizon now: a dropped counterexample's stale event
+        // older than it can no longer be found again.
+        prop.dropped = prop.dropped.split_off(&(horizon, 0));
+        self.finalize_cxs(p);
+        // Per-emitter content hashes fall out with the horizon too.
+        let min_horizon = self
+            .state
+            .props
+            .iter()
+            .map(|p| p.horizon)
+            .min()
+            .unwrap_or(i64::MIN);
+        for e in self.state.emitters.values_mut() {
+            e.recent.forget_before(min_horizon);
+        }
+    }
+
+    /// Decides the holder mismatches whose commit the watermark passed.
+    fn settle_pending(&mut self, p: usize, wm: i64) {
+        let prop = &mut self.state.props[p];
+        if prop.pending.first().is_none_or(|(t, _)| *t >= wm) {
+            return;
+        }
+        let rest = prop.pending.split_off(&(wm, String::new()));
+        let due = std::mem::replace(&mut prop.pending, rest);
+        let mut scopes: Vec<String> = due.into_iter().map(|(_, s)| s).collect();
+        scopes.sort_unstable();
+        scopes.dedup();
+        let horizon = self.state.props[p].horizon;
+        for scope in scopes {
+            if self.state.props[p].scopes.contains(&scope) {
+                self.decide_scope(p, &scope, None, horizon);
+            }
+        }
+    }
+
+    /// Ends the input: the end of input is the end of time (as in `check`), every window is
+    /// final and pending decisions are made. For finite inputs such as `serve --ingest-file`
+    /// without `--follow`, and tests.
+    pub fn close(&mut self) {
+        self.state.closed = true;
+        for p in 0..self.state.props.len() {
+            self.settle_pending(p, i64::MAX);
+            self.finalize_cxs(p);
+            self.state.props[p]
+                .tally
+                .series
+                .advance_watermark(EventTime::MAX);
+        }
+    }
+}

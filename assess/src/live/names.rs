@@ -1,0 +1,138 @@
+//! The name table of a partition: holders, routes and emitters interned in one table of the
+//! state, and only what is kept (not a heartbeat's route unless declared, nor an unattributed
+//! event's holder and route).
+//!
+//! The table is swept when it holds twice the names alive after the last sweep (at least
+//! 65,536): every name no kept event, folded grant, counterexample, emitter or declared route
+//! refers to is freed and its id reused, so it holds what retained state refers to, up to twice
+//! that. Sweeping changes no answer. A name longer than [`MAX_NAME_BYTES`] (256) is kept as
+//! its first 256 bytes, its length and a 128-bit hash ([`shortened`]): distinct names stay
+//! distinct but for a hash collision, and a shortened name never equals one kept whole.
+
+use super::state::{Live, MAX_NAME_BYTES, NAMES_SWEEP_MIN, UNDECLARED};
+use crate::rules::Rec;
+
+impl Live {
+    /// The id of name `s`, adding it when new. A name longer than [`MAX_NAME_BYTES`] is kept
+    /// as [`shortened`]: distinct long names stay distinct but for a 128-bit hash collision, and
+    /// a shortened name is longer than any name kept whole, so never equal to one. A declared
+    /// route is kept whole (interned at start, found exactly first).
+    pub(super) fn intern(&mut self, s: &str) -> u32 {
+        if let Some(&id) = self.name_ids.get(s) {
+            return id;
+        }
+        if s.len() > MAX_NAME_BYTES {
+            let short = shortened(s);
+            if let Some(&id) = self.name_ids.get(short.as_str()) {
+                return id;
+            }
+            return self.add_name(short);
+        }
+        self.add_name(s.to_string())
+    }
+
+    fn add_name(&mut self, s: String) -> u32 {
+        let id = match self.state.free_names.pop() {
+            Some(id) => {
+                self.state.names[id as usize] = s.clone();
+                id
+            }
+            None => {
+                let id = self.state.names.len() as u32;
+                assert!(id < UNDECLARED, "name table full");
+                self.state.names.push(s.clone());
+                id
+            }
+        };
+        self.name_ids.insert(s, id);
+        id
+    }
+
+    /// The id of a name already interned (a declared route is), without adding it.
+    pub(super) fn name_id(&self, s: &str) -> Option<u32> {
+        if let Some(&id) = self.name_ids.get(s) {
+            return Some(id);
+        }
+        (s.len() > MAX_NAME_BYTES)
+            .then(|| self.name_ids.get(shortened(s).as_str()).copied())
+            .flatten()
+    }
+
+    pub(super) fn name(&self, id: u32) -> Option<&str> {
+        self.state.names.get(id as usize).map(String::as_str)
+    }
+
+    /// Names interned and not freed.
+    pub fn names_interned(&self) -> usize {
+        self.state.names.len() - self.state.free_names.len()
+    }
+
+    /// Sweeps the name table when it doubled since the last sweep: frees every name that no
+    /// retained event, folded grant, counterexample, emitter or declared route refers to, for
+    /// its id to be reused. Run between events, never while one is being built.
+    pub(super) fn sweep_names(&mut self) {
+        if (self.names_interned() as u64) <= self.state.names_sweep_at {
+            return;
+        }
+        let mut live = vec![false; self.state.names.len()];
+        let mut mark = |id: u32| {
+            if let Some(l) = live.get_mut(id as usize) {
+                *l = true;
+            }
+        };
+        let mark_ev = |e: &Rec, mark: &mut dyn FnMut(u32)| e.name_ids().into_iter().for_each(mark);
+        for id in self.route_ids.ids() {
+            mark(id);
+        }
+        for &id in self.state.emitters.keys() {
+            mark(id);
+        }
+        for prop in &self.state.props {
+            prop.scopes.for_each_name(&mut mark);
+            for c in prop.cxs.values() {
+                for e in c.events() {
+                    mark_ev(e, &mut mark);
+                }
+            }
+        }
+        let mut free = vec![false; self.state.names.len()];
+        for &i in &self.state.free_names {
+            free[i as usize] = true;
+        }
+        for (i, alive) in live.iter().enumerate() {
+            if !alive && !free[i] {
+                let name = std::mem::take(&mut self.state.names[i]);
+                self.name_ids.remove(&name);
+                self.state.free_names.push(i as u32);
+            }
+        }
+        // Free slots at the table's end go; the others are reused lowest first.
+        let free = &mut self.state.free_names;
+        free.sort_unstable();
+        while let Some(&last) = free.last()
+            && last as usize + 1 == self.state.names.len()
+        {
+            free.pop();
+            self.state.names.pop();
+        }
+        free.reverse();
+        self.state.names.shrink_to(self.state.names.len() * 2);
+        self.state.names_sweep_at = (2 * self.names_interned()).max(NAMES_SWEEP_MIN) as u64;
+    }
+}
+
+/// A name longer than [`MAX_NAME_BYTES`] as kept: its first [`MAX_NAME_BYTES`] bytes (to a
+/// character boundary), then `…[N bytes, xxh3-128 HASH]` — always longer than
+/// [`MAX_NAME_BYTES`], so never equal to a name kept whole.
+pub(super) fn shortened(s: &str) -> String {
+    let mut end = MAX_NAME_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}…[{} bytes, xxh3-128 {:032x}]",
+        &s[..end],
+        s.len(),
+        xxhash_rust::xxh3::xxh3_128(s.as_bytes())
+    )
+}

@@ -1,0 +1,378 @@
+//! Taking one event in: admission by the per-event rules ([`crate::rules`]), interning what is
+//! kept, duplicate settlement (the `dups` module), what the event counts for in its property's
+//! tally, and handing it to its scope (the `decide` module); malformed and misrouted events.
+
+use super::dups::{Attributed, Seen};
+use super::emitters::{SeqRuns, merge_runs};
+use super::names::shortened;
+use super::spans::{SpanId, render, span_key};
+use super::state::{Live, MAX_NAME_BYTES, Pushed, UNDECLARED};
+use super::tally::{Kept, Obs, count_undeclared};
+use crate::event::{Event, Kind};
+use crate::finding::Reason;
+use crate::rules::{
+    self, Applied, MALFORMED_SAMPLES, NONE, OWN_PROVENANCE, Observes, Rec, Received, UNATTRIBUTED,
+};
+use crate::time::EventTime;
+
+impl Live {
+    /// Adds a decoded event received at wall time `received_at` (ns), read at `position` of
+    /// `source`.
+    pub fn push(&mut self, ev: &Event<'_>, source: u32, position: u64, received_at: i64) -> Pushed {
+        self.push_from(ev, None, source, position, received_at)
+    }
+
+    /// Adds a decoded event that has a provenance of its own, `span` (an OTLP span's trace and
+    /// span ids, SPEC §8), read at `position` of `source`. Its provenance,
+    /// `<source>:<trace_id>/<span_id>`, names it in findings and keys its counterexample ids, so
+    /// they are the same however often it is delivered, and it is one more duplicate key (SPEC
+    /// §4 "Duplicates"): a delivery equal to a kept event of its scope with the same span is
+    /// dropped, a different one sets both aside (the `dups` module).
+    pub fn push_span(
+        &mut self,
+        ev: &Event<'_>,
+        span: &SpanId,
+        source: u32,
+        position: u64,
+        received_at: i64,
+    ) -> Pushed {
+        self.push_from(ev, Some(span), source, position, received_at)
+    }
+
+    fn push_from(
+        &mut self,
+        ev: &Event<'_>,
+        span: Option<&SpanId>,
+        source: u32,
+        position: u64,
+        received_at: i64,
+    ) -> Pushed {
+        self.note_position(source, position);
+        let received = Received {
+            at: received_at,
+            tolerance: self.state.options.future_tolerance,
+        };
+        let p = match rules::admit(&self.contract, ev, Some(received)) {
+            Ok(p) => p,
+            Err(why) => {
+                self.malformed_at(span, source, position, Some(ev.ts), why.to_string());
+                return Pushed::Malformed;
+            }
+        };
+        let prop = (p != UNATTRIBUTED).then_some(p as usize);
+        self.state.valid += 1;
+        self.state.max_ts = Some(self.state.max_ts.map_or(ev.ts.0, |m| m.max(ev.ts.0)));
+        let mut rec = Rec::of(ev, p, source, position);
+        // An event with a `seq` of an emitter beyond `max_emitters`: set aside (the `emitters`
+        // module).
+        let untracked = match (ev.emitter, ev.seq) {
+            (Some(name), Some(_)) => {
+                self.state.emitters.len() >= self.state.options.max_emitters
+                    && !self
+                        .name_id(name)
+                        .is_some_and(|id| self.state.emitters.contains_key(&id))
+            }
+            _ => false,
+        };
+        // A span is kept only for an attributed event (as its names are). Its record's
+        // position is its span id's 8 bytes (its WAL position is not its provenance), which
+        // finds its other deliveries without reading the span table.
+        if let Some(id) = span.filter(|_| prop.is_some()) {
+            rec.source = OWN_PROVENANCE | self.state.spans.add(id, source);
+            rec.position = span_key(id);
+        }
+        if untracked {
+            return self.push_untracked(prop, ev, &rec);
+        }
+        // Only what is kept is interned: an unattributed event's holder and route are not, nor
+        // a heartbeat's route (it matters only when declared: a declared route is interned at
+        // start, an undeclared one is [`UNDECLARED`]).
+        let opt = |live: &mut Live, s: Option<&str>| match s {
+            Some(s) if prop.is_some() => live.intern(s),
+            _ => NONE,
+        };
+        rec.route = match ev.route {
+            Some(r) if ev.kind == Kind::Heartbeat => self.name_id(r).unwrap_or(UNDECLARED),
+            r => opt(self, r),
+        };
+        rec.holder = opt(self, ev.holder);
+        rec.emitter = ev.emitter.map_or(NONE, |e| self.intern(e));
+        // Duplicates by (emitter, seq), over every valid event (the `dups` module).
+        let keyed = rec.seq_key().is_some();
+        let seen = if keyed {
+            self.settle_seq(prop, &rec, ev)
+        } else {
+            Seen::New
+        };
+        let outcome = match (seen, prop) {
+            (Seen::Duplicate, _) => return Pushed::Duplicate,
+            (_, None) => {
+                self.state.unattributed += 1;
+                Pushed::Unattributed
+            }
+            (Seen::Aside, Some(p)) => {
+                self.count_aside(p, &rec);
+                Pushed::Assessed
+            }
+            (Seen::New, Some(p)) => match self.push_attributed(p, rec, ev.scope) {
+                Attributed::Applied { scope, reasons } => {
+                    if keyed {
+                        self.note_applied(&rec, scope, reasons);
+                    }
+                    Pushed::Assessed
+                }
+                Attributed::Duplicate => Pushed::Duplicate,
+                Attributed::Aside => Pushed::Assessed,
+            },
+        };
+        self.after_push();
+        outcome
+    }
+
+    /// The watermark is shared: every property moves with any valid event (their pending
+    /// decisions, finality and folding too); then the name and span tables may be swept.
+    fn after_push(&mut self) {
+        for p in 0..self.state.props.len() {
+            self.advance(p);
+        }
+        self.sweep_names();
+        self.sweep_spans();
+    }
+
+    /// Sets aside a valid event with a `seq` of an emitter beyond [`super::LiveOptions::max_emitters`]:
+    /// not applied, counted, and `unknown(telemetry_gap)` for its property in the window of its
+    /// time (its seq cannot be tracked: lost telemetry as far as this partition can tell).
+    /// Nothing of it is interned.
+    fn push_untracked(&mut self, prop: Option<usize>, ev: &Event<'_>, rec: &Rec) -> Pushed {
+        let outcome = match prop {
+            None => {
+                self.state.unattributed += 1;
+                self.state.untracked_unattributed += 1;
+                Pushed::Unattributed
+            }
+            Some(p) => {
+                self.count_aside(p, rec);
+                self.state.props[p].tally.untracked_emitter_events += 1;
+                let name = ev.emitter.unwrap_or_default();
+                let max = self.state.options.max_emitters;
+                self.raise(p, rec, Reason::TelemetryGap, |_| {
+                    let name = if name.len() > MAX_NAME_BYTES {
+                        shortened(name)
+                    } else {
+                        name.to_string()
+                    };
+                    format!(
+                        "emitter `{name}` not tracked: more than max_emitters ({max}) emitters; its events are set aside"
+                    )
+                });
+                Pushed::Assessed
+            }
+        };
+        self.after_push();
+        outcome
+    }
+
+    /// Applies a new attributed event of property `p` (its (emitter, seq) settled): settles its
+    /// (scope, incarnation, order, epoch), counts what it counts for ([`Applied`]) and keeps it
+    /// in its scope.
+    fn push_attributed(&mut self, p: usize, mut rec: Rec, scope: Option<&str>) -> Attributed {
+        // Every scoped event but a heartbeat is kept in its scope.
+        let kept_in = scope.filter(|_| rec.kind != Kind::Heartbeat);
+        if let Some(s) = kept_in {
+            rec.scope = self.state.props[p].scopes.get_or_insert(s).0;
+        }
+        // Duplicates by (scope, incarnation, order, epoch) first: a delivery set aside takes no
+        // part (the `dups` module).
+        if let Some(s) = kept_in
+            && rec.order_key().is_some()
+            && let Some(settled) = self.settle_order(p, &rec, s)
+        {
+            return settled;
+        }
+        if let Some(s) = kept_in
+            && rec.span().is_some()
+            && let Some(settled) = self.settle_span(p, &rec, s)
+        {
+            return settled;
+        }
+        let route = self.route_ids.route(p, rec.route);
+        let applied = Applied::of(&rec, route, &self.contract.properties[p]);
+        let state = &mut self.state;
+        let t = &mut state.props[p].tally;
+        t.add_event(rec.ts);
+        if applied.stale_rejection {
+            t.stale_rejections += 1;
+        }
+        match applied.observes {
+            Observes::Declared(i) => {
+                let k = t.series.index(rec.ts);
+                let o = t.routes[i].entry(k).or_insert(Obs {
+                    min: rec.ts,
+                    max: rec.ts,
+                    count: 0,
+                });
+                o.min = o.min.min(rec.ts);
+                o.max = o.max.max(rec.ts);
+                o.count += 1;
+            }
+            // By name, as a summary carries it, the first ones (the others in one bucket): no
+            // verdict depends on it (`undeclared_route` is raised per event).
+            Observes::UndeclaredByMutation => {
+                count_undeclared(&mut t.undeclared, &state.names[rec.route as usize], 1);
+            }
+            Observes::UndeclaredByHeartbeat => t.undeclared_heartbeats += 1,
+            Observes::Nothing => {}
+        }
+        for reason in applied.reasons.iter() {
+            self.raise(p, &rec, reason, |l| {
+                rules::detail(reason, rec.kind, l.name(rec.route))
+            });
+        }
+        let reasons = applied.reasons;
+        match kept_in {
+            Some(s) => self.keep_in_scope(p, rec, s, reasons),
+            None => Attributed::Applied {
+                scope: NONE,
+                reasons,
+            },
+        }
+    }
+
+    /// Adds a malformed event at `position` of `source` (`ts` if it parsed).
+    pub fn push_malformed(
+        &mut self,
+        source: u32,
+        position: u64,
+        ts: Option<EventTime>,
+        message: String,
+    ) {
+        self.malformed_at(None, source, position, ts, message);
+    }
+
+    /// Adds a malformed event that has a provenance of its own (an OTLP span, see
+    /// [`Live::push_span`]), read at `position` of `source`.
+    pub fn push_malformed_span(
+        &mut self,
+        span: &SpanId,
+        source: u32,
+        position: u64,
+        ts: Option<EventTime>,
+        message: String,
+    ) {
+        self.malformed_at(Some(span), source, position, ts, message);
+    }
+
+    fn malformed_at(
+        &mut self,
+        span: Option<&SpanId>,
+        source: u32,
+        position: u64,
+        ts: Option<EventTime>,
+        message: String,
+    ) {
+        self.note_position(source, position);
+        let s = &mut self.state;
+        s.malformed += 1;
+        let sample = Kept {
+            source: span.map_or_else(
+                || format!("{}:{position}", s.sources[source as usize]),
+                |id| render(&s.sources[source as usize], id),
+            ),
+            ts: ts.map(|t| t.to_string()),
+            detail: message,
+        };
+        if s.malformed_samples.len() >= MALFORMED_SAMPLES {
+            s.malformed_samples.pop_front();
+        }
+        for p in &mut s.props {
+            let t = &mut p.tally;
+            t.counts[Reason::MalformedEvent as usize] += 1;
+            rules::place_malformed(&mut t.series, ts.map(|t| t.0), s.max_ts);
+            t.keep_sample(Reason::MalformedEvent, || sample.clone());
+        }
+        s.malformed_samples.push_back(sample);
+    }
+
+    /// Joins seqs that other partitions saw (from [`super::View::seq_runs`]) into this
+    /// partition's runs, for the emitters it knows: their union is what was seen, so gaps and
+    /// duplicate settlement stay as they were, and runs fragmented by the partitioning join up.
+    /// Returns the runs removed.
+    pub fn absorb_seq_runs(&mut self, seen: &SeqRuns) -> usize {
+        let mut removed = 0;
+        for (name, runs) in &seen.0 {
+            let Some(&id) = self.name_ids.get(name.as_str()) else {
+                continue;
+            };
+            let Some(e) = self.state.emitters.get_mut(&id) else {
+                continue;
+            };
+            let before = e.runs.len();
+            e.runs = merge_runs([&e.runs, runs].into_iter());
+            removed += before.saturating_sub(e.runs.len());
+        }
+        removed
+    }
+
+    /// Records that the assessed event `ev` at `position` of `source` arrived under the Kafka
+    /// key `key`, which is not its scope (`misrouted_partition`, SPEC §4): with partitioning by
+    /// scope, its scope's other events may be on another partition, out of this one's sight.
+    pub fn note_misrouted(&mut self, ev: &Event<'_>, source: u32, position: u64, key: &str) {
+        let Some(p) = rules::property_of(&self.contract, ev)
+            .ok()
+            .filter(|&p| p != UNATTRIBUTED)
+        else {
+            return;
+        };
+        let rec = Rec::of(ev, p, source, position);
+        self.raise(p as usize, &rec, Reason::MisroutedPartition, |_| {
+            format!(
+                "message key `{key}` is not the event's scope `{}`",
+                ev.scope.unwrap_or_default()
+            )
+        });
+    }
+
+    /// Counts `reason` for `rec`; the sample's detail is worded only while samples are kept.
+    pub(super) fn raise(
+        &mut self,
+        p: usize,
+        rec: &Rec,
+        reason: Reason,
+        detail: impl FnOnce(&Live) -> String,
+    ) {
+        let sample = (self.state.props[p].tally)
+            .wants_sample(reason)
+            .then(|| Kept::from(rec.sample(self, detail(self))));
+        let t = &mut self.state.props[p].tally;
+        t.counts[reason as usize] += 1;
+        t.series.add_reason(rec.ts, reason);
+        if let Some(sample) = sample {
+            t.samples.entry(reason).or_default().push(sample);
+        }
+    }
+
+    /// Counts `reason` once for `rec`, placed on every window from `other` (the time of
+    /// another delivery of its key) to `rec`'s.
+    pub(super) fn raise_span(
+        &mut self,
+        p: usize,
+        rec: &Rec,
+        other: i64,
+        reason: Reason,
+        detail: impl FnOnce(&Live) -> String,
+    ) {
+        self.raise(p, rec, reason, detail);
+        let series = &mut self.state.props[p].tally.series;
+        series.retract_reason(rec.ts, reason);
+        // Its window is in the range already, as `check` has it, for the span not to be cut.
+        series.cover(rec.ts);
+        series.add_reason_span(other, rec.ts, reason);
+    }
+
+    /// Takes back one `reason` raised at `ts`.
+    pub(super) fn withdraw(&mut self, p: usize, ts: i64, reason: Reason) {
+        let t = &mut self.state.props[p].tally;
+        t.counts[reason as usize] = t.counts[reason as usize].saturating_sub(1);
+        t.series.retract_reason(ts, reason);
+    }
+}

@@ -1,0 +1,412 @@
+//! The state of one partition's assessor: [`LiveState`] (what a checkpoint saves) and [`Live`]
+//! around it, with their constructors and plain accessors. What changes the state is in the
+//! sibling modules, each an `impl Live` of one concern.
+
+use super::emitters::Emitter;
+use super::scopes::Scopes;
+use super::spans::Spans;
+use super::tally::{Kept, Tally};
+use crate::contract::{Compiled, Contract};
+use crate::finding::CounterexampleKind;
+use crate::rules::{OWN_PROVENANCE, Rec, RouteIds};
+use crate::scope::{self, Slot};
+use crate::time::EventTime;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// The synthetic index of a scope's folded high-water mark in a sweep.
+pub(super) const MARK_IDX: u32 = u32::MAX - 1;
+/// Synthetic indices of a scope's folded grants in a sweep start here (kept events' indices
+/// are below it).
+pub(super) const FOLDED_IDX: u32 = 1 << 31;
+/// Names (holders, routes, emitters) longer than this are kept shortened: their first bytes,
+/// their length and a 128-bit hash of the whole (the `names` module).
+pub const MAX_NAME_BYTES: usize = 256;
+/// The name table is swept of names nothing retained refers to when it holds more than twice
+/// the names alive after the last sweep, and at least this many.
+pub(super) const NAMES_SWEEP_MIN: usize = 1 << 16;
+/// The route id of a heartbeat on a route the contract lacks: not interned.
+pub(super) const UNDECLARED: u32 = u32::MAX - 3;
+
+/// The default of [`LiveOptions::max_emitters`].
+pub const DEFAULT_MAX_EMITTERS: usize = 1_000_000;
+/// The default of [`LiveOptions::max_counterexamples`].
+pub const DEFAULT_MAX_COUNTEREXAMPLES: usize = 100_000;
+
+/// Options of the live assessor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveOptions {
+    /// How far behind the watermark events are kept exactly, in ns; older ones are folded.
+    /// `None`: each property's `allowed_lateness`.
+    pub retention: Option<i64>,
+    /// An event more than this ahead of the batch's receive time is malformed
+    /// (`future timestamp`), in ns.
+    pub future_tolerance: i64,
+    /// Distinct emitters tracked at most (per partition); an event with a `seq` of an emitter
+    /// beyond them is set aside as lost telemetry (the `emitters` module).
+    pub max_emitters: usize,
+    /// Counterexamples kept in full per property (per partition); beyond, the oldest final
+    /// ones lose their detail but still count (the `cxs` module).
+    pub max_counterexamples: usize,
+}
+
+impl Default for LiveOptions {
+    fn default() -> LiveOptions {
+        LiveOptions {
+            retention: None,
+            future_tolerance: 300_000_000_000,
+            max_emitters: DEFAULT_MAX_EMITTERS,
+            max_counterexamples: DEFAULT_MAX_COUNTEREXAMPLES,
+        }
+    }
+}
+
+/// A counterexample's key: (stale event time, id).
+pub(super) type CxKey = (i64, String);
+
+/// A counterexample as kept: events by value, rendered on query.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Cx {
+    pub(super) id: String,
+    pub(super) kind: CounterexampleKind,
+    pub(super) scope: String,
+    pub(super) stale: Rec,
+    /// `None`: the scope's folded high-water mark.
+    pub(super) witness: Option<Rec>,
+    pub(super) mark: Option<crate::tracker::Mark>,
+    pub(super) context: Vec<Rec>,
+    /// See [`Counterexample::is_final`] and the `cxs` module.
+    pub(super) is_final: bool,
+    pub(super) withdrawn: Option<crate::finding::Withdrawal>,
+    /// An epoch reuse's former representatives whose windows it still refutes, one per
+    /// window, none in the stale event's window; emptied once final (the `cxs` module).
+    pub(super) former: Vec<Rec>,
+}
+
+impl Cx {
+    /// Every event it holds: stale, witness, context, former representatives.
+    pub(super) fn events(&self) -> impl Iterator<Item = &Rec> {
+        [&self.stale]
+            .into_iter()
+            .chain(self.witness.as_ref())
+            .chain(&self.context)
+            .chain(&self.former)
+    }
+}
+
+/// One property's state in one partition: the mergeable [`Tally`] that queries read (and a
+/// [`Summary`] exports), the counterexamples, and the per-scope state that stays local.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Prop {
+    pub(super) scopes: Scopes,
+    pub(super) tally: Tally,
+    /// By (stale event time, id); rendered when queried (or exported in a [`Summary`]).
+    pub(super) cxs: BTreeMap<CxKey, Cx>,
+    /// Events older than this are folded.
+    pub(super) horizon: i64,
+    /// Holder mismatches waiting for the watermark to pass the commit (a matching grant may
+    /// still arrive): (commit time, scope).
+    pub(super) pending: std::collections::BTreeSet<(i64, String)>,
+    /// Provisional counterexamples by (due time, key): final once the horizon passes the due
+    /// time (see the `cxs` module).
+    pub(super) provisional: std::collections::BTreeSet<(i64, CxKey)>,
+    /// How many of `cxs` are withdrawn.
+    pub(super) withdrawn: usize,
+    /// Final counterexamples whose detail was dropped ([`LiveOptions::max_counterexamples`])
+    /// while their stale event may still be kept, so that finding one again changes nothing:
+    /// (stale event time, xxh3-64 of the id) -> the epoch reuse group's hash (0 for other
+    /// kinds). Pruned when the horizon folds their stale events (the `cxs` module).
+    pub(super) dropped: BTreeMap<(i64, u64), u64>,
+}
+
+/// What one pushed event came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pushed {
+    /// Assessed. A conflicting delivery (SPEC §4 "Duplicates"), or a re-send of a folded
+    /// event's (emitter, seq), is assessed as evidence (`conflicting_duplicate` or
+    /// `late_evidence`) and set aside, not applied: it is not a duplicate.
+    Assessed,
+    /// An equal delivery of an event already assessed: dropped.
+    Duplicate,
+    /// Valid but naming no property of the contract.
+    Unattributed,
+    /// Malformed: counted as evidence (`malformed_event`).
+    Malformed,
+}
+
+/// A counterexample found by the last pushes, for metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewCounterexample {
+    /// The property's index in the contract.
+    pub property: usize,
+    /// Its kind.
+    pub kind: CounterexampleKind,
+    /// The stale event's route (empty when it had none).
+    pub route: String,
+    /// Its id.
+    pub id: String,
+}
+
+/// Serializable state of [`Live`] (everything but the contract).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveState {
+    pub(super) fingerprint: u64,
+    pub(super) options: LiveOptions,
+    /// Holder, route and emitter names by id; a freed slot is empty and listed in `free_names`.
+    pub(super) names: Vec<String>,
+    /// Ids of `names` freed by the last sweeps, reused first.
+    pub(super) free_names: Vec<u32>,
+    /// Sweep the name table when it holds more live names than this.
+    pub(super) names_sweep_at: u64,
+    pub(super) sources: Vec<String>,
+    /// Per source, the greatest position pushed (file ingest resumes after it).
+    pub(super) progress: Vec<u64>,
+    /// The own provenance records refer to ([`Rec::span`]).
+    pub(super) spans: Spans,
+    pub(super) props: Vec<Prop>,
+    pub(super) emitters: HashMap<u32, Emitter, foldhash::fast::FixedState>,
+    pub(super) max_ts: Option<i64>,
+    pub(super) valid: u64,
+    pub(super) malformed: u64,
+    pub(super) unattributed: u64,
+    pub(super) duplicates: u64,
+    /// Unattributed events with a `seq` of emitters beyond [`LiveOptions::max_emitters`].
+    pub(super) untracked_unattributed: u64,
+    pub(super) malformed_samples: VecDeque<Kept>,
+    /// The input ended: the end of input is the end of time, every window final.
+    pub(super) closed: bool,
+}
+
+/// The live assessor of one partition.
+#[derive(Debug)]
+pub struct Live {
+    pub(super) contract: Contract,
+    pub(super) compiled: Compiled,
+    pub(super) state: LiveState,
+    pub(super) name_ids: HashMap<String, u32, foldhash::fast::FixedState>,
+    pub(super) route_ids: RouteIds,
+    pub(super) work: scope::Workspace,
+    pub(super) slots: Vec<Slot>,
+    pub(super) new_cxs: Vec<NewCounterexample>,
+    pub(super) withdrawn_cxs: Vec<NewCounterexample>,
+}
+
+/// A checkpoint that does not belong to this contract.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the checkpoint was taken under another contract (fingerprint {found:016x}, this one is {expected:016x})"
+)]
+pub struct ContractChanged {
+    /// The checkpoint's contract fingerprint.
+    pub found: u64,
+    /// This contract's.
+    pub expected: u64,
+}
+
+/// A fingerprint of what the live state depends on in a contract: property names, windows,
+/// skews, lateness and routes.
+pub fn fingerprint(contract: &Contract) -> u64 {
+    let mut s = String::new();
+    for p in &contract.properties {
+        s.push_str(&format!(
+            "{}|{}|{}|{}|{}|{:?}|",
+            p.name, p.window.0, p.clock_skew.0, p.allowed_lateness.0, p.route_freshness.0, p.grants
+        ));
+        for r in &p.routes {
+            s.push_str(&format!("{}:{};", r.name, r.fenced));
+        }
+        s.push('\n');
+    }
+    xxhash_rust::xxh3::xxh3_64(s.as_bytes())
+}
+
+impl Live {
+    /// An empty assessor under `contract`.
+    pub fn new(contract: Contract, options: LiveOptions) -> Live {
+        let props = contract
+            .properties
+            .iter()
+            .map(|p| Prop {
+                scopes: Scopes::default(),
+                tally: Tally::new(p),
+                cxs: BTreeMap::new(),
+                horizon: i64::MIN,
+                pending: Default::default(),
+                provisional: Default::default(),
+                withdrawn: 0,
+                dropped: BTreeMap::new(),
+            })
+            .collect();
+        let state = LiveState {
+            fingerprint: fingerprint(&contract),
+            options,
+            names: Vec::new(),
+            free_names: Vec::new(),
+            names_sweep_at: NAMES_SWEEP_MIN as u64,
+            sources: Vec::new(),
+            progress: Vec::new(),
+            spans: Spans::default(),
+            props,
+            emitters: HashMap::default(),
+            max_ts: None,
+            valid: 0,
+            malformed: 0,
+            unattributed: 0,
+            duplicates: 0,
+            untracked_unattributed: 0,
+            malformed_samples: VecDeque::new(),
+            closed: false,
+        };
+        Live::from_parts(contract, state)
+    }
+
+    /// Restores a checkpointed state under `contract`.
+    pub fn restore(contract: Contract, state: LiveState) -> Result<Live, ContractChanged> {
+        let expected = fingerprint(&contract);
+        if state.fingerprint != expected {
+            return Err(ContractChanged {
+                found: state.fingerprint,
+                expected,
+            });
+        }
+        Ok(Live::from_parts(contract, state))
+    }
+
+    fn from_parts(contract: Contract, state: LiveState) -> Live {
+        let compiled = contract.compile();
+        let mut free = vec![false; state.names.len()];
+        for &i in &state.free_names {
+            if let Some(f) = free.get_mut(i as usize) {
+                *f = true;
+            }
+        }
+        let name_ids = state
+            .names
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| !free[i])
+            .map(|(i, s)| (s.clone(), i as u32))
+            .collect();
+        let mut live = Live {
+            contract,
+            compiled,
+            state,
+            name_ids,
+            route_ids: RouteIds::default(),
+            work: scope::Workspace::default(),
+            slots: Vec::new(),
+            new_cxs: Vec::new(),
+            withdrawn_cxs: Vec::new(),
+        };
+        let contract = live.contract.clone();
+        live.route_ids = RouteIds::new(&contract, |name| Some(live.intern(name)));
+        live
+    }
+
+    /// The state to checkpoint.
+    pub fn state(&self) -> &LiveState {
+        &self.state
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> LiveOptions {
+        self.state.options
+    }
+
+    /// Puts new options in force (after a restart with another configuration): a longer
+    /// retention keeps more from now on (what was folded stays folded), a shorter one folds
+    /// more at the next watermark move; the future tolerance applies to the next events.
+    pub fn set_options(&mut self, options: LiveOptions) {
+        self.state.options = options;
+    }
+
+    /// The contract.
+    pub fn contract(&self) -> &Contract {
+        &self.contract
+    }
+
+    /// The compiled contract (status and obligations).
+    pub fn compiled(&self) -> &Compiled {
+        &self.compiled
+    }
+
+    /// Registers a source (a partition name such as `wal`); provenance is `(source, position)`.
+    pub fn add_source(&mut self, name: &str) -> u32 {
+        if let Some(i) = self.state.sources.iter().position(|s| s == name) {
+            return i as u32;
+        }
+        let id = u32::try_from(self.state.sources.len())
+            .ok()
+            .filter(|&i| i < OWN_PROVENANCE)
+            .expect("fewer than 2^31 sources");
+        self.state.sources.push(name.to_string());
+        self.state.progress.push(0);
+        id
+    }
+
+    /// The greatest position pushed from source `name` (a file's last line read), if any.
+    pub fn source_progress(&self, name: &str) -> Option<u64> {
+        let i = self.state.sources.iter().position(|s| s == name)?;
+        Some(self.state.progress[i])
+    }
+
+    pub(super) fn note_position(&mut self, source: u32, position: u64) {
+        let p = &mut self.state.progress[source as usize];
+        *p = (*p).max(position);
+    }
+
+    /// Counterexamples found since the last call.
+    pub fn take_new_counterexamples(&mut self) -> Vec<NewCounterexample> {
+        std::mem::take(&mut self.new_cxs)
+    }
+
+    /// Scopes with resident state, over all properties.
+    pub fn active_scopes(&self) -> usize {
+        self.state.props.iter().map(|p| p.scopes.len()).sum()
+    }
+
+    /// Approximate bytes of resident per-scope state.
+    pub fn state_bytes(&self) -> usize {
+        self.state.props.iter().map(|p| p.scopes.heap_bytes()).sum()
+    }
+
+    /// This partition's own watermark of property `p`, as the assessor moves with it.
+    pub(super) fn partition_watermark(&self, p: usize) -> EventTime {
+        partition_watermark(
+            self.state.max_ts,
+            self.state.closed,
+            self.contract.properties[p].allowed_lateness.0,
+        )
+    }
+
+    /// Emitters tracked by this partition (at most [`LiveOptions::max_emitters`]).
+    pub fn emitters_tracked(&self) -> usize {
+        self.state.emitters.len()
+    }
+
+    /// Approximate resident bytes of the emitter table (entries, runs, recent deliveries,
+    /// properties; names not included).
+    pub fn emitters_bytes(&self) -> usize {
+        let entry = std::mem::size_of::<(u32, Emitter)>() + 1;
+        self.state.emitters.capacity() * entry
+            + self
+                .state
+                .emitters
+                .values()
+                .map(Emitter::heap_bytes)
+                .sum::<usize>()
+    }
+}
+
+/// A partition's watermark of a property whose `allowed_lateness` is `lateness` (SPEC §4
+/// "Watermark"): its greatest valid event time (over all properties) minus the lateness,
+/// `EventTime::MIN` before any event, `EventTime::MAX` once the input ended.
+pub(super) fn partition_watermark(max_ts: Option<i64>, closed: bool, lateness: i64) -> EventTime {
+    if closed {
+        return EventTime::MAX;
+    }
+    match max_ts {
+        Some(t) => EventTime(t.saturating_sub(lateness)),
+        None => EventTime::MIN,
+    }
+}

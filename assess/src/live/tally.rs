@@ -1,0 +1,203 @@
+//! What one property of one partition holds for queries ([`Tally`]), which a
+//! [`Summary`](super::Summary) exports as it is and a [`View`](super::View) merges: nothing
+//! per scope. Undeclared routes of commits/fences are counted by name for the first
+//! [`UNDECLARED_ROUTES_KEPT`] per property and partition, the rest under
+//! [`OTHER_UNDECLARED_ROUTES`] (`undeclared_route` is still raised per event, so no verdict
+//! depends on the bound); heartbeats on undeclared routes are counted, their names not kept.
+
+use crate::contract::Property;
+use crate::finding::Reason;
+use crate::report::Sample;
+use crate::rules::SAMPLES_PER_REASON;
+use crate::window::WindowSeries;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Undeclared routes of commits/fences counted by name per property and partition; the others
+/// are counted under [`OTHER_UNDECLARED_ROUTES`].
+pub const UNDECLARED_ROUTES_KEPT: usize = 1_000;
+/// The bucket of undeclared routes beyond [`UNDECLARED_ROUTES_KEPT`].
+pub const OTHER_UNDECLARED_ROUTES: &str = "(other undeclared routes)";
+
+/// What one property holds in one partition that queries merge: the window series, reason
+/// counts and samples, route observations, undeclared routes and event counts. Everything but
+/// per-scope state and counterexamples.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Tally {
+    pub(super) series: WindowSeries,
+    pub(super) counts: [u64; Reason::COUNT],
+    /// The first few samples of each reason seen by this partition.
+    pub(super) samples: BTreeMap<Reason, Vec<Kept>>,
+    /// Per declared route: observation bounds per window index.
+    pub(super) routes: Vec<BTreeMap<i64, Obs>>,
+    /// Routes seen on commits/fences that the contract lacks, by name: the first
+    /// [`UNDECLARED_ROUTES_KEPT`], the others under [`OTHER_UNDECLARED_ROUTES`].
+    pub(super) undeclared: BTreeMap<String, u64>,
+    /// Heartbeats on routes the contract lacks (their names are not kept).
+    pub(super) undeclared_heartbeats: u64,
+    /// Events set aside because their emitter is beyond [`super::LiveOptions::max_emitters`].
+    pub(super) untracked_emitter_events: u64,
+    /// Final counterexamples found whose detail is no longer kept
+    /// ([`super::LiveOptions::max_counterexamples`]): they stand and count.
+    pub(super) cxs_dropped: u64,
+    /// Withdrawn counterexamples whose detail is no longer kept.
+    pub(super) withdrawn_dropped: u64,
+    /// Per window index, the stale event times (min, max) and count of the final
+    /// counterexamples whose detail was dropped: enough for an assurance over any range.
+    pub(super) dropped_at: BTreeMap<i64, Obs>,
+    pub(super) events: u64,
+    pub(super) stale_rejections: u64,
+    /// Greatest valid event time of this property.
+    pub(super) max_ts: Option<i64>,
+}
+
+impl Tally {
+    /// The empty tally of property `p`.
+    pub(super) fn new(p: &Property) -> Tally {
+        Tally {
+            series: WindowSeries::new(p.window.0),
+            counts: [0; Reason::COUNT],
+            samples: BTreeMap::new(),
+            routes: vec![BTreeMap::new(); p.routes.len()],
+            undeclared: BTreeMap::new(),
+            undeclared_heartbeats: 0,
+            untracked_emitter_events: 0,
+            cxs_dropped: 0,
+            withdrawn_dropped: 0,
+            dropped_at: BTreeMap::new(),
+            events: 0,
+            stale_rejections: 0,
+            max_ts: None,
+        }
+    }
+
+    /// Counts an event of the property at `ts` (applied or set aside).
+    pub(super) fn add_event(&mut self, ts: i64) {
+        self.max_ts = Some(self.max_ts.map_or(ts, |m| m.max(ts)));
+        self.series.add_event(ts);
+        self.events += 1;
+    }
+
+    /// Takes back an observation of declared route `i` at `t` (an event set aside after it was
+    /// applied). A window keeps only the bounds of its observations, so when `t` was one of them
+    /// and others remain, the other bound stands for them all: the route may then read silent
+    /// where `check` finds it observed, never the reverse.
+    pub(super) fn unobserve(&mut self, i: usize, t: i64) {
+        let k = self.series.index(t);
+        let Some(o) = self.routes[i].get_mut(&k) else {
+            return;
+        };
+        if o.count <= 1 {
+            self.routes[i].remove(&k);
+            return;
+        }
+        o.count -= 1;
+        if t == o.min && t != o.max {
+            o.min = o.max;
+        } else if t == o.max && t != o.min {
+            o.max = o.min;
+        }
+    }
+
+    /// Keeps a sample of `reason` if fewer than [`SAMPLES_PER_REASON`] are kept; `sample` is
+    /// called only then.
+    pub(super) fn keep_sample(&mut self, reason: Reason, sample: impl FnOnce() -> Kept) {
+        let kept = self.samples.entry(reason).or_default();
+        if kept.len() < SAMPLES_PER_REASON {
+            kept.push(sample());
+        }
+    }
+
+    /// Whether a sample of `reason` would be kept.
+    pub(super) fn wants_sample(&self, reason: Reason) -> bool {
+        self.samples
+            .get(&reason)
+            .is_none_or(|v| v.len() < SAMPLES_PER_REASON)
+    }
+}
+
+/// A sample as kept in the state and in a [`Summary`](super::Summary). [`Sample`] skips absent fields when
+/// serialized, which a non-self-describing format (checkpoints, summaries) cannot read back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Kept {
+    pub(super) source: String,
+    pub(super) ts: Option<String>,
+    pub(super) detail: String,
+}
+
+impl From<Sample> for Kept {
+    fn from(s: Sample) -> Kept {
+        Kept {
+            source: s.source,
+            ts: s.ts,
+            detail: s.detail,
+        }
+    }
+}
+
+impl Kept {
+    pub(super) fn sample(&self) -> Sample {
+        Sample {
+            source: self.source.clone(),
+            ts: self.ts.clone(),
+            detail: self.detail.clone(),
+        }
+    }
+}
+
+/// Observation bounds of one route in one window: enough to decide silence exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Obs {
+    pub(super) min: i64,
+    pub(super) max: i64,
+    pub(super) count: u64,
+}
+
+/// Counts `n` events on undeclared route `name` in `table`: by name for the first
+/// [`UNDECLARED_ROUTES_KEPT`] names, under [`OTHER_UNDECLARED_ROUTES`] after.
+pub(super) fn count_undeclared(table: &mut BTreeMap<String, u64>, name: &str, n: u64) {
+    if let Some(m) = table.get_mut(name) {
+        *m += n;
+        return;
+    }
+    let named = table.len() - usize::from(table.contains_key(OTHER_UNDECLARED_ROUTES));
+    let key = if named < UNDECLARED_ROUTES_KEPT {
+        name
+    } else {
+        OTHER_UNDECLARED_ROUTES
+    };
+    *table.entry(key.to_string()).or_default() += n;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::Contract;
+
+    #[test]
+    fn unobserving_keeps_bounds_that_are_certain() {
+        let c = Contract::parse(
+            "t.toml",
+            "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"100ns\"\n[[property.route]]\nname=\"r\"\n",
+        )
+        .unwrap();
+        let mut t = Tally::new(&c.properties[0]);
+        let bounds = |t: &Tally| t.routes[0].get(&0).map(|o| (o.min, o.max, o.count));
+        t.routes[0].insert(
+            0,
+            Obs {
+                min: 10,
+                max: 30,
+                count: 3,
+            },
+        );
+        // Between the bounds: they stay.
+        t.unobserve(0, 20);
+        assert_eq!(bounds(&t), Some((10, 30, 2)));
+        // A bound: the other one stands for what is left.
+        t.unobserve(0, 10);
+        assert_eq!(bounds(&t), Some((30, 30, 1)));
+        t.unobserve(0, 30);
+        assert_eq!(bounds(&t), None);
+    }
+}
