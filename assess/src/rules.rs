@@ -1,17 +1,18 @@
-//! The per-event rules of SPEC §2 and §4, one set for `check` ([`crate::history`]) and `serve`
-//! ([`crate::live`]): the compact record both keep of an event ([`Rec`]), admission
+//! The per-event rules of SPEC §2, §4 and §8, one set for `check` ([`crate::history`]) and
+//! `serve` ([`crate::live`]): the compact record both keep of an event ([`Rec`]), admission
 //! ([`admit`]), what an applied event counts for ([`Applied`]: the route it observes, a stale
-//! rejection, the per-event unknown reasons), the duplicate keys and what makes two deliveries
-//! one event ([`Rec::same_content`], [`content_hash`]), and how a record is shown
-//! ([`Rec::view`]). The per-scope sweeps that judge records against each other are in
-//! [`crate::scope`].
+//! rejection, the per-event unknown reasons), the duplicate keys ([`Rec::seq_key`],
+//! [`Rec::order_key`], [`Rec::span`]; `check` reads no spans) and what makes two deliveries one
+//! event ([`Rec::same_content`], [`content_hash`]), and how a record is shown ([`Rec::view`]).
+//! The per-scope sweeps that judge records against each other are in [`crate::scope`].
 //!
-//! Premises (SPEC §10, issue 15, not implemented) belong here too: an attestation is one more
-//! [`Kind`], admitted by [`admit`] and kept as a [`Rec`] (so that its (emitter, seq) settles
-//! with every other kind's), its content added to [`Rec::same_content`] and [`content_hash`];
-//! [`Applied::of`] is where it is said that it extends no window and observes no route. Its
-//! support per (window, premise, route) is a procedure beside [`crate::scope`]'s, not a
-//! per-event reason.
+//! Premises (SPEC §10, issue 15, not implemented) belong here too. An attestation is one more
+//! [`Kind`], admitted by [`admit`] and kept as a [`Rec`], so that its (emitter, seq) settles
+//! with every other kind's; the record has no byte to spare, so its premise, `valid_for`,
+//! attester and evidence go in fields an attestation has no use for (`epoch`, `order`,
+//! `holder`, `scope`), behind accessors, and join [`Rec::same_content`] and [`content_hash`].
+//! [`Applied::of`] is where it extends no window and observes no route. Its support per
+//! (window, premise, route) is a procedure beside [`crate::scope`]'s, not a per-event reason.
 
 use crate::contract::{Contract, Property};
 use crate::event::{Event, InvalidEvent, Kind, Outcome};

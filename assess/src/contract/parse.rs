@@ -1,113 +1,10 @@
-//! The contract (SPEC §3): TOML parsing with file/line diagnostics, validation that reports
-//! every error at once, and the compiler that accepts or rejects each property's strategy.
+//! Reading a contract: TOML with file/line diagnostics, every error reported at once.
 
+use super::model::{Contract, Grants, Property, Route, Strategy};
 use crate::time::Duration;
 use serde::Serialize;
 use std::fmt;
 use toml_edit::{Item, TableLike};
-
-/// How a property's exclusion is supposed to be enforced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Strategy {
-    /// An authority grants rising epochs; the resource rejects older ones at commit.
-    LeaseEpoch,
-    /// One actor per key, with an epoch that rises on every placement change.
-    KeyedActor,
-    /// A lock without a token: cannot exclude a paused holder.
-    Mutex,
-    /// A lock with a timeout: cannot exclude a holder that outlives it.
-    ExpiringLock,
-}
-
-impl Strategy {
-    fn parse(s: &str) -> Option<Strategy> {
-        Some(match s {
-            "lease_epoch" => Strategy::LeaseEpoch,
-            "keyed_actor" => Strategy::KeyedActor,
-            "mutex" => Strategy::Mutex,
-            "expiring_lock" => Strategy::ExpiringLock,
-            _ => return None,
-        })
-    }
-
-    /// The contract name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Strategy::LeaseEpoch => "lease_epoch",
-            Strategy::KeyedActor => "keyed_actor",
-            Strategy::Mutex => "mutex",
-            Strategy::ExpiringLock => "expiring_lock",
-        }
-    }
-}
-
-/// Whether a committed epoch must have been granted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Grants {
-    /// Grants are used when present.
-    Optional,
-    /// A committed epoch without a grant is `unknown(ungranted_epoch)`.
-    Required,
-}
-
-/// A declared code path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Route {
-    /// The route name.
-    pub name: String,
-    /// Whether it goes through the conditional commit.
-    pub fenced: bool,
-}
-
-/// One `fenced_exclusive_mutation` property.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Property {
-    /// Unique name.
-    pub name: String,
-    /// The protected subject.
-    pub subject: String,
-    /// The enforcement strategy.
-    pub strategy: Strategy,
-    /// Bucket width of the time-indexed series.
-    #[serde(serialize_with = "ser_duration")]
-    pub window: Duration,
-    /// Maximum clock difference between emitters.
-    #[serde(serialize_with = "ser_duration")]
-    pub clock_skew: Duration,
-    /// Watermark delay before a window is final.
-    #[serde(serialize_with = "ser_duration")]
-    pub allowed_lateness: Duration,
-    /// A declared route silent longer than this is unobserved.
-    #[serde(serialize_with = "ser_duration")]
-    pub route_freshness: Duration,
-    /// Default trailing window of the current assessment.
-    #[serde(serialize_with = "ser_duration")]
-    pub assurance_window: Duration,
-    /// Grant policy.
-    pub grants: Grants,
-    /// Declared routes, at least one.
-    pub routes: Vec<Route>,
-}
-
-fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(d)
-}
-
-impl Property {
-    /// The index of a declared route.
-    pub fn route_index(&self, name: &str) -> Option<usize> {
-        self.routes.iter().position(|r| r.name == name)
-    }
-}
-
-/// A parsed and validated contract.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Contract {
-    /// The properties in declaration order.
-    pub properties: Vec<Property>,
-}
 
 /// One problem in a contract file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -329,40 +226,6 @@ impl Contract {
             })
         }
     }
-
-    /// The index of a property by name.
-    pub fn property_index(&self, name: &str) -> Option<usize> {
-        self.properties.iter().position(|p| p.name == name)
-    }
-
-    /// Compiles the contract: each property is an accepted or rejected candidate.
-    pub fn compile(&self) -> Compiled {
-        let properties: Vec<PropertyStatus> =
-            self.properties.iter().map(compile_property).collect();
-        let status = if properties.iter().all(|p| p.status == Status::Accepted) {
-            Status::Accepted
-        } else {
-            Status::Rejected
-        };
-        let mut obligations = Vec::new();
-        for p in &properties {
-            for o in &p.obligations {
-                if !obligations.contains(o) {
-                    obligations.push(o.clone());
-                }
-            }
-        }
-        let missing = properties
-            .iter()
-            .flat_map(|p| p.missing.iter().cloned())
-            .collect();
-        Compiled {
-            status,
-            obligations,
-            missing,
-            properties,
-        }
-    }
 }
 
 fn parse_property(p: &mut Parser<'_>, t: &dyn TableLike) -> Option<Property> {
@@ -507,127 +370,10 @@ fn parse_property(p: &mut Parser<'_>, t: &dyn TableLike) -> Option<Property> {
     })
 }
 
-/// Accepted or rejected candidate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// The strategy can exclude stale authority, given the residual obligations.
-    Accepted,
-    /// A missing obligation makes exclusion impossible to establish.
-    Rejected,
-}
-
-/// An obligation the contract cannot meet.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Missing {
-    /// The property.
-    pub property: String,
-    /// The missing obligation, e.g. `stale_authority_exclusion`.
-    pub obligation: String,
-    /// The route that lacks it, when it is route-specific.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub route: Option<String>,
-    /// Why.
-    pub reason: String,
-}
-
-impl fmt::Display for Missing {
-    /// `stale_authority_exclusion on route `x`: why`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.obligation)?;
-        if let Some(r) = &self.route {
-            write!(f, " on route `{r}`")?;
-        }
-        write!(f, ": {}", self.reason)
-    }
-}
-
-/// One property's compilation result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PropertyStatus {
-    /// The property.
-    pub property: String,
-    /// Accepted or rejected.
-    pub status: Status,
-    /// Residual obligations the system must meet outside what fencewatch observes.
-    pub obligations: Vec<String>,
-    /// Obligations that cannot be met (empty when accepted).
-    pub missing: Vec<Missing>,
-}
-
-/// The whole contract's compilation result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Compiled {
-    /// Rejected when any property is.
-    pub status: Status,
-    /// The residual obligations of all properties, deduplicated.
-    pub obligations: Vec<String>,
-    /// Every missing obligation.
-    pub missing: Vec<Missing>,
-    /// Per property.
-    pub properties: Vec<PropertyStatus>,
-}
-
-/// The obligation every fenced strategy must meet and locks cannot.
-pub const STALE_AUTHORITY_EXCLUSION: &str = "stale_authority_exclusion";
-
-fn compile_property(p: &Property) -> PropertyStatus {
-    let mut missing = Vec::new();
-    let mut obligations = vec![
-        "every protected mutation is routed through the conditional commit that checks the epoch".to_string(),
-        "the epoch is preserved across retries of one operation".to_string(),
-        "external effects (emails, payments, calls to other systems) are handled separately: the fence protects only the resource's own commit".to_string(),
-    ];
-    match p.strategy {
-        Strategy::LeaseEpoch => obligations.push(
-            "the authority issues strictly increasing epochs per scope and incarnation".into(),
-        ),
-        Strategy::KeyedActor => {
-            obligations.push("every placement change of a key's actor raises its epoch".into())
-        }
-        Strategy::Mutex | Strategy::ExpiringLock => {
-            let what = if p.strategy == Strategy::Mutex {
-                "a mutex"
-            } else {
-                "an expiring lock"
-            };
-            missing.push(Missing {
-                property: p.name.clone(),
-                obligation: STALE_AUTHORITY_EXCLUSION.into(),
-                route: None,
-                reason: format!(
-                    "{what} carries no fencing token, so the resource cannot reject a holder that paused and resumed after losing the lock"
-                ),
-            });
-        }
-    }
-    for r in p.routes.iter().filter(|r| !r.fenced) {
-        missing.push(Missing {
-            property: p.name.clone(),
-            obligation: STALE_AUTHORITY_EXCLUSION.into(),
-            route: Some(r.name.clone()),
-            reason: format!("route `{}` bypasses the conditional commit, so a stale owner's write through it is not rejected", r.name),
-        });
-    }
-    let status = if missing.is_empty() {
-        Status::Accepted
-    } else {
-        Status::Rejected
-    };
-    if status == Status::Rejected {
-        obligations.clear();
-    }
-    PropertyStatus {
-        property: p.name.clone(),
-        status,
-        obligations,
-        missing,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::{STALE_AUTHORITY_EXCLUSION, Status};
 
     const GOOD: &str = r#"
 [[property]]
