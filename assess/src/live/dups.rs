@@ -2,15 +2,18 @@
 //! lateness horizon" on re-sends of folded events).
 //!
 //! Events sharing (emitter, seq), or commit/fence events sharing (scope, incarnation, order,
-//! epoch), are one event delivered twice when equal in content: one is kept. When they differ,
-//! **all** of them are set aside, whatever the arrival order: the later delivery is not
-//! applied; the earlier one, already applied, is set aside in its scope (its per-event reasons
-//! withdrawn, the scope decided again without it) and the provisional counterexamples that
-//! rested on it are withdrawn (the `cxs` module). `conflicting_duplicate` is raised once per key
-//! and property named, over the windows from the earliest to the latest delivery, as `check`
-//! places it. Further deliveries of a key already set aside are set aside too.
+//! epoch), or events of one scope sharing their own provenance (a span's), are one event
+//! delivered twice when equal in content ([`crate::rules`] defines the keys and the content):
+//! one is kept. A key names no property, so a kept event of another property can share it.
+//! When they differ, **all** of them are set aside, whatever the arrival order: the later
+//! delivery is not applied; the earlier one, already applied, has its per-event reasons
+//! withdrawn and, if kept in a scope, is set aside there (its route observation taken back,
+//! the scope decided again without it); the provisional counterexamples that rested on it are
+//! withdrawn (the `cxs` module). `conflicting_duplicate` is raised once per key and property
+//! named, over the windows from the earliest to the latest delivery, as `check` places it.
+//! Further deliveries of a key already set aside are set aside too.
 //!
-//! To find the earlier delivery of an (emitter, seq), each emitter keeps a [`SeqWindow`] of its
+//! To find the earlier delivery of an (emitter, seq), each emitter keeps a [`SeqWindow`](super::emitters::SeqWindow) of its
 //! recent deliveries: per seq a content hash, the event time, and where it went (property and
 //! scope id, and the per-event reasons it raised), 24 bytes, dropped with the horizon. An
 //! (emitter, seq) whose delivery was dropped so (a *folded* event: its seq lies in the emitter's

@@ -75,7 +75,7 @@ pub(super) struct Cx {
     pub(super) witness: Option<Rec>,
     pub(super) mark: Option<crate::tracker::Mark>,
     pub(super) context: Vec<Rec>,
-    /// See [`Counterexample::is_final`] and the `cxs` module.
+    /// See [`Counterexample::is_final`](crate::finding::Counterexample::is_final) and the `cxs` module.
     pub(super) is_final: bool,
     pub(super) withdrawn: Option<crate::finding::Withdrawal>,
     /// An epoch reuse's former representatives whose windows it still refutes, one per
@@ -95,12 +95,12 @@ impl Cx {
 }
 
 /// One property's state in one partition: the mergeable [`Tally`] that queries read (and a
-/// [`Summary`] exports), the counterexamples, and the per-scope state that stays local.
+/// [`Summary`](super::Summary) exports), the counterexamples, and the per-scope state that stays local.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Prop {
     pub(super) scopes: Scopes,
     pub(super) tally: Tally,
-    /// By (stale event time, id); rendered when queried (or exported in a [`Summary`]).
+    /// By (stale event time, id); rendered when queried (or exported in a [`Summary`](super::Summary)).
     pub(super) cxs: BTreeMap<CxKey, Cx>,
     /// Events older than this are folded.
     pub(super) horizon: i64,
