@@ -6,11 +6,11 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use fencewatch_assess::EventTime;
+use fencewatch_ingest::decode::json::decode_line;
 use fencewatch_ingest::decode::otlp::common::v1::{AnyValue, KeyValue, any_value::Value};
 use fencewatch_ingest::decode::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use fencewatch_ingest::decode::otlp::trace_service::ExportTraceServiceRequest;
 use fencewatch_ingest::decode::otlp::{self, Signal};
-use fencewatch_ingest::json::decode_line;
 use fencewatch_ingest::simulate::{Faults, Workload, simulate};
 use prost::Message;
 use std::hint::black_box;

@@ -1,6 +1,7 @@
 //! The name table of a partition: holders, routes and emitters interned in one table of the
 //! state, and only what is kept (not a heartbeat's route unless declared, nor an unattributed
-//! event's holder and route).
+//! event's holder and route); and the sweep of the span table (the `spans` module), which
+//! works the same way.
 //!
 //! The table is swept when it holds twice the names alive after the last sweep (at least
 //! 65,536): every name no kept event, folded grant, counterexample, emitter or declared route
@@ -118,6 +119,27 @@ impl Live {
         free.reverse();
         self.state.names.shrink_to(self.state.names.len() * 2);
         self.state.names_sweep_at = (2 * self.names_interned()).max(NAMES_SWEEP_MIN) as u64;
+    }
+
+    /// Frees the span ids no kept event or counterexample refers to, when the table holds
+    /// twice what was alive after the last sweep (the `spans` module).
+    pub(super) fn sweep_spans(&mut self) {
+        if !self.state.spans.needs_sweep() {
+            return;
+        }
+        let mut alive = vec![false; self.state.spans.slots()];
+        let mut mark = |e: &Rec| {
+            if let Some(a) = e.span().and_then(|n| alive.get_mut(n as usize)) {
+                *a = true;
+            }
+        };
+        for prop in &self.state.props {
+            prop.scopes.for_each_event(&mut mark);
+            for c in prop.cxs.values() {
+                c.events().for_each(&mut mark);
+            }
+        }
+        self.state.spans.sweep(&alive);
     }
 }
 

@@ -6,9 +6,9 @@
 //! reused.
 //!
 //! [`Live::push_span`]: super::Live::push_span
+//! [`Rec::span`]: crate::rules::Rec::span
 
-use super::state::Live;
-use crate::rules::{OWN_PROVENANCE, Rec};
+use crate::rules::OWN_PROVENANCE;
 use serde::{Deserialize, Serialize};
 
 /// A span's identity: its 16-byte trace id, then its 8-byte span id.
@@ -115,35 +115,6 @@ pub(super) fn render(source: &str, id: &SpanId) -> String {
 /// The position of a span's record: its span id's bytes.
 pub(super) fn span_key(id: &SpanId) -> u64 {
     u64::from_le_bytes(id[16..].try_into().expect("8 bytes"))
-}
-
-impl Live {
-    /// Span ids held: those kept events and counterexamples refer to, up to twice that (the
-    /// `spans` module).
-    pub fn spans_held(&self) -> usize {
-        self.state.spans.len()
-    }
-
-    /// Frees the span ids no kept event or counterexample refers to, when the table holds
-    /// twice what was alive after the last sweep (the `spans` module).
-    pub(super) fn sweep_spans(&mut self) {
-        if !self.state.spans.needs_sweep() {
-            return;
-        }
-        let mut alive = vec![false; self.state.spans.slots()];
-        let mut mark = |e: &Rec| {
-            if let Some(a) = e.span().and_then(|n| alive.get_mut(n as usize)) {
-                *a = true;
-            }
-        };
-        for prop in &self.state.props {
-            prop.scopes.for_each_event(&mut mark);
-            for c in prop.cxs.values() {
-                c.events().for_each(&mut mark);
-            }
-        }
-        self.state.spans.sweep(&alive);
-    }
 }
 
 #[cfg(test)]

@@ -379,6 +379,12 @@ impl Live {
         )
     }
 
+    /// Span ids held: those kept events and counterexamples refer to, up to twice that (the
+    /// `spans` module).
+    pub fn spans_held(&self) -> usize {
+        self.state.spans.len()
+    }
+
     /// Emitters tracked by this partition (at most [`LiveOptions::max_emitters`]).
     pub fn emitters_tracked(&self) -> usize {
         self.state.emitters.len()
