@@ -384,6 +384,7 @@ fn main() {
             paused_old_owner: args.stale,
             ..Faults::default()
         },
+        attest: &[],
     };
     let target = Target {
         brokers: brokers.clone(),

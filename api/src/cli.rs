@@ -9,7 +9,7 @@ use fencewatch_assess::Contract;
 use fencewatch_assess::history::History;
 use fencewatch_ingest::clock::{Clock, SharedClock, SystemClock};
 use fencewatch_ingest::decode::json::DEFAULT_MAX_LINE_BYTES;
-use fencewatch_ingest::simulate::{Faults, Workload, simulate};
+use fencewatch_ingest::simulate::{Attest, Faults, Workload, simulate};
 use fencewatch_ingest::source::file::{Input, ReadOptions, read_into, total_size};
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
@@ -45,6 +45,9 @@ enum Command {
     /// Inspect or repair the write-ahead log of a data directory (see README, Durability).
     #[command(subcommand)]
     Wal(crate::wal_cmd::WalCommand),
+    /// Post one attestation of a premise to a running service (token from
+    /// FENCEWATCH_AUTH_TOKEN or FENCEWATCH_AUTH_TOKEN_FILE; exit 0 taken, 3 error).
+    Attest(crate::attest::AttestArgs),
 }
 
 #[derive(Debug, Args)]
@@ -92,9 +95,23 @@ struct CheckArgs {
     /// Decoding threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
+    /// Write attestations of what this conformance run established, per fenced route
+    /// (`conditional_commit` holds or failed; README, "Premises"), as NDJSON to this file.
+    #[arg(long, value_name = "FILE")]
+    attestations_out: Option<PathBuf>,
+    /// The `valid_for` of those attestations [default: the premise's max_age, else 24h].
+    #[arg(long, value_name = "DURATION", requires = "attestations_out", value_parser = positive_duration)]
+    attestation_valid_for: Option<fencewatch_assess::Duration>,
     /// NDJSON (or JSON array) files, read as one stream in order; `-` is stdin.
     #[arg(required = true)]
     files: Vec<String>,
+}
+
+fn positive_duration(s: &str) -> Result<fencewatch_assess::Duration, String> {
+    match fencewatch_assess::Duration::parse(s).map_err(|e| e.to_string())? {
+        d if d.0 > 0 => Ok(d),
+        _ => Err("must be greater than zero".into()),
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -183,6 +200,13 @@ struct SimulateArgs {
     /// Stale writes that the resource correctly rejected (positive evidence).
     #[arg(long, default_value_t = 0)]
     rejected: u64,
+    /// Attest a premise of lease_epoch at the start (and require it in --contract-out), once
+    /// per fenced route for a per-route premise; VALID_FOR defaults to 24h. Repeatable.
+    #[arg(long, value_name = "PREMISE[:VALID_FOR]", value_parser = |s: &str| Attest::parse(s, false))]
+    attest: Vec<Attest>,
+    /// Attest that a premise failed (and require it). Repeatable.
+    #[arg(long, value_name = "PREMISE", value_parser = |s: &str| Attest::parse(s, true))]
+    attest_failed: Vec<Attest>,
 }
 
 /// Runs the command line on the system clock and returns the process exit code.
@@ -216,6 +240,7 @@ pub fn run_with<I: IntoIterator<Item = OsString>>(args: I, clock: SharedClock) -
             crate::serve::run::run(args, ingest_files, clock)
         }
         Command::Wal(cmd) => crate::wal_cmd::run(cmd, &*clock),
+        Command::Attest(args) => crate::attest::run(args, &*clock),
         Command::Simulate(args) => match run_simulate(args, &*clock) {
             Ok(()) => 0,
             Err(e) => {
@@ -282,7 +307,31 @@ fn check(args: CheckArgs) -> i32 {
     let mut progress = |n: u64| bar.update(n);
     let timings = std::env::var_os("FENCEWATCH_TIMINGS").is_some();
     let started = std::time::Instant::now();
+    // The evidence of a conformance run: the digest of its input files.
+    let evidence = match &args.attestations_out {
+        None => None,
+        Some(_) if args.files.iter().any(|f| f == "-") => {
+            eprintln!(
+                "fencewatch check: --attestations-out needs the run's files (their sha256 is the evidence), not stdin"
+            );
+            return EXIT_USAGE;
+        }
+        Some(_) => {
+            let files: Vec<PathBuf> = args.files.iter().map(PathBuf::from).collect();
+            match crate::conformance::digest(&files) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    eprintln!("fencewatch check: {e}");
+                    return EXIT_ERROR;
+                }
+            }
+        }
+    };
+    let kept_contract = evidence.as_ref().map(|_| contract.clone());
     let mut history = History::new(contract);
+    if evidence.is_some() {
+        history.note_conformance();
+    }
     let read = read_into(
         &mut history,
         &inputs,
@@ -321,6 +370,25 @@ fn check(args: CheckArgs) -> i32 {
     {
         eprintln!("fencewatch check: writing the report: {e}");
         return EXIT_ERROR;
+    }
+    if let (Some(path), Some(evidence), Some(contract)) =
+        (&args.attestations_out, &evidence, &kept_contract)
+    {
+        let lines = crate::conformance::attestations(
+            contract,
+            &report,
+            evidence,
+            args.attestation_valid_for,
+        );
+        if let Err(e) = crate::conformance::write(path, &lines) {
+            eprintln!("fencewatch check: {}: {e}", path.display());
+            return EXIT_ERROR;
+        }
+        eprintln!(
+            "fencewatch check: {} attestation(s) written to {}",
+            lines.len(),
+            path.display()
+        );
     }
     report.verdict.exit_code()
 }
@@ -384,6 +452,8 @@ fn run_simulate(a: SimulateArgs, clock: &dyn Clock) -> anyhow::Result<()> {
             clock_skew: a.clock_skew,
             rejected: a.rejected,
         },
+        // The one workload of this process: its attestations live as long as it.
+        attest: Vec::leak(a.attest.iter().chain(&a.attest_failed).copied().collect()),
     };
     let mut summary = None;
     let truth = match (&a.kafka, &a.output) {

@@ -1,12 +1,14 @@
 //! # fencewatch-api — the `fencewatch` binary
 //!
-//! The command line ([`cli`]: `check`, `contract check`, `simulate`, `serve`, `demo`, and
+//! The command line ([`cli`]: `check`, `contract check`, `simulate`, `serve`, `demo`, [`attest`], and
 //! [`wal_cmd`]: `wal inspect|repair`), the text reports ([`render`]), and [`serve`]: the
 //! service's composition root and HTTP surface (configuration, routes, problem details, auth,
 //! the metric registry, the page). Evidence enters, is judged and is reported in
 //! `fencewatch-ingest` and `fencewatch-assess`.
 
+pub mod attest;
 pub mod cli;
+pub mod conformance;
 pub mod exit;
 pub mod render;
 pub mod serve;

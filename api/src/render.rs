@@ -33,6 +33,13 @@ pub fn text_report(w: &mut dyn Write, r: &Report) -> io::Result<()> {
         "evidence: {} valid events, {} malformed, {} unattributed, {} duplicate deliveries dropped",
         r.events, r.malformed, r.unattributed, r.duplicates
     )?;
+    if r.attestations_ignored > 0 {
+        writeln!(
+            w,
+            "  {} attestation(s) ignored: they name a premise or route the contract does not require",
+            r.attestations_ignored
+        )?;
+    }
     for m in &r.malformed_events {
         writeln!(w, "  malformed {}: {}", m.source, m.detail)?;
     }
@@ -108,6 +115,33 @@ pub fn text_report(w: &mut dyn Write, r: &Report) -> io::Result<()> {
         for u in &p.undeclared_routes {
             writeln!(w, "  - {} (undeclared): {} events", u.name, u.events)?;
         }
+        if !p.premises.is_empty() {
+            writeln!(w, "  premises:")?;
+        }
+        for pr in &p.premises {
+            let on = pr
+                .route
+                .as_deref()
+                .map(|r| format!(" on route {r}"))
+                .unwrap_or_default();
+            let last = match &pr.last {
+                Some(l) => format!(
+                    "last {} at {}{}",
+                    l.outcome,
+                    l.ts,
+                    l.attester
+                        .as_deref()
+                        .map(|a| format!(" by {a}"))
+                        .unwrap_or_default()
+                ),
+                None => "never attested".into(),
+            };
+            writeln!(
+                w,
+                "  - {}{on} (max_age {}): {} attestation(s), {last}; unattested in {} window(s), failed in {}",
+                pr.name, pr.max_age, pr.attestations, pr.unattested_windows, pr.failed_windows
+            )?;
+        }
         let total: u64 = p.windows.iter().map(|r| r.windows).sum();
         writeln!(w, "  windows ({total}):")?;
         for run in p.windows.iter().take(TEXT_WINDOWS) {
@@ -166,6 +200,18 @@ pub fn text_contract(w: &mut dyn Write, contract: &Contract, c: &Compiled) -> io
         }
         for o in &s.obligations {
             writeln!(w, "  residual obligation: {o}")?;
+        }
+        for pr in &s.premises {
+            let on = pr
+                .route
+                .as_deref()
+                .map(|r| format!(" on route {r}"))
+                .unwrap_or_default();
+            let req = match &pr.max_age {
+                Some(age) if pr.required => format!("required, max_age {age}"),
+                _ => "not required".to_string(),
+            };
+            writeln!(w, "  premise {}{on}: {req} ({})", pr.name, pr.meaning)?;
         }
     }
     writeln!(

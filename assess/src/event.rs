@@ -1,9 +1,10 @@
-//! The event model, schema v1 (SPEC §2): one commit, fence, grant or heartbeat.
+//! The event model, schema v1 (SPEC §2): one commit, fence, grant, heartbeat or attestation
+//! (SPEC §10).
 //!
 //! Decoders (JSON, OTLP) build an [`Event`] borrowing from their input and call
 //! [`Event::validate`], so every source applies the same required-field rules.
 
-use crate::time::EventTime;
+use crate::time::{Duration, EventTime};
 use serde::{Deserialize, Serialize};
 
 /// The fencing token a participant holds.
@@ -37,6 +38,8 @@ pub enum Kind {
     Grant,
     /// A route's telemetry is alive.
     Heartbeat,
+    /// Evidence that a premise of the strategy holds (or failed) for a while (SPEC §10).
+    Attestation,
 }
 
 impl Kind {
@@ -47,6 +50,7 @@ impl Kind {
             "fence" => Kind::Fence,
             "grant" => Kind::Grant,
             "heartbeat" => Kind::Heartbeat,
+            "attestation" => Kind::Attestation,
             _ => return None,
         })
     }
@@ -58,6 +62,7 @@ impl Kind {
             Kind::Fence => "fence",
             Kind::Grant => "grant",
             Kind::Heartbeat => "heartbeat",
+            Kind::Attestation => "attestation",
         }
     }
 
@@ -67,23 +72,29 @@ impl Kind {
     }
 }
 
-/// Whether the resource accepted the operation.
+/// Whether the resource accepted the operation; on an attestation, whether the premise held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
-    /// The operation took effect (the default).
+    /// The operation took effect (the default of every kind but attestations).
     #[default]
     Committed,
     /// The resource refused it: the fence worked.
     Rejected,
+    /// The attested premise holds (the default of an attestation).
+    Holds,
+    /// The attested premise failed.
+    Failed,
 }
 
 impl Outcome {
-    /// Parses the wire name.
+    /// Parses the wire name (any kind's: [`Event::validate`] checks it fits the kind).
     pub fn parse(s: &str) -> Option<Outcome> {
         match s {
             "committed" => Some(Outcome::Committed),
             "rejected" => Some(Outcome::Rejected),
+            "holds" => Some(Outcome::Holds),
+            "failed" => Some(Outcome::Failed),
             _ => None,
         }
     }
@@ -93,6 +104,16 @@ impl Outcome {
         match self {
             Outcome::Committed => "committed",
             Outcome::Rejected => "rejected",
+            Outcome::Holds => "holds",
+            Outcome::Failed => "failed",
+        }
+    }
+
+    /// The outcome of `kind` when the event gives none.
+    pub fn default_of(kind: Kind) -> Outcome {
+        match kind {
+            Kind::Attestation => Outcome::Holds,
+            _ => Outcome::Committed,
         }
     }
 }
@@ -126,10 +147,20 @@ pub struct Event<'a> {
     pub emitter: Option<&'a str>,
     /// Per-emitter sequence number.
     pub seq: Option<Seq>,
+    /// The attested premise (attestations only; ignored on other kinds).
+    pub premise: Option<&'a str>,
+    /// How long an attestation supports its premise (default and cap: the premise's
+    /// `max_age`); ignored on other kinds.
+    pub valid_for: Option<Duration>,
+    /// Who attests (attestations only).
+    pub attester: Option<&'a str>,
+    /// A URL or digest of the evidence (attestations only).
+    pub evidence: Option<&'a str>,
 }
 
 impl<'a> Event<'a> {
-    /// An event of `kind` at `ts` with every optional field absent.
+    /// An event of `kind` at `ts` with every optional field absent (and the kind's default
+    /// outcome).
     pub fn new(kind: Kind, ts: EventTime) -> Event<'a> {
         Event {
             kind,
@@ -138,18 +169,24 @@ impl<'a> Event<'a> {
             scope: None,
             epoch: None,
             route: None,
-            outcome: Outcome::Committed,
+            outcome: Outcome::default_of(kind),
             holder: None,
             op_id: None,
             incarnation: Incarnation(0),
             order: None,
             emitter: None,
             seq: None,
+            premise: None,
+            valid_for: None,
+            attester: None,
+            evidence: None,
         }
     }
 
-    /// Applies the per-kind rules of SPEC §2 that do not depend on the contract: a grant needs
-    /// `scope` and `epoch`, a heartbeat needs `route`, a scope is 1..=512 bytes.
+    /// Applies the per-kind rules of SPEC §2 and §10 that do not depend on the contract: a
+    /// grant needs `scope` and `epoch`, a heartbeat needs `route`, an attestation needs
+    /// `premise`, a positive `valid_for` and the outcome `holds` or `failed` (which no other
+    /// kind may carry), a scope is 1..=512 bytes.
     pub fn validate(&self) -> Result<(), InvalidEvent> {
         if let Some(scope) = self.scope {
             if scope.is_empty() {
@@ -163,8 +200,28 @@ impl<'a> Event<'a> {
             Kind::Grant if self.scope.is_none() => Err(InvalidEvent::GrantWithout("scope")),
             Kind::Grant if self.epoch.is_none() => Err(InvalidEvent::GrantWithout("epoch")),
             Kind::Heartbeat if self.route.is_none() => Err(InvalidEvent::HeartbeatWithoutRoute),
+            Kind::Attestation => {
+                if !matches!(self.outcome, Outcome::Holds | Outcome::Failed) {
+                    return Err(InvalidEvent::NotAnAttestationOutcome(self.outcome));
+                }
+                if self.premise.is_none() {
+                    return Err(InvalidEvent::AttestationWithoutPremise);
+                }
+                if self.valid_for.is_some_and(|d| d.0 <= 0) {
+                    return Err(InvalidEvent::ZeroValidFor);
+                }
+                Ok(())
+            }
+            _ if matches!(self.outcome, Outcome::Holds | Outcome::Failed) => {
+                Err(InvalidEvent::AttestationOutcome(self.outcome, self.kind))
+            }
             _ => Ok(()),
         }
+    }
+
+    /// An attestation whose premise failed.
+    pub fn is_failed_attestation(&self) -> bool {
+        self.kind == Kind::Attestation && self.outcome == Outcome::Failed
     }
 
     /// A committed commit or fence: the events that establish or violate the fence.
@@ -189,6 +246,18 @@ pub enum InvalidEvent {
     /// A heartbeat lacks `route`.
     #[error("is required on a heartbeat")]
     HeartbeatWithoutRoute,
+    /// An attestation whose outcome is not `holds` or `failed`.
+    #[error("`{}` is not an attestation's outcome (expected holds or failed)", .0.as_str())]
+    NotAnAttestationOutcome(Outcome),
+    /// An attestation without `premise`.
+    #[error("is required on an attestation")]
+    AttestationWithoutPremise,
+    /// An attestation's `valid_for` of zero.
+    #[error("must be greater than zero")]
+    ZeroValidFor,
+    /// An attestation's outcome on another kind.
+    #[error("`{}` is an attestation's outcome (expected committed or rejected on a {})", .0.as_str(), .1.as_str())]
+    AttestationOutcome(Outcome, Kind),
 }
 
 impl InvalidEvent {
@@ -198,6 +267,11 @@ impl InvalidEvent {
             InvalidEvent::EmptyScope | InvalidEvent::LongScope(_) => "scope",
             InvalidEvent::GrantWithout(field) => field,
             InvalidEvent::HeartbeatWithoutRoute => "route",
+            InvalidEvent::NotAnAttestationOutcome(_) | InvalidEvent::AttestationOutcome(..) => {
+                "outcome"
+            }
+            InvalidEvent::AttestationWithoutPremise => "premise",
+            InvalidEvent::ZeroValidFor => "valid_for",
         }
     }
 }
@@ -261,5 +335,37 @@ mod tests {
             h.validate().unwrap_err().to_string(),
             "is required on a heartbeat"
         );
+    }
+
+    #[test]
+    fn attestation_rules() {
+        let t = EventTime(0);
+        let a = Event::new(Kind::Attestation, t);
+        assert_eq!(a.outcome, Outcome::Holds, "an attestation holds by default");
+        assert_eq!(a.validate().unwrap_err().field(), "premise");
+        let mut a = a;
+        a.premise = Some("durable_fence");
+        assert!(a.validate().is_ok());
+        a.outcome = Outcome::Failed;
+        assert!(a.validate().is_ok() && a.is_failed_attestation());
+        for bad in [Outcome::Committed, Outcome::Rejected] {
+            a.outcome = bad;
+            assert_eq!(a.validate().unwrap_err().field(), "outcome");
+        }
+        a.outcome = Outcome::Holds;
+        a.valid_for = Some(Duration(0));
+        assert_eq!(a.validate().unwrap_err().field(), "valid_for");
+        a.valid_for = Some(Duration(1));
+        assert!(a.validate().is_ok());
+        // `holds` and `failed` belong to attestations only; the premise fields are ignored
+        // on other kinds.
+        let mut c = Event::new(Kind::Commit, t);
+        c.premise = Some("x");
+        c.valid_for = Some(Duration(0));
+        assert!(c.validate().is_ok());
+        for bad in [Outcome::Holds, Outcome::Failed] {
+            c.outcome = bad;
+            assert_eq!(c.validate().unwrap_err().field(), "outcome");
+        }
     }
 }

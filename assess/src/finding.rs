@@ -111,11 +111,15 @@ pub enum Reason {
     StaleEvidence,
     /// A Kafka key that is not the event's scope (scale-out).
     MisroutedPartition,
+    /// A required premise without a supporting attestation over part of a window (SPEC §10).
+    PremiseUnattested,
+    /// A required premise whose latest attestation failed, over part of a window (SPEC §10).
+    PremiseFailed,
 }
 
 impl Reason {
     /// Number of reasons.
-    pub const COUNT: usize = 14;
+    pub const COUNT: usize = 16;
 
     /// All reasons, in declaration order.
     pub const ALL: [Reason; Reason::COUNT] = [
@@ -133,6 +137,8 @@ impl Reason {
         Reason::LateEvidence,
         Reason::StaleEvidence,
         Reason::MisroutedPartition,
+        Reason::PremiseUnattested,
+        Reason::PremiseFailed,
     ];
 
     /// The wire name.
@@ -152,6 +158,8 @@ impl Reason {
             Reason::LateEvidence => "late_evidence",
             Reason::StaleEvidence => "stale_evidence",
             Reason::MisroutedPartition => "misrouted_partition",
+            Reason::PremiseUnattested => "premise_unattested",
+            Reason::PremiseFailed => "premise_failed",
         }
     }
 
@@ -186,6 +194,12 @@ impl Reason {
             }
             Reason::StaleEvidence => "the pipeline stalled: check the source (Kafka, HTTP senders)",
             Reason::MisroutedPartition => "key Kafka messages by scope",
+            Reason::PremiseUnattested => {
+                "run the premise's check (conformance test, configuration audit) and post a fresh attestation, or stop relying on the verdict"
+            }
+            Reason::PremiseFailed => {
+                "a check of the premise failed: fix the system, then attest again; until then exclusion is not established"
+            }
         }
     }
 }

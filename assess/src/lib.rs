@@ -17,6 +17,8 @@
 //! - [`live`]: the service's incremental assessor of one partition, the mergeable
 //!   [`live::Summary`] it exports, and the [`live::View`] that answers queries over one
 //!   partition or many merged.
+//! - [`premise`]: premise support from attestations (SPEC §10): supported, failed and
+//!   unattested intervals, mergeable across partitions, and the reasons they place.
 //! - [`window`]: mergeable per-window summaries and the verdicts derived from them.
 //! - [`finding`], [`report`]: counterexamples, unknown reasons, verdicts and the report shape.
 //!
@@ -29,6 +31,7 @@ pub mod finding;
 pub mod history;
 pub mod intern;
 pub mod live;
+pub mod premise;
 pub mod report;
 pub(crate) mod rules;
 pub(crate) mod scope;

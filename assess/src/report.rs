@@ -16,6 +16,9 @@ pub struct Report {
     pub contract: ContractSummary,
     /// Valid events naming a property the contract lacks.
     pub unattributed: u64,
+    /// Attestations naming a premise (or route) their property does not require: counted and
+    /// otherwise ignored (SPEC §10).
+    pub attestations_ignored: u64,
     /// Malformed events.
     pub malformed: u64,
     /// Valid events read (attributed or not, duplicates included).
@@ -28,6 +31,19 @@ pub struct Report {
     pub malformed_events: Vec<Sample>,
     /// Telemetry sources seen.
     pub emitters: Vec<EmitterReport>,
+    /// What `check --attestations-out` needs, when asked for ([`crate::History::note_conformance`]).
+    #[serde(skip)]
+    pub conformance: Option<Conformance>,
+}
+
+/// What a conformance run exercised (SPEC §10, `check --attestations-out`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Conformance {
+    /// The greatest valid event time of the input (ns).
+    pub last_event_time: Option<i64>,
+    /// Per property, per declared route: the rejected commits/fences on it that certainly
+    /// follow a committed higher epoch of their scope (stale writes the fence rejected).
+    pub fenced_rejections: Vec<Vec<u64>>,
 }
 
 /// The contract status as `check` reports it.
@@ -78,6 +94,66 @@ pub struct PropertyReport {
     pub undeclared_routes: Vec<UndeclaredRoute>,
     /// The window timeline.
     pub windows: Vec<WindowRun>,
+    /// Each required premise's support over the history (SPEC §10).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub premises: Vec<PremiseReport>,
+}
+
+/// One required premise's support, as `check` and `/v1/premises` show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PremiseReport {
+    /// The premise.
+    pub name: String,
+    /// Its fenced route, for a per-route premise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
+    /// An attestation supports it at most this long.
+    pub max_age: String,
+    /// Attestations of it taken.
+    pub attestations: u64,
+    /// Where it is supported: `[start, end)`, RFC 3339 (an open end is absent), the last
+    /// [`PREMISE_INTERVALS`] coalesced intervals.
+    pub supported: Vec<Interval>,
+    /// Where it is failed (the latest attestation failed), likewise.
+    pub failed: Vec<Interval>,
+    /// Windows raising `premise_failed`.
+    pub failed_windows: u64,
+    /// Windows raising `premise_unattested`.
+    pub unattested_windows: u64,
+    /// The latest attestation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last: Option<AttestationView>,
+}
+
+/// Intervals of support listed per premise at most (the latest ones).
+pub const PREMISE_INTERVALS: usize = 100;
+
+/// A stretch of time `[start, end)`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Interval {
+    /// Start, RFC 3339.
+    pub start: String,
+    /// End (exclusive), RFC 3339; absent when open-ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end: Option<String>,
+}
+
+/// An attestation as shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AttestationView {
+    /// Its time, RFC 3339.
+    pub ts: String,
+    /// holds or failed.
+    pub outcome: &'static str,
+    /// End of its support (a `holds` one), RFC 3339.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub valid_until: Option<String>,
+    /// Who attested.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attester: Option<String>,
+    /// A URL or digest of the evidence.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
 }
 
 /// A sample event behind a reason or a malformed line.

@@ -6,13 +6,14 @@
 //! event ([`Rec::same_content`], [`content_hash`]), and how a record is shown ([`Rec::view`]).
 //! The per-scope sweeps that judge records against each other are in [`crate::scope`].
 //!
-//! Premises (SPEC §10, issue 15, not implemented) belong here too. An attestation is one more
-//! [`Kind`], admitted by [`admit`] and kept as a [`Rec`], so that its (emitter, seq) settles
-//! with every other kind's; the record has no byte to spare, so its premise, `valid_for`,
-//! attester and evidence go in fields an attestation has no use for (`epoch`, `order`,
-//! `holder`, `scope`), behind accessors, and join [`Rec::same_content`] and [`content_hash`].
-//! [`Applied::of`] is where it extends no window and observes no route. Its support per
-//! (window, premise, route) is a procedure beside [`crate::scope`]'s, not a per-event reason.
+//! Premises (SPEC §10): an attestation is one more [`Kind`], admitted by [`admit`] and kept as a
+//! [`Rec`], so that its (emitter, seq) settles with every other kind's. Its premise,
+//! `valid_for`, attester and evidence are content too: [`content_hash`] hashes them, and
+//! `check` keeps them beside the record (the record has no byte to spare, and its other fields
+//! are content an attestation may carry as well), comparing them with [`Rec::same_content`]'s.
+//! An attestation extends no window, observes no route and raises no per-event reason: `check`
+//! and `serve` take it to its premise's support ([`crate::premise`]) before [`Applied`] would
+//! see it.
 
 use crate::contract::{Contract, Property};
 use crate::event::{Event, InvalidEvent, Kind, Outcome};
@@ -556,6 +557,13 @@ pub(crate) fn content_hash(ev: &Event<'_>, prop: u16) -> u64 {
     opt_str(&mut put, ev.holder);
     opt_str(&mut put, ev.route);
     put(&ev.ts.0.to_le_bytes());
+    // An attestation's own content (SPEC §10), ignored on other kinds.
+    if ev.kind == Kind::Attestation {
+        opt_str(&mut put, ev.premise);
+        put(&ev.valid_for.map_or([0xff; 9], |d| widen(d.0 as u64)));
+        opt_str(&mut put, ev.attester);
+        opt_str(&mut put, ev.evidence);
+    }
     h.digest()
 }
 

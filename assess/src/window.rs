@@ -65,6 +65,10 @@ pub struct WindowSeries {
     last: Option<i64>,
     watermark: EventTime,
     revised: std::collections::BTreeSet<i64>,
+    /// Runs of final windows a late attestation revised (SPEC §10: premise reasons, in either
+    /// direction), as inclusive index spans, sorted and disjoint: one attestation can turn
+    /// years of windows, which a set of indices would hold one by one.
+    revised_spans: Vec<(i64, i64)>,
 }
 
 /// A run of consecutive windows with the same verdict.
@@ -100,6 +104,7 @@ impl WindowSeries {
             last: None,
             watermark: EventTime::MIN,
             revised: Default::default(),
+            revised_spans: Vec::new(),
         }
     }
 
@@ -239,6 +244,27 @@ impl WindowSeries {
         self.revised.iter().copied()
     }
 
+    /// Marks final windows `from..=to` revised by a late attestation (SPEC §10).
+    pub fn mark_revised(&mut self, from: i64, to: i64) {
+        if from > to {
+            return;
+        }
+        let mut all = std::mem::take(&mut self.revised_spans);
+        all.push((from, to));
+        self.revised_spans = coalesce(all);
+    }
+
+    /// Runs of windows a late attestation revised, inclusive index spans.
+    pub fn revised_spans(&self) -> &[(i64, i64)] {
+        &self.revised_spans
+    }
+
+    fn in_revised_span(&self, a: i64, b: i64) -> bool {
+        let i = self.revised_spans.partition_point(|sp| sp.0 <= a);
+        i.checked_sub(1)
+            .is_some_and(|i| self.revised_spans[i].1 >= b - 1)
+    }
+
     /// Applies late evidence to window `k`, marking a final window `revised` when its verdict
     /// drops (holds → unknown → refuted). Verdicts only ever drop: nothing is retracted.
     fn lower(&mut self, k: i64, f: impl FnOnce(&mut WindowSummary)) {
@@ -294,6 +320,11 @@ impl WindowSeries {
         self.spans.extend_from_slice(&other.spans);
         // A window late evidence lowered in one partition is revised in the merge.
         self.revised.extend(other.revised.iter().copied());
+        if !other.revised_spans.is_empty() {
+            let mut all = std::mem::take(&mut self.revised_spans);
+            all.extend_from_slice(&other.revised_spans);
+            self.revised_spans = coalesce(all);
+        }
         if let Some((f, l)) = other.range() {
             self.cover(self.start_of(f));
             self.cover(self.start_of(l));
@@ -356,6 +387,10 @@ impl WindowSeries {
             cuts.push(sp.from.clamp(first, last + 1));
             cuts.push((sp.to + 1).clamp(first, last + 1));
         }
+        for &(a, b) in &self.revised_spans {
+            cuts.push(a.clamp(first, last + 1));
+            cuts.push((b + 1).clamp(first, last + 1));
+        }
         cuts.sort_unstable();
         cuts.dedup();
         let mut bounds: Vec<(i64, i32, usize)> = Vec::with_capacity(n_spans * 2);
@@ -402,7 +437,7 @@ impl WindowSeries {
         is_final: bool,
         merge: bool,
     ) {
-        let revised = (b - a) == 1 && self.revised.contains(&a);
+        let revised = ((b - a) == 1 && self.revised.contains(&a)) || self.in_revised_span(a, b);
         if merge
             && !revised
             && let Some(prev) = out.last_mut()
@@ -424,6 +459,19 @@ impl WindowSeries {
             start_ns: self.start_of(a),
         });
     }
+}
+
+/// Inclusive spans sorted and joined where they overlap or touch.
+pub(crate) fn coalesce(mut v: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
+    v.sort_unstable();
+    let mut out: Vec<(i64, i64)> = Vec::with_capacity(v.len());
+    for (a, b) in v {
+        match out.last_mut() {
+            Some(last) if a <= last.1.saturating_add(1) => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -554,6 +602,22 @@ mod tests {
         b.merge(&a);
         assert_eq!(b.revised().collect::<Vec<_>>(), [0]);
         assert_eq!(b.range(), Some((0, 3)));
+    }
+
+    #[test]
+    fn windows_a_late_attestation_revised_read_as_revised_runs() {
+        let mut s = WindowSeries::new(MIN);
+        s.add_event(0);
+        s.add_event(100 * MIN);
+        s.mark_revised(10, 20);
+        s.mark_revised(21, 30);
+        assert_eq!(s.revised_spans(), [(10, 30)]);
+        let t = s.timeline(EventTime::MAX, 5);
+        let revised: Vec<(u64, bool)> = t.iter().map(|r| (r.windows, r.revised)).collect();
+        assert_eq!(revised, [(10, false), (21, true), (70, false)]);
+        let mut other = WindowSeries::new(MIN);
+        other.merge(&s);
+        assert_eq!(other.revised_spans(), [(10, 30)]);
     }
 
     #[test]

@@ -42,7 +42,8 @@ fn heartbeats_on_made_up_routes_are_counted_not_kept() {
     l.push(&hb, src, 100_000, i64::MAX / 2);
     assert_eq!(l.names_interned(), names_before, "no name was kept");
     let bytes = postcard::to_stdvec(l.state()).unwrap().len();
-    assert!(bytes < 20_000, "checkpoint of {bytes} bytes");
+    // About 1,000 windows of 16 reason counts each (a name kept per heartbeat: megabytes).
+    assert!(bytes < 24_000, "checkpoint of {bytes} bytes");
     let cov = l.view().coverage(0);
     assert_eq!(cov.undeclared_heartbeats, 100_000);
     assert!(cov.undeclared_routes.is_empty());

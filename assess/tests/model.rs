@@ -324,6 +324,10 @@ fn event(e: &E) -> Event<'static> {
         order: e.order.map(Order),
         emitter: e.emitter,
         seq: e.seq.map(Seq),
+        premise: None,
+        valid_for: None,
+        attester: None,
+        evidence: None,
     }
 }
 

@@ -81,6 +81,7 @@ fn benches(c: &mut Criterion) {
         rfc3339: false,
         grants: false,
         faults: Faults::default(),
+        attest: &[],
     };
     let mut buf = Vec::new();
     simulate(&wl, &mut buf).expect("simulate");

@@ -40,6 +40,7 @@ fn workload() -> (Workload, Vec<u8>) {
             paused_old_owner: 10,
             ..Faults::default()
         },
+        attest: &[],
     };
     let mut buf = Vec::new();
     simulate(&wl, &mut buf).expect("simulate");

@@ -43,6 +43,7 @@ const MAX_TIMELINE: u64 = 10_000;
         counterexamples,
         counterexample,
         coverage,
+        premises,
         scope,
         contract,
         ingest,
@@ -82,6 +83,7 @@ pub fn router(app: App) -> Router {
         .route("/v1/counterexamples", get(counterexamples))
         .route("/v1/counterexamples/{id}", get(counterexample))
         .route("/v1/coverage", get(coverage))
+        .route("/v1/premises", get(premises))
         .route("/v1/scopes/{scope}", get(scope))
         .route("/v1/contract", get(contract))
         .route("/v1/events", post(ingest))
@@ -431,6 +433,46 @@ async fn coverage(
     Ok(Json(v))
 }
 
+/// Query of `/v1/premises`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct PremisesQuery {
+    /// Only this property (default: every property).
+    property: Option<String>,
+    /// The time each premise's state is given at, RFC 3339 or ns (default: now).
+    at: Option<String>,
+}
+
+/// Each required premise (SPEC §10): its state at `at` (supported, unattested or failed),
+/// until when it is supported, its latest attestation with who attested and the evidence,
+/// and its history of support intervals, merged over every partition.
+#[utoipa::path(get, path = "/v1/premises", params(PremisesQuery),
+    responses((status = 200, description = "`at` and `premises`, each with `property`, `name`, `route`, `state`, `supported_until`, `last`, `supported`, `failed`", body = Value),
+              (status = 400, description = "Bad query", content_type = "application/problem+json", body = Value),
+              (status = 404, description = "Unknown property", content_type = "application/problem+json", body = Value)))]
+async fn premises(
+    State(app): State<App>,
+    Query(q): Query<PremisesQuery>,
+) -> Result<Json<Value>, ApiError> {
+    ready(&app)?;
+    let at =
+        q.at.as_deref()
+            .map(|s| parse_time("at", s))
+            .transpose()?
+            .unwrap_or_else(|| app.now());
+    let props: Vec<usize> = match property(&app, q.property.as_deref())? {
+        Some(p) => vec![p],
+        None => (0..app.registry.contract().properties.len()).collect(),
+    };
+    let list: Vec<_> = query(&app, |view| {
+        props.iter().flat_map(|&p| view.premises(p, at)).collect()
+    });
+    Ok(Json(
+        json!({"at": EventTime(at).to_string(), "premises": list}),
+    ))
+}
+
 /// One scope: its events inside the horizon, its folded high-water mark and its
 /// counterexamples.
 #[utoipa::path(get, path = "/v1/scopes/{scope}",
@@ -478,6 +520,7 @@ async fn contract(State(app): State<App>) -> Json<Value> {
                 "assurance_window": p.assurance_window.to_string(),
                 "grants": format!("{:?}", p.grants).to_lowercase(),
                 "routes": p.routes.iter().map(|r| json!({"name": r.name, "fenced": r.fenced})).collect::<Vec<_>>(),
+                "premises": p.premises.iter().map(|x| json!({"name": x.name, "route": x.route, "max_age": x.max_age.to_string()})).collect::<Vec<_>>(),
             })
         })
         .collect();

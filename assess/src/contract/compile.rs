@@ -51,6 +51,9 @@ pub struct PropertyStatus {
     pub obligations: Vec<String>,
     /// Obligations that cannot be met (empty when accepted).
     pub missing: Vec<Missing>,
+    /// Every premise of the strategy (per-route ones per fenced route), marked required or not
+    /// (SPEC §10).
+    pub premises: Vec<super::PremiseStatus>,
 }
 
 /// The whole contract's compilation result.
@@ -120,6 +123,7 @@ fn compile_property(p: &Property) -> PropertyStatus {
         status,
         obligations,
         missing,
+        premises: p.premise_list(),
     }
 }
 

@@ -8,4 +8,4 @@ mod parse;
 
 pub use compile::{Compiled, Missing, PropertyStatus, STALE_AUTHORITY_EXCLUSION, Status};
 pub use model::{Contract, Grants, Property, Route, Strategy};
-pub use parse::{ContractError, Diagnostic};
+pub use parse::{ContractError, Diagnostic, Premise, PremiseKind, PremiseStatus};

@@ -86,6 +86,9 @@ pub struct Property {
     pub grants: Grants,
     /// Declared routes, at least one.
     pub routes: Vec<Route>,
+    /// Required premises (`[[property.premise]]`, SPEC §10), in declaration order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub premises: Vec<super::Premise>,
 }
 
 fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

@@ -6,6 +6,9 @@ use serde::Serialize;
 use std::fmt;
 use toml_edit::{Item, TableLike};
 
+mod premises;
+pub use premises::{Premise, PremiseKind, PremiseStatus};
+
 /// One problem in a contract file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Diagnostic {
@@ -164,6 +167,7 @@ const PROPERTY_KEYS: &[&str] = &[
     "assurance_window",
     "grants",
     "route",
+    "premise",
 ];
 
 impl Contract {
@@ -353,6 +357,7 @@ fn parse_property(p: &mut Parser<'_>, t: &dyn TableLike) -> Option<Property> {
             }
         },
     }
+    let premises = premises::parse(p, t, &ctx, strategy, &routes);
     if p.diags.len() != errors_before {
         return None;
     }
@@ -367,6 +372,7 @@ fn parse_property(p: &mut Parser<'_>, t: &dyn TableLike) -> Option<Property> {
         assurance_window,
         grants,
         routes,
+        premises,
     })
 }
 

@@ -116,6 +116,7 @@ impl History {
                         })
                         .collect(),
                     windows: acc.series.timeline(EventTime::MAX, MAX_LISTED_WINDOWS),
+                    premises: Vec::new(),
                 }
             })
             .collect()

@@ -1,7 +1,7 @@
 //! What reading keeps of an event, and [`Batch`]es of events decoded off the caller's thread.
 
 use crate::contract::Contract;
-use crate::event::Event;
+use crate::event::{Event, Kind};
 use crate::intern::Interner;
 use crate::rules::{self, Malformed, NONE, Rec, UNATTRIBUTED};
 use crate::time::EventTime;
@@ -109,7 +109,10 @@ pub(super) fn admit(
 ) -> Result<Option<Rec>, Malformed> {
     let prop = rules::admit(contract, ev, None)?;
     tally.valid += 1;
-    tally.max_valid_ts = later(tally.max_valid_ts, Some(ev.ts.0));
+    // Attestations move no watermark (SPEC §10): nor what a malformed event is placed by.
+    if ev.kind != Kind::Attestation {
+        tally.max_valid_ts = later(tally.max_valid_ts, Some(ev.ts.0));
+    }
     if prop == UNATTRIBUTED {
         tally.unattributed += 1;
         if !rules::keeps_unattributed(ev) {
@@ -194,6 +197,8 @@ pub struct Batch {
     pub(super) scopes: ScopeTexts,
     pub(super) malformed: Vec<BatchMalformed>,
     pub(super) tally: Tally,
+    /// The attestations among `recs`, by record index.
+    pub(super) attests: Vec<(u32, super::premises::AttestRec)>,
 }
 
 impl Batch {
@@ -215,6 +220,7 @@ impl Batch {
             },
             malformed: Vec::new(),
             tally: Tally::default(),
+            attests: Vec::new(),
         }
     }
 
@@ -229,7 +235,13 @@ impl Batch {
             &mut self.strings,
             &mut self.scopes,
         ) {
-            Ok(Some(rec)) => self.recs.push(rec),
+            Ok(Some(rec)) => {
+                if rec.kind == Kind::Attestation {
+                    let a = super::premises::AttestRec::of(ev);
+                    self.attests.push((self.recs.len() as u32, a));
+                }
+                self.recs.push(rec);
+            }
             Ok(None) => {}
             Err(why) => self.push_malformed(position, Some(ev.ts), why.to_string()),
         }

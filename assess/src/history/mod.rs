@@ -8,8 +8,8 @@
 //! 1. duplicates are settled by their keys and telemetry gaps found per emitter (`settle`);
 //! 2. every applied event counts for its property, and each (property, scope) group is swept
 //!    by the crate's per-scope procedures (`scope`), on all threads (`sweep`);
-//! 3. malformed events and route silence are placed in windows and each property is
-//!    concluded (`conclude`).
+//! 3. malformed events, route silence and each required premise's support (`premises`) are
+//!    placed in windows and each property is concluded (`conclude`).
 //!
 //! Each thread accumulates per property (`acc`); the parts merge at the end, so the report
 //! does not depend on the number of threads.
@@ -17,6 +17,7 @@
 mod acc;
 mod conclude;
 mod input;
+mod premises;
 mod settle;
 mod state;
 mod sweep;

@@ -60,6 +60,7 @@ impl History {
     pub(super) fn settle_duplicates(&mut self, accs: &mut [Acc], by_seq: &[u32]) -> u64 {
         let recs = &mut self.recs;
         let scopes = &self.scopes;
+        let attests = &self.attests;
         let mut by_order: Vec<u32> = (0..recs.len() as u32)
             .filter(|&i| recs[i as usize].order_key().is_some())
             .collect();
@@ -82,7 +83,9 @@ impl History {
                     let first = recs[idx[a] as usize];
                     if idx[a + 1..b].iter().all(|&i| {
                         let r = &recs[i as usize];
-                        r.same_content(&first) && scopes.key(r) == scopes.key(&first)
+                        r.same_content(&first)
+                            && scopes.key(r) == scopes.key(&first)
+                            && super::premises::same_attestation(attests, idx[a], i)
                     }) {
                         for &i in &idx[a + 1..b] {
                             recs[i as usize].flags |= DUP;

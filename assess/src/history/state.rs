@@ -4,7 +4,7 @@
 use super::acc::Acc;
 use super::input::{self, Batch, ScopeTexts, SeqTrack, SourceId, Tally, later};
 use crate::contract::{Compiled, Contract};
-use crate::event::Event;
+use crate::event::{Event, Kind};
 use crate::finding::{EventView, Provenance, Verdict};
 use crate::intern::Interner;
 use crate::report::{ContractSummary, Report, Sample};
@@ -36,6 +36,10 @@ pub struct History {
     /// By emitter (string id).
     pub(super) seqs: Vec<SeqTrack>,
     pub(super) threads: usize,
+    /// The attestations among `recs`, by record index (SPEC §10).
+    pub(super) attests: Vec<(u32, super::premises::AttestRec)>,
+    /// Report what a conformance run exercised ([`History::note_conformance`]).
+    pub(super) conformance: bool,
 }
 
 impl History {
@@ -54,7 +58,15 @@ impl History {
             tally: Tally::default(),
             seqs: Vec::new(),
             threads: 1,
+            attests: Vec::new(),
+            conformance: false,
         }
+    }
+
+    /// Asks [`History::finish`] for what a conformance run exercised ([`Report::conformance`]:
+    /// per fenced route, the stale writes the fence rejected), for `check --attestations-out`.
+    pub fn note_conformance(&mut self) {
+        self.conformance = true;
     }
 
     /// The contract.
@@ -115,6 +127,10 @@ impl History {
             &mut self.scopes,
         ) {
             Ok(Some(rec)) => {
+                if rec.kind == Kind::Attestation {
+                    let a = super::premises::AttestRec::of(ev);
+                    self.attests.push((self.recs.len() as u32, a));
+                }
                 SeqTrack::note(&mut self.seqs, &rec, self.recs.len() as u32);
                 self.recs.push(rec);
             }
@@ -132,6 +148,7 @@ impl History {
             scopes,
             malformed,
             tally,
+            attests,
         } = batch;
         let prior = self.tally.max_valid_ts;
         for m in malformed {
@@ -143,6 +160,9 @@ impl History {
             .collect();
         let id = |i: u32| if i == NONE { NONE } else { ids[i as usize] };
         let base = self.scopes.append(scopes);
+        let first = self.recs.len() as u32;
+        self.attests
+            .extend(attests.into_iter().map(|(i, a)| (first + i, a)));
         self.recs.reserve(recs.len());
         for mut r in recs {
             r.holder = id(r.holder);
@@ -206,7 +226,8 @@ impl History {
         let mut accs: Vec<Acc> = self.contract.properties.iter().map(Acc::new).collect();
         // Window ranges first: every valid attributed event, duplicates included.
         for r in &self.recs {
-            if r.prop != UNATTRIBUTED {
+            // Attestations extend no window (SPEC §10).
+            if r.prop != UNATTRIBUTED && r.kind != Kind::Attestation {
                 accs[r.prop as usize].series.cover(r.ts);
             }
         }
@@ -214,9 +235,14 @@ impl History {
         let duplicates = self.settle_duplicates(&mut accs, &by_seq);
         let emitters = self.telemetry_gaps(&mut accs, &by_seq, &emitter_starts);
         drop(by_seq);
+        let conformance = self.conformance.then(|| self.exercised());
         self.assess_events(&mut accs);
         self.place_malformed(&mut accs);
-        let properties = self.conclude(accs);
+        let (attestations_ignored, premises) = self.assess_premises(&mut accs);
+        let mut properties = self.conclude(accs);
+        for (p, list) in properties.iter_mut().zip(premises) {
+            p.premises = list;
+        }
         let verdict = properties
             .iter()
             .map(|p| p.verdict)
@@ -226,12 +252,14 @@ impl History {
             verdict,
             contract: ContractSummary::from(&self.compiled),
             unattributed: self.tally.unattributed,
+            attestations_ignored,
             malformed: self.malformed.len() as u64,
             events: self.tally.valid,
             duplicates,
             properties,
             malformed_events: std::mem::take(&mut self.malformed_samples),
             emitters,
+            conformance,
         }
     }
 }

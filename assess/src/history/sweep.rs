@@ -17,7 +17,8 @@ impl History {
         let routes = RouteIds::new(&self.contract, |name| self.strings.get(name));
         let name = |id: u32| (id != NONE).then(|| self.strings.resolve(id));
         for r in recs {
-            if r.prop == UNATTRIBUTED || r.has(DUP) {
+            // Attestations count for their premise's support only (the `premises` module).
+            if r.prop == UNATTRIBUTED || r.has(DUP) || r.kind == Kind::Attestation {
                 continue;
             }
             let p = r.prop as usize;
@@ -78,7 +79,10 @@ impl History {
         let recs = &self.recs;
         let hashes = &self.scopes.hashes;
         let member = |r: &Rec| {
-            r.prop != UNATTRIBUTED && r.has_scope() && r.applied() && r.kind != Kind::Heartbeat
+            r.prop != UNATTRIBUTED
+                && r.has_scope()
+                && r.applied()
+                && !matches!(r.kind, Kind::Heartbeat | Kind::Attestation)
         };
         // About 1024 events per bucket.
         let bits = (usize::BITS - (recs.len() / 1024).leading_zeros()).min(16);

@@ -162,7 +162,11 @@ impl Live {
         }
         let Some(p) = first_prop else { return };
         self.withdraw_reasons(p, first.ts, first.reasons);
-        if first.scope != NONE {
+        if first.scope == super::premises::ATTESTED {
+            self.take_back_attestation(p, rec.emitter, rec.seq);
+        } else if first.scope == super::premises::IGNORED {
+            self.uncount_ignored(p);
+        } else if first.scope != NONE {
             let (em, seq) = (rec.emitter, rec.seq);
             self.set_aside_kept(p, first.scope, move |e: &Rec| {
                 e.seq_key() == Some((em, seq))
@@ -300,7 +304,11 @@ impl Live {
     }
 
     /// Counts a delivery set aside as an event of property `p` (as `check` does), nothing more.
+    /// An attestation extends no window and counts as no event of its property (SPEC §10).
     pub(super) fn count_aside(&mut self, p: usize, rec: &Rec) {
+        if rec.kind == crate::event::Kind::Attestation {
+            return;
+        }
         self.state.props[p].tally.add_event(rec.ts);
     }
 

@@ -51,6 +51,12 @@ impl Live {
         for e in self.state.emitters.values_mut() {
             e.recent.forget_before(min_horizon);
         }
+        // With the deliveries they were keyed by.
+        for prop in &mut self.state.props {
+            if prop.keyed_attests.first_key_value().is_some() {
+                prop.keyed_attests.retain(|_, (_, a)| a.ts >= min_horizon);
+            }
+        }
     }
 
     /// Decides the holder mismatches whose commit the watermark passed.

@@ -27,6 +27,7 @@ mod emitters;
 mod horizon;
 mod names;
 mod parts;
+mod premises;
 mod push;
 mod query;
 mod render;
@@ -39,6 +40,7 @@ mod view;
 
 pub use crate::rules::{MALFORMED_SAMPLES, SAMPLES_PER_REASON};
 pub use emitters::SeqRuns;
+pub use premises::{PremiseState, PremiseView, UnsupportedPremise};
 pub use query::{Assurance, Coverage, CxPage, EmitterCoverage, RouteState, ScopeView};
 pub use spans::SpanId;
 pub use state::{

@@ -61,7 +61,10 @@ impl Live {
         };
         let prop = (p != UNATTRIBUTED).then_some(p as usize);
         self.state.valid += 1;
-        self.state.max_ts = Some(self.state.max_ts.map_or(ev.ts.0, |m| m.max(ev.ts.0)));
+        // Attestations move no watermark (SPEC §10).
+        if ev.kind != Kind::Attestation {
+            self.state.max_ts = Some(self.state.max_ts.map_or(ev.ts.0, |m| m.max(ev.ts.0)));
+        }
         let mut rec = Rec::of(ev, p, source, position);
         // An event with a `seq` of an emitter beyond `max_emitters`: set aside (the `emitters`
         // module).
@@ -86,9 +89,11 @@ impl Live {
         }
         // Only what is kept is interned: an unattributed event's holder and route are not, nor
         // a heartbeat's route (it matters only when declared: a declared route is interned at
-        // start, an undeclared one is [`UNDECLARED`]).
+        // start, an undeclared one is [`UNDECLARED`]), nor an attestation's (its support is
+        // kept apart, the `premises` module).
+        let keeps_names = prop.is_some() && ev.kind != Kind::Attestation;
         let opt = |live: &mut Live, s: Option<&str>| match s {
-            Some(s) if prop.is_some() => live.intern(s),
+            Some(s) if keeps_names => live.intern(s),
             _ => NONE,
         };
         rec.route = match ev.route {
@@ -112,6 +117,10 @@ impl Live {
             }
             (Seen::Aside, Some(p)) => {
                 self.count_aside(p, &rec);
+                Pushed::Assessed
+            }
+            (Seen::New, Some(p)) if ev.kind == Kind::Attestation => {
+                self.push_attestation(p, &rec, ev, keyed);
                 Pushed::Assessed
             }
             (Seen::New, Some(p)) => match self.push_attributed(p, rec, ev.scope) {
@@ -364,8 +373,11 @@ impl Live {
         self.raise(p, rec, reason, detail);
         let series = &mut self.state.props[p].tally.series;
         series.retract_reason(rec.ts, reason);
-        // Its window is in the range already, as `check` has it, for the span not to be cut.
-        series.cover(rec.ts);
+        // Its window is in the range already, as `check` has it, for the span not to be cut
+        // (an attestation's never is: it extends no window).
+        if rec.kind != Kind::Attestation {
+            series.cover(rec.ts);
+        }
         series.add_reason_span(other, rec.ts, reason);
     }
 

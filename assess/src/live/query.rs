@@ -4,6 +4,7 @@
 //! derived here, after the merge, from compact state.
 
 use super::parts::{CxRef, EmitterRef};
+use super::premises::{PremiseState, UnsupportedPremise};
 use super::state::{CxKey, Live};
 use super::tally::Obs;
 use super::view::View;
@@ -50,6 +51,8 @@ pub struct Assurance {
     pub silent_routes: Vec<String>,
     /// Whether the settled part `(at - window, min(at, watermark)]` is empty.
     pub settled_empty: bool,
+    /// Required premises unsupported somewhere in the settled part (SPEC §10).
+    pub unsupported_premises: Vec<UnsupportedPremise>,
 }
 
 /// One page of counterexamples.
@@ -147,6 +150,11 @@ impl<'a> View<'a> {
                     .map(|(a, b)| (b - a + 1) as u64)
                     .sum::<u64>();
             }
+            for w in self.premise_windows(p, first, last) {
+                let (failed, unattested) = w.counts();
+                counts[Reason::PremiseFailed as usize] += failed;
+                counts[Reason::PremiseUnattested as usize] += unattested;
+            }
         } else {
             silent = pc.routes.len() as u64;
         }
@@ -184,6 +192,7 @@ impl<'a> View<'a> {
         let settled_empty = wm == EventTime::MIN || hi <= lo || !has_events;
         let mut unknown: BTreeMap<Reason, u64> = BTreeMap::new();
         let mut silent_routes = Vec::new();
+        let mut unsupported_premises = Vec::new();
         if !settled_empty {
             let s = &series;
             let (w, f) = (s.width(), pc.route_freshness.0);
@@ -221,6 +230,16 @@ impl<'a> View<'a> {
                     silent_routes.push(r.name.clone());
                 }
             }
+            for u in self.unsupported_premises(p, lo, hi) {
+                add(
+                    match u.state {
+                        PremiseState::Failed => Reason::PremiseFailed,
+                        _ => Reason::PremiseUnattested,
+                    },
+                    1,
+                );
+                unsupported_premises.push(u);
+            }
         }
         if stale_evidence {
             *unknown.entry(Reason::StaleEvidence).or_default() += 1;
@@ -255,6 +274,7 @@ impl<'a> View<'a> {
             unknown,
             silent_routes,
             settled_empty,
+            unsupported_premises,
         }
     }
 
@@ -282,6 +302,7 @@ impl<'a> View<'a> {
             for (a, b, _) in gaps(self.emitters(), p) {
                 extra.push(series.time_span(a, b, Reason::TelemetryGap));
             }
+            extra.extend(self.premise_spans(p, first, last));
         }
         // Bounded: beyond `max_windows` windows in the series' range, equal neighbours come as
         // runs (cut only where summaries or spans change), never one entry per window.

@@ -117,6 +117,9 @@ pub(super) struct Prop {
     /// (stale event time, xxh3-64 of the id) -> the epoch reuse group's hash (0 for other
     /// kinds). Pruned when the horizon folds their stale events (the `cxs` module).
     pub(super) dropped: BTreeMap<(i64, u64), u64>,
+    /// Applied attestations with an (emitter, seq), by that key: what a conflicting later
+    /// delivery takes back (the `premises` module). Pruned with the horizon.
+    pub(super) keyed_attests: BTreeMap<(u32, u64), (u16, crate::premise::Attestation)>,
 }
 
 /// What one pushed event came to.
@@ -215,6 +218,15 @@ pub fn fingerprint(contract: &Contract) -> u64 {
         for r in &p.routes {
             s.push_str(&format!("{}:{};", r.name, r.fenced));
         }
+        // Only when declared, so contracts without premises keep their fingerprints.
+        for q in &p.premises {
+            s.push_str(&format!(
+                "premise {}@{}:{};",
+                q.name,
+                q.route.as_deref().unwrap_or(""),
+                q.max_age.0
+            ));
+        }
         s.push('\n');
     }
     xxhash_rust::xxh3::xxh3_64(s.as_bytes())
@@ -235,6 +247,7 @@ impl Live {
                 provisional: Default::default(),
                 withdrawn: 0,
                 dropped: BTreeMap::new(),
+                keyed_attests: BTreeMap::new(),
             })
             .collect();
         let state = LiveState {

@@ -49,6 +49,11 @@ pub(crate) struct Tally {
     pub(super) stale_rejections: u64,
     /// Greatest valid event time of this property.
     pub(super) max_ts: Option<i64>,
+    /// The support of each required premise, in contract order (SPEC §10): never folded,
+    /// merged across partitions for every query (the `premises` module).
+    pub(super) premises: Vec<crate::premise::Support>,
+    /// Attestations naming a premise or route the property does not require.
+    pub(super) attestations_ignored: u64,
 }
 
 impl Tally {
@@ -68,6 +73,8 @@ impl Tally {
             events: 0,
             stale_rejections: 0,
             max_ts: None,
+            premises: vec![crate::premise::Support::new(); p.premises.len()],
+            attestations_ignored: 0,
         }
     }
 

@@ -286,12 +286,12 @@ impl<'a> View<'a> {
     }
 
     /// Every partition's tally of property `p`.
-    fn tallies(&self, p: usize) -> impl Iterator<Item = &'a Tally> + '_ {
+    pub(super) fn tallies(&self, p: usize) -> impl Iterator<Item = &'a Tally> + '_ {
         self.parts.iter().map(move |x| x.src.tally(p))
     }
 
     /// Borrows the part's `T` when there is one part, else merges the parts' into an owned one.
-    fn merged<T: Clone>(
+    pub(super) fn merged<T: Clone>(
         &self,
         pick: impl Fn(Src<'a>) -> &'a T,
         merge: impl Fn(&mut T, &T),

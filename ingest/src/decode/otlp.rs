@@ -210,6 +210,11 @@ struct Item {
     holder: Str,
     op_id: Str,
     emitter: Str,
+    /// The attestation fields (SPEC §10), kept on an attestation only.
+    premise: Str,
+    valid_for: Option<fencewatch_assess::time::Duration>,
+    attester: Str,
+    evidence: Str,
 }
 
 /// A malformed fencing item.
@@ -268,6 +273,10 @@ impl Decoded {
                 ev.holder = self.str(it.holder);
                 ev.op_id = self.str(it.op_id);
                 ev.emitter = self.str(it.emitter);
+                ev.premise = self.str(it.premise);
+                ev.valid_for = it.valid_for;
+                ev.attester = self.str(it.attester);
+                ev.evidence = self.str(it.evidence);
                 Entry::Event(ev, span.as_ref())
             }
             Err(e) => Entry::Malformed(ItemError {
@@ -527,14 +536,31 @@ impl Builder {
         let incarnation = Incarnation(u(look, K_INCARNATION)?.unwrap_or(0));
         let order = u(look, K_ORDER)?.map(Order);
         let seq = u(look, K_SEQ)?.map(Seq);
-        // The premise fields (SPEC §10) are checked for their type.
-        for key in K_PREMISES {
-            self.text(look, key, ts, |_| Ok(()))?;
-        }
+        // The premise fields (SPEC §10) are checked for their type, and kept on an attestation.
+        let attestation = kind == Kind::Attestation;
+        let [k_premise, k_valid_for, k_attester, k_evidence] = K_PREMISES;
+        let valid_for = if attestation {
+            self.text(look, k_valid_for, ts, valid_for)?
+        } else {
+            self.text(look, k_valid_for, ts, |_| Ok(()))?;
+            None
+        };
+        let (premise, attester, evidence) = if attestation {
+            (
+                self.string(look, k_premise, ts)?,
+                self.string(look, k_attester, ts)?,
+                self.string(look, k_evidence, ts)?,
+            )
+        } else {
+            for key in [k_premise, k_attester, k_evidence] {
+                self.text(look, key, ts, |_| Ok(()))?;
+            }
+            (NO_STR, NO_STR, NO_STR)
+        };
         Ok(Item {
             kind,
             ts: at,
-            outcome: outcome.unwrap_or_default(),
+            outcome: outcome.unwrap_or(Outcome::default_of(kind)),
             epoch,
             incarnation,
             order,
@@ -545,6 +571,10 @@ impl Builder {
             holder: self.string(look, K_HOLDER, ts)?,
             op_id: self.string(look, K_OP_ID, ts)?,
             emitter: self.string(look, K_EMITTER, ts)?,
+            premise,
+            valid_for,
+            attester,
+            evidence,
         })
     }
 
@@ -570,6 +600,22 @@ impl Builder {
     fn push(&mut self, item: Result<Item, DecodeError>, span: Option<SpanId>) {
         self.out.items.push((item, span));
     }
+}
+
+/// `fencing.valid_for`: a contract duration (`24h`) or decimal nanoseconds, above zero.
+fn valid_for(v: &str) -> Result<fencewatch_assess::time::Duration, String> {
+    let d = if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        let n: i64 = v
+            .parse()
+            .map_err(|_| "exceeds 2^63-1 nanoseconds".to_string())?;
+        fencewatch_assess::time::Duration(n)
+    } else {
+        fencewatch_assess::time::Duration::parse(v).map_err(|e| e.to_string())?
+    };
+    if d.0 == 0 {
+        return Err("must be greater than zero".into());
+    }
+    Ok(d)
 }
 
 fn as_string(v: Option<Value>) -> Option<String> {

@@ -40,6 +40,14 @@ pub const EVIDENCE_LAG_SECONDS: &str = "fencewatch_evidence_lag_seconds";
 pub const WATERMARK_SECONDS: &str = "fencewatch_watermark_seconds";
 /// Gauge {property, route}: when the route was last observed, Unix seconds.
 pub const ROUTE_LAST_SEEN_SECONDS: &str = "fencewatch_route_last_seen_seconds";
+/// Gauge {property, premise, route}: whether each required premise is supported now (SPEC
+/// §10), 1 or 0 (`route` empty for a property-wide premise).
+pub const PREMISE_SUPPORTED: &str = "fencewatch_premise_supported";
+/// Gauge {property, premise, route}: when each required premise's current support ends (Unix
+/// seconds; 0 when unsupported, +Inf when it has no end).
+pub const PREMISE_SUPPORT_END_SECONDS: &str = "fencewatch_premise_support_end_seconds";
+/// Gauge {property}: attestations naming a premise or route the contract does not require.
+pub const ATTESTATIONS_IGNORED: &str = "fencewatch_attestations_ignored";
 /// Counter {property}: commits that the resource rejected as stale (the fence working).
 pub const STALE_REJECTIONS: &str = "fencewatch_stale_rejections";
 /// Gauge: scopes with resident state.
@@ -221,6 +229,23 @@ pub struct Metrics {
     pub kafka_messages: Counter,
     /// See [`KAFKA_CONNECTED`].
     pub kafka_connected: Gauge,
+    /// See [`PREMISE_SUPPORTED`].
+    pub premise_supported: Family<PremiseLabels, Gauge>,
+    /// See [`PREMISE_SUPPORT_END_SECONDS`].
+    pub premise_support_end_seconds: Family<PremiseLabels, FloatGauge>,
+    /// See [`ATTESTATIONS_IGNORED`].
+    pub attestations_ignored: Family<PropertyLabels, Gauge>,
+}
+
+/// Labels {property, premise, route}.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PremiseLabels {
+    /// The contract property.
+    pub property: String,
+    /// A required premise.
+    pub premise: String,
+    /// Its fenced route, empty for a property-wide premise.
+    pub route: String,
 }
 
 fn seconds(t: EventTime) -> f64 {
@@ -256,8 +281,26 @@ impl Metrics {
             kafka_dead_lettered: Counter::default(),
             kafka_messages: Counter::default(),
             kafka_connected: Gauge::default(),
+            premise_supported: Family::default(),
+            premise_support_end_seconds: Family::default(),
+            attestations_ignored: Family::default(),
         };
         let r = registry;
+        r.register(
+            PREMISE_SUPPORTED,
+            "Whether each required premise is supported by a fresh attestation now (1) or not (0)",
+            m.premise_supported.clone(),
+        );
+        r.register(
+            PREMISE_SUPPORT_END_SECONDS,
+            "When each required premise's current support ends (0 when unsupported)",
+            m.premise_support_end_seconds.clone(),
+        );
+        r.register(
+            ATTESTATIONS_IGNORED,
+            "Attestations naming a premise or route the contract does not require",
+            m.attestations_ignored.clone(),
+        );
         r.register(
             EVENTS_INGESTED,
             "Events accepted into the WAL",
@@ -436,6 +479,32 @@ impl Metrics {
         self.evidence_lag_seconds
             .get_or_create(&labels)
             .set(lag.max(0.0));
+    }
+
+    /// Sets whether a required premise is supported now and until when (`end` in ns,
+    /// `i64::MAX` for no end).
+    pub fn set_premise(&self, labels: PremiseLabels, end: Option<i64>) {
+        self.premise_supported
+            .get_or_create(&labels)
+            .set(i64::from(end.is_some()));
+        let end = match end {
+            None => 0.0,
+            Some(i64::MAX) => f64::INFINITY,
+            Some(t) => seconds(EventTime(t)),
+        };
+        self.premise_support_end_seconds
+            .get_or_create(&labels)
+            .set(end);
+    }
+
+    /// Sets the attestations of `property` that were ignored.
+    pub fn set_attestations_ignored(&self, property: &str, n: u64) {
+        let labels = PropertyLabels {
+            property: property.into(),
+        };
+        self.attestations_ignored
+            .get_or_create(&labels)
+            .set(n as i64);
     }
 
     /// Sets when `route` of `property` was last observed.

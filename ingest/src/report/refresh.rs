@@ -51,6 +51,15 @@ pub fn refresh(
                     metrics.set_route_last_seen(&prop.name, &r.name, EventTime(t));
                 }
             }
+            for pv in view.premises(p, now) {
+                let labels = super::metrics::PremiseLabels {
+                    property: prop.name.clone(),
+                    premise: pv.premise.name,
+                    route: pv.premise.route.unwrap_or_default(),
+                };
+                metrics.set_premise(labels, pv.supported_until_ns);
+            }
+            metrics.set_attestations_ignored(&prop.name, view.attestations_ignored(p));
         }
     });
     let (mut scopes, mut bytes) = (0, 0);

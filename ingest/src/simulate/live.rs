@@ -4,6 +4,10 @@
 //! periodically: a paused old owner resuming every `stale_every` (a stale commit: a
 //! counterexample, the first one a few seconds in), a commit without an epoch every minute
 //! (`unknown(missing_epoch)`), and a declared route that never emits (`unknown(route_silent)`).
+//! Its contract requires one premise, `durable_fence` (SPEC §10), which the demo attests at
+//! start and renews every minute (each attestation supports it for its `max_age`, 2 minutes),
+//! as a deploy pipeline or a scheduled failover drill would: the page's premise table shows the
+//! time left.
 
 use super::{Fault, Faults, Generator, Ndjson, Workload};
 use crate::batch::{self, Format};
@@ -30,7 +34,15 @@ assurance_window = "1m"
   name = "settlement-worker.settle"
   [[property.route]]
   name = "refund-worker.refund"   # declared, never observed in the demo: route_silent
+  [[property.premise]]
+  name = "durable_fence"          # renewed by the demo every minute
+  max_age = "2m"
 "#;
+
+/// How often the demo renews its premise (ns): half its `max_age`.
+const RENEW_EVERY: i64 = 60_000_000_000;
+/// The demo contract's window (ns).
+const WINDOW: i64 = 10_000_000_000;
 
 /// Scopes of the demo workload.
 const SCOPES: u64 = 500;
@@ -48,9 +60,13 @@ pub fn demo(start: EventTime, rate: u64, stale_every_ns: i64, seed: u64) -> Gene
         rfc3339: false,
         grants: false,
         faults: Faults::default(),
+        attest: &[],
     };
     let first_stale = start.0 + stale_every_ns.min(3_000_000_000);
+    // The first attestation covers the first window from its start.
+    let first_window = start.0.div_euclid(WINDOW) * WINDOW;
     Generator::new(&wl)
+        .renew("durable_fence", first_window, RENEW_EVERY)
         .every(Fault::PausedOldOwner, first_stale, stale_every_ns)
         .every(Fault::MissingEpoch, start.0 + 5_000_000_000, 60_000_000_000)
 }
@@ -137,5 +153,13 @@ mod tests {
             "{counts:?}"
         );
         assert!(!counts.contains_key(&fencewatch_assess::Reason::AmbiguousOrder));
+        // Attested at start and renewed after a minute: supported throughout.
+        assert_eq!(truth.attestations, 2);
+        assert!(
+            !counts.contains_key(&fencewatch_assess::Reason::PremiseUnattested),
+            "{counts:?}"
+        );
+        let p = view.premises(0, start.0 + 60_000_000_000);
+        assert_eq!(p[0].state, fencewatch_assess::live::PremiseState::Supported);
     }
 }

@@ -8,10 +8,17 @@
 //! The generator is deterministic for a seed, and careful that nothing but the injected faults
 //! produces findings: an owner change happens only when the scope's last commit is more than
 //! twice the clock skew old, so ordinary handovers are never ambiguous.
+//!
+//! Attestations (SPEC §10, [`Attest`]): each premise named is required by the contract (per
+//! fenced route for a per-route premise, with `max_age` the greater of 24 h and its
+//! `valid_for`) and attested once (per fenced route) at the start of the first window, before
+//! any other event; the truth says `premise_unattested` when its `valid_for` ends before the
+//! last window does, `premise_failed` for a failed one.
 
 pub mod live;
 
-use fencewatch_assess::time::EventTime;
+use fencewatch_assess::contract::Strategy;
+use fencewatch_assess::time::{Duration, EventTime};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -37,6 +44,69 @@ pub struct Faults {
     pub rejected: u64,
 }
 
+/// A premise to attest at the start of the workload (and require in its contract).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attest {
+    /// A premise of `lease_epoch` (SPEC §10).
+    pub premise: &'static str,
+    /// How long the attestation supports it (default: the premise's `max_age`, 24 h).
+    pub valid_for: Option<Duration>,
+    /// Attest that it failed.
+    pub failed: bool,
+}
+
+impl Attest {
+    /// Parses `PREMISE[:VALID_FOR]` (`failed`: an `--attest-failed PREMISE`), checking the
+    /// premise is one of `lease_epoch`'s.
+    pub fn parse(s: &str, failed: bool) -> Result<Attest, String> {
+        let (premise, valid_for) = match s.split_once(':') {
+            Some((p, v)) if !failed => {
+                let d = Duration::parse(v).map_err(|e| e.to_string())?;
+                if d.0 == 0 {
+                    return Err(format!("`{s}`: the valid_for must be greater than zero"));
+                }
+                (p, Some(d))
+            }
+            _ => (s, None),
+        };
+        let Some(k) = Strategy::LeaseEpoch
+            .premises()
+            .iter()
+            .find(|k| k.name == premise)
+        else {
+            let names: Vec<&str> = Strategy::LeaseEpoch
+                .premises()
+                .iter()
+                .map(|k| k.name)
+                .collect();
+            return Err(format!(
+                "`{premise}` is not a premise of lease_epoch (expected one of: {})",
+                names.join(", ")
+            ));
+        };
+        Ok(Attest {
+            premise: k.name,
+            valid_for,
+            failed,
+        })
+    }
+
+    fn per_route(&self) -> bool {
+        Strategy::LeaseEpoch
+            .premises()
+            .iter()
+            .any(|k| k.name == self.premise && k.per_route)
+    }
+
+    fn max_age(&self) -> Duration {
+        Duration(self.valid_for.map_or(DAY_NS, |v| v.0.max(DAY_NS)))
+    }
+}
+
+const DAY_NS: i64 = 86_400_000_000_000;
+/// The window of the simulator's contract.
+const WINDOW_NS: i64 = 60_000_000_000;
+
 /// What to generate.
 #[derive(Debug, Clone, Copy)]
 pub struct Workload {
@@ -56,6 +126,8 @@ pub struct Workload {
     pub grants: bool,
     /// Faults.
     pub faults: Faults,
+    /// Premises to attest and require (SPEC §10).
+    pub attest: &'static [Attest],
 }
 
 /// The property the simulator's contract declares.
@@ -90,7 +162,53 @@ impl Workload {
                 s.push_str("  fenced = false\n");
             }
         }
+        let mut declared: Vec<(&str, Option<&str>)> = Vec::new();
+        for a in self.attest {
+            for route in self.attested_routes(a) {
+                if declared.contains(&(a.premise, route)) {
+                    continue;
+                }
+                declared.push((a.premise, route));
+                s.push_str(&format!(
+                    "  [[property.premise]]\n  name = \"{}\"\n",
+                    a.premise
+                ));
+                if let Some(r) = route {
+                    s.push_str(&format!("  route = \"{r}\"\n"));
+                }
+                s.push_str(&format!("  max_age = \"{}\"\n", self.max_age(a.premise)));
+            }
+        }
         s
+    }
+
+    /// The routes an attestation of `a` names: each fenced route for a per-route premise.
+    fn attested_routes(&self, a: &Attest) -> Vec<Option<&'static str>> {
+        if a.per_route() {
+            self.routes()
+                .into_iter()
+                .filter(|(_, fenced)| *fenced)
+                .map(|(n, _)| Some(n))
+                .collect()
+        } else {
+            vec![None]
+        }
+    }
+
+    /// The contract's `max_age` of `premise`: the greatest its attestations need.
+    fn max_age(&self, premise: &str) -> Duration {
+        self.attest
+            .iter()
+            .filter(|a| a.premise == premise)
+            .map(Attest::max_age)
+            .max()
+            .unwrap_or(Duration(DAY_NS))
+    }
+
+    /// The start of the first window: at or before the first event (a grant a second before
+    /// `start`), where the attestations are placed.
+    fn first_window(&self) -> i64 {
+        (self.start.0 - 1_000_000_000).div_euclid(WINDOW_NS) * WINDOW_NS
     }
 }
 
@@ -107,6 +225,8 @@ pub struct Truth {
     pub heartbeats: u64,
     /// Grants written.
     pub grants: u64,
+    /// Attestations written.
+    pub attestations: u64,
     /// Fault name → count injected.
     pub injected: BTreeMap<&'static str, u64>,
     /// The verdict `check` must reach.
@@ -125,6 +245,7 @@ impl Truth {
             handovers: 0,
             heartbeats: 0,
             grants: 0,
+            attestations: 0,
             injected: BTreeMap::new(),
             verdict: "holds",
             counterexamples: BTreeMap::new(),
@@ -196,6 +317,45 @@ struct Out {
 }
 
 impl Out {
+    /// An attestation of `a` (on `route`) at `ts`, without emitter or seq: a pipeline's, not
+    /// the application's telemetry.
+    fn attestation<S: Sink>(
+        &mut self,
+        sink: &mut S,
+        a: &Attest,
+        route: Option<&str>,
+        ts: i64,
+        valid_for: Duration,
+    ) -> io::Result<()> {
+        self.lines += 1;
+        let w = &mut self.buf;
+        w.clear();
+        write!(
+            w,
+            "{{\"kind\":\"attestation\",\"premise\":\"{}\",",
+            a.premise
+        )?;
+        if self.rfc3339 {
+            write!(w, "\"ts\":\"{}\"", EventTime(ts))?;
+        } else {
+            write!(w, "\"ts\":{ts}")?;
+        }
+        if let Some(r) = route {
+            write!(w, ",\"route\":\"{r}\"")?;
+        }
+        if a.valid_for.is_some() {
+            write!(w, ",\"valid_for\":\"{valid_for}\"")?;
+        }
+        if a.failed {
+            write!(w, ",\"outcome\":\"failed\"")?;
+        }
+        write!(
+            w,
+            ",\"attester\":\"fencewatch simulate\",\"evidence\":\"simulated\"}}"
+        )?;
+        sink.event(w, None, ts)
+    }
+
     fn emit<S: Sink>(
         &mut self,
         sink: &mut S,
@@ -320,6 +480,8 @@ pub struct Generator {
     truth: Truth,
     plan: BTreeMap<u64, Vec<&'static str>>,
     periodic: Vec<Periodic>,
+    /// Premises attested again and again ([`Generator::renew`]): (premise, next time, every).
+    renewals: Vec<(&'static str, i64, i64)>,
     emitting: Vec<usize>,
     next_heartbeat: i64,
     /// The next commit's index.
@@ -387,6 +549,7 @@ impl Generator {
             truth,
             plan,
             periodic: Vec::new(),
+            renewals: Vec::new(),
             emitting,
             next_heartbeat: wl.start.0,
             i: 0,
@@ -402,6 +565,14 @@ impl Generator {
             next: first,
             every: every.max(1),
         });
+        self
+    }
+
+    /// Attests `premise` (property-wide, for its `max_age`) at `first` (ns of event time), then
+    /// every `every` ns, as a deploy pipeline or a scheduled drill renews it; it is required by
+    /// the caller's contract, not by [`Workload::contract_toml`].
+    pub fn renew(mut self, premise: &'static str, first: i64, every: i64) -> Generator {
+        self.renewals.push((premise, first, every.max(1)));
         self
     }
 
@@ -429,6 +600,14 @@ impl Generator {
         let wl = self.wl;
         if !self.started {
             self.started = true;
+            for a in wl.attest {
+                for route in wl.attested_routes(a) {
+                    let valid = a.valid_for.unwrap_or(wl.max_age(a.premise));
+                    let at = wl.first_window();
+                    self.out.attestation(sink, a, route, at, valid)?;
+                    self.truth.attestations += 1;
+                }
+            }
             if wl.grants {
                 for s in 0..self.scopes.len() {
                     let st = self.scopes[s];
@@ -467,6 +646,20 @@ impl Generator {
             self.next_heartbeat += HEARTBEAT_NS;
         }
         let mut faults = self.plan.remove(&i).unwrap_or_default();
+        for k in 0..self.renewals.len() {
+            let (premise, next, every) = self.renewals[k];
+            if next <= now {
+                let a = Attest {
+                    premise,
+                    valid_for: None,
+                    failed: false,
+                };
+                self.out
+                    .attestation(sink, &a, None, next, Duration(DAY_NS))?;
+                self.truth.attestations += 1;
+                self.renewals[k].1 = next.saturating_add(every);
+            }
+        }
         for p in &mut self.periodic {
             if now >= p.next {
                 faults.push(p.fault.name());
@@ -623,6 +816,19 @@ impl Generator {
             truth.injected.insert("silent_route", 1);
             truth.unknown_reasons.push("route_silent");
         }
+        // The last window ends after the last commit (and the old owners resumed a second
+        // after a handover).
+        let last = self.next_time() - self.step + 1_000_000_000;
+        let end = last.div_euclid(WINDOW_NS) * WINDOW_NS + WINDOW_NS;
+        let wl = self.wl;
+        for a in wl.attest {
+            let valid = a.valid_for.unwrap_or(wl.max_age(a.premise));
+            if a.failed {
+                truth.unknown_reasons.push("premise_failed");
+            } else if wl.first_window().saturating_add(valid.0) < end {
+                truth.unknown_reasons.push("premise_unattested");
+            }
+        }
         truth.unknown_reasons.sort_unstable();
         truth.unknown_reasons.dedup();
         truth.lines = self.out.lines;
@@ -651,6 +857,7 @@ mod tests {
             rfc3339: false,
             grants: false,
             faults,
+            attest: &[],
         }
     }
 
@@ -717,5 +924,40 @@ mod tests {
         assert_eq!(t.injected["lost_telemetry"], 4);
         assert_eq!(t.verdict, "refuted");
         assert_eq!(t.unknown_reasons, ["route_silent", "telemetry_gap"]);
+    }
+
+    #[test]
+    fn attestations_are_required_and_written_once_per_route() {
+        static ATTEST: std::sync::OnceLock<Vec<Attest>> = std::sync::OnceLock::new();
+        let attest = ATTEST.get_or_init(|| {
+            vec![
+                Attest::parse("conditional_commit", false).unwrap(),
+                Attest::parse("durable_fence:10s", false).unwrap(),
+                Attest::parse("monotonic_epoch", true).unwrap(),
+            ]
+        });
+        assert!(Attest::parse("exclusive_activation", false).is_err());
+        assert!(Attest::parse("durable_fence:0s", false).is_err());
+        let w = Workload {
+            attest,
+            ..wl(Faults::default())
+        };
+        let mut out = Vec::new();
+        let t = simulate(&w, &mut out).unwrap();
+        // conditional_commit on each of the two fenced routes, durable_fence, monotonic_epoch.
+        assert_eq!(t.attestations, 4);
+        assert_eq!(t.verdict, "unknown");
+        assert_eq!(t.unknown_reasons, ["premise_failed", "premise_unattested"]);
+        let contract = fencewatch_assess::Contract::parse("c.toml", &w.contract_toml()).unwrap();
+        let p = &contract.properties[0];
+        assert_eq!(p.premises.len(), 4);
+        assert_eq!(
+            p.premise_index("conditional_commit", Some("settlement-worker.settle")),
+            Some(1)
+        );
+        let first = out.split(|&c| c == b'\n').next().unwrap();
+        let d = crate::decode::json::decode_line(first, 1 << 20).unwrap();
+        assert_eq!(d.event().kind, fencewatch_assess::Kind::Attestation);
+        assert!(d.event().validate().is_ok());
     }
 }

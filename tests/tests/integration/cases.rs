@@ -73,7 +73,12 @@ fn run_case(dir: &Path) -> Result<(), String> {
             ));
         }
     }
-    for key in ["unattributed", "malformed", "events"] {
+    for key in [
+        "unattributed",
+        "malformed",
+        "events",
+        "attestations_ignored",
+    ] {
         if let Some(n) = exp.get(key)
             && &doc[key] != n
         {
@@ -130,6 +135,16 @@ fn run_corpus(root: &Path) -> usize {
 #[test]
 fn own_corpus() {
     assert!(run_corpus(&repo().join("tests/cases")) >= 10);
+}
+
+#[test]
+fn shared_premise_corpus_when_present() {
+    let shared = repo().join("../shared/conformance-premises");
+    if shared.is_dir() {
+        assert!(run_corpus(&shared) >= 6);
+    } else {
+        eprintln!("../shared/conformance-premises not present: skipped");
+    }
 }
 
 #[test]

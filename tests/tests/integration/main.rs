@@ -13,6 +13,7 @@ mod kafka;
 mod kafka_hostile;
 mod otlp;
 mod page;
+mod premises;
 mod serve;
 mod simulated;
 mod wal;

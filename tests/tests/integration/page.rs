@@ -110,6 +110,10 @@ fn the_page_shows_verdicts_timelines_and_counterexamples_in_a_browser() {
         "{dom}"
     );
     assert!(dom.contains(r#"class="silent">silent"#), "{dom}");
+    // The premise table: the demo's renewed premise, supported, with the time left.
+    assert!(dom.contains(r#"data-premise="durable_fence""#), "{dom}");
+    assert!(dom.contains(r#"class="supported">supported"#), "{dom}");
+    assert!(dom.contains("by fencewatch simulate"), "{dom}");
     assert!(
         ids.iter()
             .any(|id| dom.contains(&format!(r#"data-id="{id}""#))),

@@ -429,6 +429,7 @@ fn openapi_documents_every_route_and_every_documented_route_answers() {
         "/v1/counterexamples",
         "/v1/counterexamples/{id}",
         "/v1/coverage",
+        "/v1/premises",
         "/v1/scopes/{scope}",
         "/v1/contract",
         "/v1/events",

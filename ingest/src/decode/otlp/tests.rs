@@ -141,7 +141,62 @@ fn event_of(attrs: Vec<KeyValue>) -> Event<'static> {
         holder: leak(ev.holder),
         op_id: leak(ev.op_id),
         emitter: leak(ev.emitter),
+        premise: leak(ev.premise),
+        attester: leak(ev.attester),
+        evidence: leak(ev.evidence),
         ..ev
+    }
+}
+
+#[test]
+fn an_attestation_span_carries_the_premise_fields() {
+    let ev = event_of(vec![
+        s("fencing.kind", "attestation"),
+        s("fencing.premise", "conditional_commit"),
+        s("fencing.route", "orders-api.transition"),
+        s("fencing.valid_for", "24h"),
+        s("fencing.attester", "ci/conformance"),
+        s("fencing.evidence", "sha256:ab12"),
+    ]);
+    assert_eq!(ev.kind, Kind::Attestation);
+    assert_eq!(
+        ev.outcome,
+        Outcome::Holds,
+        "an attestation holds by default"
+    );
+    assert_eq!(ev.premise, Some("conditional_commit"));
+    assert_eq!(
+        ev.valid_for,
+        Some(fencewatch_assess::time::Duration(86_400_000_000_000))
+    );
+    assert_eq!(
+        (ev.attester, ev.evidence),
+        (Some("ci/conformance"), Some("sha256:ab12"))
+    );
+    assert!(ev.validate().is_ok());
+    let ev = event_of(vec![
+        s("fencing.kind", "attestation"),
+        s("fencing.premise", "durable_fence"),
+        i("fencing.valid_for", 5_000),
+        s("fencing.outcome", "failed"),
+    ]);
+    assert_eq!(ev.valid_for, Some(fencewatch_assess::time::Duration(5_000)));
+    assert_eq!(ev.outcome, Outcome::Failed);
+    // On a commit they are checked for their type, and not kept.
+    let ev = event_of(vec![
+        s("fencing.kind", "commit"),
+        s("fencing.premise", "durable_fence"),
+        s("fencing.valid_for", "1h"),
+    ]);
+    assert_eq!((ev.premise, ev.valid_for), (None, None));
+    for bad in ["0s", "0", "1d"] {
+        let e = one(vec![
+            s("fencing.kind", "attestation"),
+            s("fencing.premise", "p"),
+            s("fencing.valid_for", bad),
+        ])
+        .unwrap_err();
+        assert!(e.starts_with("field `fencing.valid_for`"), "{bad}: {e}");
     }
 }
 
