@@ -312,6 +312,13 @@ impl Live {
             .map(|(k, _)| k.clone())
             .collect();
         let why = Withdrawal::ConflictingDuplicate;
+        if !keys.is_empty()
+            && let Some(st) = self.state.props[p].scopes.get_mut(scope)
+        {
+            // Not what a decision found: the fast path waits for the next full one (a folded
+            // grant is never set aside, so that one may find it again).
+            st.set_clean(super::fast::Clean::default());
+        }
         for key in keys {
             let prop = &mut self.state.props[p];
             let c = prop.cxs.get_mut(&key).expect("listed");

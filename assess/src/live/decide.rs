@@ -1,16 +1,16 @@
 //! Deciding a scope: an applied event is kept in its scope, and the scope is decided again by
 //! the per-scope sweeps of [`crate::scope`] over its kept events, its folded grants and its
-//! folded high-water mark, unless the event can change no finding (the steady case of an owner
-//! committing with the highest epoch). The decision raises and withdraws the reasons the sweeps
-//! find (`ambiguous_order`, `ungranted_epoch`, `late_evidence` against the mark) and records the
+//! folded high-water mark, unless the fast path settles the event alone (the `fast` module:
+//! most events of a hot scope). The decision raises and withdraws the reasons the sweeps find
+//! (`ambiguous_order`, `ungranted_epoch`, `late_evidence` against the mark) and records the
 //! counterexamples (the `cxs` module).
 
 use super::dups::Attributed;
-use super::scopes::ScopeState;
+use super::fast;
 use super::state::{Cx, FOLDED_IDX, Live, MARK_IDX};
 use crate::contract::Grants;
 use crate::finding::{CounterexampleKind, Reason, counterexample_id};
-use crate::rules::{self, AMBIGUOUS, ASIDE, HAS_ORDER, NONE, Reasons, Rec, UNGRANTED};
+use crate::rules::{self, AMBIGUOUS, ASIDE, NONE, Reasons, Rec, UNGRANTED};
 use crate::scope::{self, Slot};
 use crate::tracker::Judgement;
 
@@ -25,11 +25,20 @@ impl Live {
         reasons: Reasons,
     ) -> Attributed {
         let horizon = self.state.props[p].horizon;
+        let wm = self.partition_watermark(p).0;
+        let due = self.state.props[p]
+            .pending
+            .first()
+            .is_some_and(|(t, _)| *t < wm);
         let st = self.state.props[p].scopes.state_mut(rec.scope);
         let skew = self.contract.properties[p].clock_skew.0;
         let grants_required = self.contract.properties[p].grants == Grants::Required;
-        let quiet = changes_nothing(st, &rec, skew, horizon)
-            && grant_settled(st.folded_grants(), &rec, grants_required);
+        // Planned before the event is kept: the fast path reads the scope as it was.
+        let plan = if self.reference || rec.class() == 2 {
+            None
+        } else {
+            fast::plan(st, &rec, skew, horizon, grants_required, (wm, due))
+        };
         let new = st.push(rec);
         // A commit older than the horizon whose holder check or grant requirement would need
         // grants dropped below the mark (an event arriving in order never does: SPEC §4).
@@ -39,8 +48,11 @@ impl Live {
             && ((rec.holder != NONE && !st.has_grant(rec.inc, rec.epoch, Some(rec.holder)))
                 || (grants_required && !st.has_grant(rec.inc, rec.epoch, None)));
         self.state.props[p].scopes.note_kept();
-        if rec.class() < 2 && !quiet {
-            self.decide_scope(p, scope, Some(new), horizon);
+        if rec.class() < 2 {
+            match plan {
+                Some(plan) => self.apply_plan(p, scope, new, plan, wm),
+                None => self.decide_scope(p, scope, Some(new), horizon),
+            }
         }
         if needs_dropped_grants {
             self.raise(p, &rec, Reason::LateEvidence, |_| {
@@ -58,6 +70,7 @@ impl Live {
 
     /// Re-decides one scope after a change; `new` is the index of the event just added.
     pub(super) fn decide_scope(&mut self, p: usize, scope: &str, new: Option<usize>, horizon: i64) {
+        self.full_decisions += 1;
         let skew = self.contract.properties[p].clock_skew.0;
         let grants_required = self.contract.properties[p].grants == Grants::Required;
         let st = self.state.props[p].scopes.get(scope).expect("scope exists");
@@ -117,6 +130,17 @@ impl Live {
             }
             !waiting
         });
+        // What the fast path needs of this decision (the `fast` module).
+        let decided = fast::Decided {
+            calm: cxs.is_empty()
+                && pending.is_empty()
+                && ambiguous.iter().all(|&i| i >= FOLDED_IDX),
+            pending_min: pending.iter().copied().min().unwrap_or(i64::MAX),
+            cx_max: (cxs.iter().map(|c| st.events()[c.1 as usize].ts))
+                .chain(pending.iter().copied())
+                .max()
+                .unwrap_or(i64::MIN),
+        };
         for t in pending {
             self.state.props[p].pending.insert((t, scope.to_string()));
         }
@@ -149,6 +173,7 @@ impl Live {
         for (i, flag) in toggles {
             st.toggle_flag(i, flag);
         }
+        fast::decided(st, decided);
         for (e, reason, now) in changes {
             if now {
                 self.raise(p, &e, reason, |_| {
@@ -160,16 +185,12 @@ impl Live {
         }
         for n in late {
             let e = self.state.props[p].scopes[scope].events()[n];
-            self.raise(p, &e, Reason::LateEvidence, |_| format!(
-                "epoch {} of scope `{scope}` arrived older than the retained horizon; its order against folded epochs is not known", e.epoch
-            ));
+            self.raise_late(p, scope, &e);
         }
         if cxs.is_empty() {
             return;
         }
-        let prop_name = self.contract.properties[p].name.clone();
         let events = self.state.props[p].scopes[scope].events();
-        let folded = self.state.props[p].scopes[scope].folded_grants();
         // The context is of applied events, as in `check`.
         let mut by_time: Vec<u32> = (0..events.len() as u32)
             .filter(|&i| !events[i as usize].has(ASIDE))
@@ -177,86 +198,55 @@ impl Live {
         by_time.sort_unstable_by_key(|&i| (events[i as usize].ts, i));
         let mut out = Vec::new();
         for (kind, stale, witness) in cxs {
-            let s = events[stale as usize];
-            let prov = s.provenance(self);
-            let id = counterexample_id(&prop_name, kind, scope, s.inc, &prov);
             let context = rules::context(&by_time, |i| events[i as usize].ts, stale)
                 .iter()
                 .map(|&i| events[i as usize])
                 .collect();
-            let (witness, m) = match witness {
-                MARK_IDX => (None, mark),
-                w if w >= FOLDED_IDX => (Some(folded[(w - FOLDED_IDX) as usize]), None),
-                w => (Some(events[w as usize]), None),
-            };
-            out.push(Cx {
-                id,
-                kind,
-                scope: scope.to_string(),
-                stale: s,
-                witness,
-                mark: m,
-                context,
-                is_final: false,
-                withdrawn: None,
-                former: Vec::new(),
-            });
+            out.push(self.new_cx(p, scope, kind, (stale, witness, mark), context));
         }
         for cx in out {
             self.record_cx(p, cx);
         }
     }
-}
 
-/// Whether adding `rec` to the scope can change no finding, so the scope need not be decided
-/// again: the steady case of an owner committing with the highest epoch, later than everything
-/// the scope holds by more than the skew. Then `rec` has no higher partner (neither stale nor
-/// ambiguous), precedes nothing (supersedes no one, witnesses nothing), and shares its epoch with
-/// no other holder (no reuse). Grants and `order` take the full path.
-fn changes_nothing(st: &ScopeState, rec: &Rec, skew: i64, horizon: i64) -> bool {
-    if rec.class() != 0 || rec.has(HAS_ORDER) || rec.ts < horizon.saturating_add(skew) {
-        return false;
+    /// Counts `late_evidence` for `e`, judged late against the folded mark.
+    pub(super) fn raise_late(&mut self, p: usize, scope: &str, e: &Rec) {
+        self.raise(p, e, Reason::LateEvidence, |_| format!(
+            "epoch {} of scope `{scope}` arrived older than the retained horizon; its order against folded epochs is not known", e.epoch
+        ));
     }
-    let key = (rec.inc, rec.epoch);
-    let before = |ts: i64| ts.saturating_add(skew) < rec.ts;
-    if let Some(m) = st.evidence()
-        && ((m.incarnation, m.epoch) > key || !before(m.first))
-    {
-        return false;
-    }
-    let Some(s) = st.summary() else {
-        return true;
-    };
-    !s.grants
-        && !s.ordered
-        && match s.top {
-            None => true,
-            Some(top) => {
-                top <= key
-                    && before(s.max_ts)
-                    && (top != key
-                        || rec.holder == NONE
-                        || s.top_holder == NONE
-                        || s.top_holder == rec.holder)
-            }
+
+    /// The counterexample a decision of `scope` found: its stale event and witness are sweep
+    /// indices (a kept event's, a folded grant's from [`FOLDED_IDX`], or [`MARK_IDX`] for the
+    /// mark as evidence, `mark`).
+    pub(super) fn new_cx(
+        &self,
+        p: usize,
+        scope: &str,
+        kind: CounterexampleKind,
+        (stale, witness, mark): (u32, u32, Option<crate::tracker::Mark>),
+        context: Vec<Rec>,
+    ) -> Cx {
+        let st = &self.state.props[p].scopes[scope];
+        let s = st.events()[stale as usize];
+        let prov = s.provenance(self);
+        let id = counterexample_id(&self.contract.properties[p].name, kind, scope, s.inc, &prov);
+        let (witness, mark) = match witness {
+            MARK_IDX => (None, mark),
+            w if w >= FOLDED_IDX => (Some(st.folded_grants()[(w - FOLDED_IDX) as usize]), None),
+            w => (Some(st.events()[w as usize]), None),
+        };
+        Cx {
+            id,
+            kind,
+            scope: scope.to_string(),
+            stale: s,
+            witness,
+            mark,
+            context,
+            is_final: false,
+            withdrawn: None,
+            former: Vec::new(),
         }
-}
-
-/// Whether the folded grants settle the grant checks of `rec` (a commit that
-/// [`changes_nothing`] lets through, with no grant among the kept events): no holder mismatch
-/// and, when grants are required, granted.
-fn grant_settled(folded: &[Rec], rec: &Rec, required: bool) -> bool {
-    let mut granted = false;
-    let mut holders = false;
-    let mut matched = false;
-    for g in folded
-        .iter()
-        .filter(|g| (g.inc, g.epoch) == (rec.inc, rec.epoch))
-    {
-        granted = true;
-        holders |= g.holder != NONE;
-        matched |= g.holder != NONE && g.holder == rec.holder;
     }
-    let no_mismatch = rec.holder == NONE || !holders || matched;
-    no_mismatch && (granted || !required)
 }

@@ -33,6 +33,7 @@
 //! order key belongs to a folded event is judged against the mark like any late event.
 
 use super::emitters::{Delivery, EMPTY};
+use super::fast::Fast;
 use super::scopes::{Tainted, key_hash};
 use super::state::{Cx, Live};
 use crate::event::Event;
@@ -218,7 +219,8 @@ impl Live {
     /// kept events of `scope`: `None` when no kept event shares it.
     pub(super) fn settle_order(&mut self, p: usize, rec: &Rec, scope: &str) -> Option<Attributed> {
         let key = rec.order_key();
-        let (q, first) = self.find_kept(p, scope, |e| e.order_key() == key)?;
+        let is_new = |f: &Fast| f.order_is_new(rec);
+        let (q, first) = self.find_kept(p, scope, |e| e.order_key() == key, is_new)?;
         Some(self.settle_kept(p, rec, q, first, || {
             let epoch = rec
                 .epoch()
@@ -242,7 +244,7 @@ impl Live {
         let same = |e: &Rec| {
             e.position == rec.position && e.span().and_then(|n| spans.get(n)) == Some(&id)
         };
-        let (q, first) = self.find_kept(p, scope, same)?;
+        let (q, first) = self.find_kept(p, scope, same, |f: &Fast| f.span_is_new(rec))?;
         let span = rec.shown_source(self);
         Some(self.settle_kept(p, rec, q, first, || {
             format!("two different events of scope `{scope}` come from span `{span}`")
@@ -250,16 +252,21 @@ impl Live {
     }
 
     /// The first kept event of `scope` that `same_key` accepts, in property `p` first, then in
-    /// the others (a key names no property, SPEC §4 "Duplicates"), with its property.
+    /// the others (a key names no property, SPEC §4 "Duplicates"), with its property. A hot
+    /// scope whose fast-path state says the key `is_new` is not read (the `fast` module).
     fn find_kept(
         &self,
         p: usize,
         scope: &str,
         same_key: impl Fn(&Rec) -> bool,
+        is_new: impl Fn(&Fast) -> bool,
     ) -> Option<(usize, Rec)> {
         let others = (0..self.state.props.len()).filter(|&q| q != p);
         std::iter::once(p).chain(others).find_map(|q| {
             let st = self.state.props[q].scopes.get(scope)?;
+            if st.fast().is_some_and(&is_new) {
+                return None;
+            }
             let first = st.events().iter().find(|e| same_key(e))?;
             Some((q, *first))
         })

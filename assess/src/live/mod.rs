@@ -13,7 +13,8 @@
 //! - `push`: an event in: admission, interning (`names`), what it counts for in its property's
 //!   `tally`; `dups`: duplicate settlement against the `emitters`' recent deliveries and the
 //!   kept events;
-//! - `decide`: keeping an event in its scope (`scopes`) and deciding the scope; `cxs`: a
+//! - `decide`: keeping an event in its scope (`scopes`) and deciding the scope, or `fast`: the
+//!   events of a hot scope that the full decision need not see; `cxs`: a
 //!   counterexample's life (provisional, final, withdrawn); `horizon`: the watermark, folding,
 //!   finality;
 //! - the queries: [`View`] (`view`, over `parts`: one partition, or many local [`Live`]s and
@@ -24,6 +25,7 @@ mod cxs;
 mod decide;
 mod dups;
 mod emitters;
+mod fast;
 mod horizon;
 mod names;
 mod parts;

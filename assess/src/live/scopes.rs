@@ -34,6 +34,7 @@
 //! folded event, and an (emitter, seq) whose conflicting delivery names another scope, are
 //! not tracked.
 
+use super::fast::{Clean, Fast, FastSlot};
 use crate::intern::Interner;
 use crate::rules::{ASIDE, HAS_ORDER, NONE, Rec};
 use crate::tracker::{Judgement, Mark, Tracker};
@@ -110,14 +111,19 @@ impl Cold {
 }
 
 /// The kept events of an active scope and a summary of them, on one cache line with the
-/// vector's header, so the steady case decides without reading the events.
+/// vector's header, so the steady case decides without reading the events; a hot scope's
+/// [`Fast`] state (the `fast` module) in the allocator's slack (80 bytes either way).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct Active {
     summary: Summary,
     events: Vec<Rec>,
+    /// Derived: not checkpointed, not compared (the `fast` module).
+    #[serde(skip)]
+    fast: FastSlot,
 }
 
-/// What `decide::changes_nothing` needs to know about the kept events (not set aside).
+/// What the fast path's summary-only check (`fast::quiet`) needs to know about the kept
+/// events (not set aside).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Summary {
     /// The highest (incarnation, epoch) of committed events with an epoch.
@@ -130,6 +136,9 @@ pub(super) struct Summary {
     pub(super) grants: bool,
     /// Whether a committed event with an epoch carries `order`.
     pub(super) ordered: bool,
+    /// Derived: not checkpointed, not compared (the `fast` module).
+    #[serde(skip)]
+    pub(super) clean: Clean,
 }
 
 /// [`Summary::top_holder`] when the top epoch's events name different holders.
@@ -143,6 +152,7 @@ impl Default for Summary {
             max_ts: i64::MIN,
             grants: false,
             ordered: false,
+            clean: Clean::default(),
         }
     }
 }
@@ -230,17 +240,65 @@ impl ScopeState {
         self.recent.as_deref().map(|a| &a.summary)
     }
 
-    /// Keeps one more event; returns its index.
+    /// Keeps one more event; returns its index. A scope that kept nothing is clean and calm
+    /// (the `fast` module): no finding rests on a kept event.
     pub(super) fn push(&mut self, e: Rec) -> usize {
         let a = self.recent.get_or_insert_with(|| {
             Box::new(Active {
-                summary: Summary::default(),
+                summary: Summary {
+                    clean: Clean::CALM,
+                    ..Summary::default()
+                },
                 events: Vec::with_capacity(4),
+                fast: FastSlot::default(),
             })
         });
+        // An event that takes no part (a rejected commit, one without an epoch) but is earlier
+        // than a kept commit, or a grant, may enter a counterexample's context.
+        let s = &mut a.summary;
+        if e.class() == 2 && !s.clean.calm && (s.grants || s.max_ts > e.ts) {
+            s.clean.clean = false;
+        }
         a.summary.add(&e);
+        if let Some(f) = a.fast.0.as_deref_mut() {
+            f.add(&e, a.events.len() as u32, a.events.last());
+        }
         a.events.push(e);
         a.events.len() - 1
+    }
+
+    /// Whether the stored findings are what the full decision gives now, and whether it found
+    /// nothing about the kept events (the `fast` module); a scope that keeps nothing is both.
+    pub(super) fn clean(&self) -> Clean {
+        self.recent
+            .as_deref()
+            .map_or(Clean::CALM, |a| a.summary.clean)
+    }
+
+    /// Sets what [`ScopeState::clean`] says (while events are kept).
+    pub(super) fn set_clean(&mut self, c: Clean) {
+        if let Some(a) = self.recent.as_mut() {
+            a.summary.clean = c;
+        }
+    }
+
+    /// A hot scope's fast-path state, if it has one.
+    pub(super) fn fast(&self) -> Option<&Fast> {
+        self.recent.as_deref().and_then(|a| a.fast.0.as_deref())
+    }
+
+    /// Likewise, to update.
+    pub(super) fn fast_mut(&mut self) -> Option<&mut Fast> {
+        self.recent
+            .as_deref_mut()
+            .and_then(|a| a.fast.0.as_deref_mut())
+    }
+
+    /// Replaces the fast-path state (while events are kept).
+    pub(super) fn set_fast(&mut self, f: Option<Box<Fast>>) {
+        if let Some(a) = self.recent.as_mut() {
+            a.fast.0 = f;
+        }
     }
 
     /// Sets `flag` on event `i` (the per-event reason flags, not `ASIDE`).
@@ -251,11 +309,13 @@ impl ScopeState {
         }
     }
 
-    /// Sets event `i` aside (a conflicting duplicate): it no longer takes part.
+    /// Sets event `i` aside (a conflicting duplicate): it no longer takes part, and the scope
+    /// must be decided again.
     pub(super) fn set_aside(&mut self, i: usize) {
         if let Some(a) = self.recent.as_mut() {
             a.events[i].flags |= ASIDE;
             a.summary = Summary::of(&a.events);
+            a.fast.0 = None;
         }
     }
 
@@ -325,6 +385,8 @@ impl ScopeState {
         }
         let first = m.first.max(horizon.saturating_sub(1));
         self.tracker.set_mark(Some(Mark { first, ..m }));
+        // The scope is decided again.
+        self.set_clean(Clean::default());
         if self.mark_flags & SOLO == 0 {
             return Some(Tainted::First(top, first));
         }
@@ -464,7 +526,9 @@ impl ScopeState {
         if cold.is_empty() {
             self.cold = None;
         }
+        let clean = self.clean();
         self.retain_events(|e| e.ts >= horizon);
+        super::fast::folded(self, clean);
     }
 }
 
@@ -609,5 +673,20 @@ impl<'de> Deserialize<'de> for Scopes {
             retained,
             cold_grants,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_scope_costs() {
+        // An idle scope: its state and nothing else.
+        assert_eq!(std::mem::size_of::<ScopeState>(), 80);
+        // An active one's allocation: with malloc's 8-byte header, the 80-byte chunk it took
+        // before it had a fast-path pointer (the `fast` module).
+        assert!(std::mem::size_of::<Summary>() <= 40);
+        assert!(std::mem::size_of::<Active>() <= 72);
     }
 }

@@ -192,6 +192,10 @@ pub struct Live {
     pub(super) slots: Vec<Slot>,
     pub(super) new_cxs: Vec<NewCounterexample>,
     pub(super) withdrawn_cxs: Vec<NewCounterexample>,
+    /// Every change of a scope takes the full decision ([`Live::set_reference_decisions`]).
+    pub(super) reference: bool,
+    /// Full decisions made ([`Live::full_decisions`]).
+    pub(super) full_decisions: u64,
 }
 
 /// A checkpoint that does not belong to this contract.
@@ -310,6 +314,8 @@ impl Live {
             slots: Vec::new(),
             new_cxs: Vec::new(),
             withdrawn_cxs: Vec::new(),
+            reference: false,
+            full_decisions: 0,
         };
         let contract = live.contract.clone();
         live.route_ids = RouteIds::new(&contract, |name| Some(live.intern(name)));
@@ -331,6 +337,19 @@ impl Live {
     /// more at the next watermark move; the future tolerance applies to the next events.
     pub fn set_options(&mut self, options: LiveOptions) {
         self.state.options = options;
+    }
+
+    /// With `on`, every change of a scope takes the full decision (`scope::decide_group` over
+    /// every event the scope keeps), never the fast path of the `fast` module: the reference
+    /// the fast path is tested against, and a measure of what it saves. Not part of the state.
+    pub fn set_reference_decisions(&mut self, on: bool) {
+        self.reference = on;
+    }
+
+    /// How many full decisions of a scope this assessor made (since it was made or restored):
+    /// what the fast path could not settle. Not part of the state.
+    pub fn full_decisions(&self) -> u64 {
+        self.full_decisions
     }
 
     /// The contract.

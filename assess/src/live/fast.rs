@@ -1,0 +1,770 @@
+//! The fast path of a scope's decision (issue 11: a hot scope must not stall ingest).
+//!
+//! The full decision (`Live::decide_scope`) sorts and sweeps every event a scope keeps, so
+//! deciding it after each of its events costs O(n log n) per event, quadratic over the events
+//! the horizon keeps. Most events of a hot scope cannot change any other event's outcome, and
+//! their own is known from a few aggregates: the earliest time of each epoch kept (the mark's
+//! included), the holders of each, what each granted epoch's grants say. For those the fast
+//! path applies exactly what the full decision would change — the new event's flags (ambiguous,
+//! ungranted, late), its counterexamples (stale, stale incarnation, holder mismatch, waiting or
+//! recorded with its context), the hand-off's partners within the clock skew turned ambiguous
+//! — and nothing else:
+//! - a commit in time order at the highest (incarnation, epoch), by its holder or none;
+//! - one that opens a new highest epoch (a hand-off; within the skew of the last ones only
+//!   while the scope is calm and its events in time order);
+//! - one below the highest epoch, in time order, of an epoch kept already (a stale writer);
+//! - one out of time order at the highest epoch that is not its epoch's earliest and enters no
+//!   counterexample's context (or anything, at the only epoch of a calm scope);
+//! - a grant in time order of the highest granted epoch or of a new one.
+//!
+//! Any other event takes the full decision: two holders in one epoch, grants out of order,
+//! events out of time order below the highest epoch, `order`s out of step with time. A
+//! property test compares the two event by event (`assess/tests/fast.rs`;
+//! [`Live::set_reference_decisions`] forces the full one). The duplicate keys a hot scope's
+//! event is settled by are looked up in it too: an `order` above every kept one, or a span
+//! not among the kept ones, is new (the `dups` module).
+//!
+//! **Clean.** The fast path is exact only when what is stored (counterexamples with their
+//! witnesses and context, flags, pending holder mismatches) is what a full decision would give
+//! now: the scope is *clean*. A full decision makes it clean, an exact fast step keeps it
+//! clean. A withdrawal or an event that takes no part but enters a counterexample's context
+//! makes it dirty, and so can folding — a counterexample's context or witness may fold away,
+//! and the full decision would record it again without them — except when the scope is
+//! *calm*: its last decision found nothing about its kept events (no counterexample, no
+//! ambiguous order), and every kept commit is at or above the new high-water mark. Then each
+//! kept event stays clear (folding only takes partners away; the mark, at or below every kept
+//! commit, is no partner of theirs; the grants of their epochs keep their holders), so a full
+//! decision would change nothing. A dirty scope takes the full decision at its next event. An
+//! idle scope (nothing kept) is clean and calm.
+//!
+//! **What it costs.** Cleanliness is two booleans in the padding of the scope's summary; a hot
+//! scope (one decided with at least [`HOT_EVENTS`] events kept) keeps a [`Fast`] (its own
+//! allocation: about 200 bytes, an entry per epoch kept and per epoch granted, and the span ids
+//! of its kept events), pointed to from the slack of the scope's allocation (80 bytes either
+//! way), dropped when it cools. Neither is checkpointed: a restored scope takes the full
+//! decision at its next event, which gives what the fast path would (restore + replay finds the
+//! same). An idle scope costs nothing more. Per event: binary searches over the epochs kept and
+//! granted (a stale one also scans the epochs above it); a hand-off also visits the events
+//! within the clock skew before it. A hot scope that is not calm when the horizon folds (it
+//! found something) takes one full decision at its next event: once per window, not per event.
+
+use super::scopes::{MIXED, ScopeState};
+use super::state::{FOLDED_IDX, Live, MARK_IDX};
+use crate::finding::{CounterexampleKind, Reason};
+use crate::rules::{self, AMBIGUOUS, ASIDE, HAS_ORDER, NONE, Rec, UNGRANTED};
+use crate::tracker::Judgement;
+
+/// A scope decided with at least this many events kept gets a [`Fast`]; a smaller one takes
+/// the full decision where the summary alone does not settle an event (it costs little).
+pub(super) const HOT_EVENTS: usize = 16;
+
+/// Whether a scope is clean and calm (the module doc). Derived: a checkpoint does not carry it
+/// (a restored scope is neither), and states compare equal whatever it says.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Clean {
+    /// What is stored is what the full decision gives now.
+    pub(super) clean: bool,
+    /// The last decision found nothing about the kept events.
+    pub(super) calm: bool,
+}
+
+impl Clean {
+    /// Clean and calm: a scope that keeps nothing.
+    pub(super) const CALM: Clean = Clean {
+        clean: true,
+        calm: true,
+    };
+}
+
+impl PartialEq for Clean {
+    fn eq(&self, _: &Clean) -> bool {
+        true
+    }
+}
+
+impl Eq for Clean {}
+
+/// A hot scope's [`Fast`], if any. Derived like [`Clean`].
+#[derive(Debug, Clone, Default)]
+pub(super) struct FastSlot(pub(super) Option<Box<Fast>>);
+
+impl PartialEq for FastSlot {
+    fn eq(&self, _: &FastSlot) -> bool {
+        true
+    }
+}
+
+impl Eq for FastSlot {}
+
+/// What the grants of one (incarnation, epoch), kept or folded, say to its commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Granted {
+    key: (u64, u64),
+    /// The holder of its holder-bearing grants: `NONE` when none has one, [`MIXED`] when
+    /// they differ.
+    holder: u32,
+    /// The first holder-bearing grant in sweep order (time, then sweep index: a kept event's
+    /// index, a folded grant's from [`FOLDED_IDX`]).
+    first: Option<(i64, u32)>,
+}
+
+/// The commits of one (incarnation, epoch) as the sweeps see them: kept ones and the mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Epoch {
+    key: (u64, u64),
+    /// The earliest in sweep order, (time, sweep index: [`MARK_IDX`] for the mark): the
+    /// epoch's minimum time and the witness of what it supersedes.
+    first: (i64, u32),
+    /// The holder of its kept commits (`NONE`, one, or [`MIXED`]).
+    holder: u32,
+    /// Whether one carries no `order`.
+    unordered: bool,
+    /// Whether one is kept (else it is the mark alone).
+    kept: bool,
+}
+
+/// What the fast path knows of a hot scope's decision inputs: the participants of the sweeps
+/// (kept events not set aside that are committed commits/fences with an epoch, or grants; the
+/// folded grants; the mark as evidence), maintained as events are kept, rebuilt when decided
+/// or folded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Fast {
+    /// Every kept event (any class) is no earlier than the one kept before it: arrival order
+    /// is time order, so the events before one by time are the ones before it in the list.
+    sorted: bool,
+    /// The earliest of its holder mismatches waiting for the watermark (`i64::MAX`: none).
+    pending_min: i64,
+    /// The latest stale event of its counterexamples found (recorded or waiting) with their
+    /// stale event kept (`i64::MIN`: none): a later event enters no context.
+    cx_max: i64,
+    /// Per (incarnation, epoch) of the commits and the mark, ascending.
+    epochs: Vec<Epoch>,
+    /// The highest (incarnation, epoch) of the kept commits.
+    kept_top: Option<(u64, u64)>,
+    /// The greatest `order` of any participant.
+    max_order: Option<u64>,
+    /// The greatest `order` of any kept commit/fence, committed or not, set aside or not: a
+    /// greater one shares its (scope, incarnation, order, epoch) key with none.
+    max_order_key: Option<u64>,
+    /// The latest time of any participant (the mark excepted: it is older than the horizon).
+    max_ts: i64,
+    /// The latest time of the kept commits.
+    commit_max_ts: i64,
+    /// The highest (incarnation, epoch) granted, kept or folded.
+    gtop: Option<(u64, u64)>,
+    /// Whether a grant of `gtop` carries no `order`.
+    gtop_unordered: bool,
+    /// The latest time of the grants, kept or folded.
+    grant_max_ts: i64,
+    /// Per granted (incarnation, epoch), ascending.
+    granted: Vec<Granted>,
+    /// The span keys (positions) of every kept event with a span of its own: a span whose key
+    /// is not among them is of none of them (the `dups` module).
+    spans: std::collections::HashSet<u64, foldhash::fast::FixedState>,
+}
+
+impl Fast {
+    fn empty(d: &Decided) -> Fast {
+        Fast {
+            sorted: true,
+            pending_min: d.pending_min,
+            cx_max: d.cx_max,
+            epochs: Vec::new(),
+            kept_top: None,
+            max_order: None,
+            max_order_key: None,
+            max_ts: i64::MIN,
+            commit_max_ts: i64::MIN,
+            gtop: None,
+            gtop_unordered: false,
+            grant_max_ts: i64::MIN,
+            granted: Vec::new(),
+            spans: Default::default(),
+        }
+    }
+
+    /// From scratch: O(n) over the kept events, plus the folded grants.
+    fn build(st: &ScopeState, d: &Decided) -> Fast {
+        let mut f = Fast::empty(d);
+        let events = st.events();
+        for (i, e) in events.iter().enumerate() {
+            f.add(e, i as u32, i.checked_sub(1).map(|j| &events[j]));
+        }
+        for (j, g) in st.folded_grants().iter().enumerate() {
+            f.add_grant(g, FOLDED_IDX + j as u32);
+        }
+        if let Some(m) = st.evidence() {
+            let order = st.mark_order();
+            let e = f.epoch_mut((m.incarnation, m.epoch), (m.first, MARK_IDX));
+            e.unordered |= order.is_none();
+            f.max_order = f.max_order.max(order);
+        }
+        f
+    }
+
+    /// The entry of `key` in `epochs`, made if new, with `first` taken into its earliest.
+    fn epoch_mut(&mut self, key: (u64, u64), first: (i64, u32)) -> &mut Epoch {
+        let i = match self.epochs.binary_search_by_key(&key, |x| x.key) {
+            Ok(i) => i,
+            Err(i) => {
+                self.epochs.insert(
+                    i,
+                    Epoch {
+                        key,
+                        first,
+                        holder: NONE,
+                        unordered: false,
+                        kept: false,
+                    },
+                );
+                i
+            }
+        };
+        let e = &mut self.epochs[i];
+        e.first = e.first.min(first);
+        e
+    }
+
+    /// Notes one more kept event at index `idx`, after `last`.
+    pub(super) fn add(&mut self, e: &Rec, idx: u32, last: Option<&Rec>) {
+        self.sorted &= last.is_none_or(|l| l.ts <= e.ts);
+        if e.span().is_some() {
+            self.spans.insert(e.position);
+        }
+        if e.order_key().is_some() {
+            self.max_order_key = self.max_order_key.max(e.order());
+        }
+        if e.has(ASIDE) {
+            return;
+        }
+        match e.class() {
+            0 => {
+                let key = (e.inc, e.epoch);
+                self.max_ts = self.max_ts.max(e.ts);
+                self.commit_max_ts = self.commit_max_ts.max(e.ts);
+                self.max_order = self.max_order.max(e.order());
+                self.kept_top = self.kept_top.max(Some(key));
+                let x = self.epoch_mut(key, (e.ts, idx));
+                x.unordered |= !e.has(HAS_ORDER);
+                x.holder = merge_holder(x.holder, e.holder);
+                x.kept = true;
+            }
+            1 => {
+                self.max_ts = self.max_ts.max(e.ts);
+                self.add_grant(e, idx);
+            }
+            _ => {}
+        }
+    }
+
+    fn add_grant(&mut self, g: &Rec, idx: u32) {
+        let key = (g.inc, g.epoch);
+        self.grant_max_ts = self.grant_max_ts.max(g.ts);
+        self.max_order = self.max_order.max(g.order());
+        let unordered = !g.has(HAS_ORDER);
+        match self.gtop {
+            Some(t) if t > key => {}
+            Some(t) if t == key => self.gtop_unordered |= unordered,
+            _ => (self.gtop, self.gtop_unordered) = (Some(key), unordered),
+        }
+        let i = match self.granted.binary_search_by_key(&key, |x| x.key) {
+            Ok(i) => i,
+            Err(i) => {
+                self.granted.insert(
+                    i,
+                    Granted {
+                        key,
+                        holder: NONE,
+                        first: None,
+                    },
+                );
+                i
+            }
+        };
+        if g.holder != NONE {
+            let x = &mut self.granted[i];
+            x.holder = merge_holder(x.holder, g.holder);
+            x.first = Some(x.first.map_or((g.ts, idx), |f| f.min((g.ts, idx))));
+        }
+    }
+
+    fn granted(&self, key: (u64, u64)) -> Option<&Granted> {
+        self.granted
+            .binary_search_by_key(&key, |x| x.key)
+            .ok()
+            .map(|i| &self.granted[i])
+    }
+
+    /// Whether no kept event is of the span of `rec` (which has one).
+    pub(super) fn span_is_new(&self, rec: &Rec) -> bool {
+        !self.spans.contains(&rec.position)
+    }
+
+    /// Whether no kept commit/fence can share the (incarnation, order, epoch) of `rec`, which
+    /// carries `order`: its order is above all of theirs.
+    pub(super) fn order_is_new(&self, rec: &Rec) -> bool {
+        self.max_order_key.is_none_or(|m| rec.order > m)
+    }
+
+    /// The plan for commit `rec` (`clean` holds, `rec` is no older than the horizon plus the
+    /// skew), or `None` for the full decision.
+    fn commit(
+        &self,
+        st: &ScopeState,
+        rec: &Rec,
+        skew: i64,
+        required: bool,
+        (horizon, wm): (i64, i64),
+    ) -> Option<Plan> {
+        let key = (rec.inc, rec.epoch);
+        let mut calm = st.clean().calm;
+        let mut plan = Plan::quiet(st);
+        let top = self.epochs.last();
+        // In time order (and `order`): it certainly precedes no participant, so it supersedes
+        // no one and witnesses nothing, and enters no counterexample's context; nor is it
+        // the earliest of its epoch (the mark included), whose minimum stays.
+        let idx = st.events().len() as u32;
+        let in_order = rec.ts >= self.max_ts
+            && rec
+                .order()
+                .is_none_or(|o| self.max_order.is_none_or(|m| o > m))
+            && match self.epochs.binary_search_by_key(&key, |x| x.key) {
+                Ok(i) => self.epochs[i].first < (rec.ts, idx),
+                Err(_) => true,
+            };
+        // The holder of its epoch: a second one moves the epoch reuse's representative.
+        let holder_fits = |h: u32| rec.holder == NONE || h == NONE || h == rec.holder;
+        match top {
+            // Out of order, at the highest epoch: it must precede nothing of another epoch,
+            // and enter no counterexample's context. At the only epoch of the kept commits of a
+            // calm scope, anything goes. Else, with no `order` anywhere, it must not be its
+            // epoch's earliest (whose minimum stays); then anything of another epoch later than
+            // it by more than the skew is stale already, a counterexample later than it.
+            Some(t) if !in_order => {
+                if t.key != key || !holder_fits(t.holder) {
+                    return None;
+                }
+                let alone = self.epochs.iter().all(|e| e.key == key || !e.kept);
+                if !(calm && alone)
+                    && (rec.has(HAS_ORDER)
+                        || self.max_order.is_some()
+                        || t.first >= (rec.ts, idx)
+                        || rec.ts < self.cx_max)
+                {
+                    return None;
+                }
+            }
+            Some(t) if key < t.key => {
+                // Below the highest epoch, in time order: it changes no other outcome when its
+                // epoch has an earlier commit (or the mark) already; its own is decided against
+                // the epochs above by their earliest time (`scope::supersession` and
+                // `scope::incarnations`), with no `order` anywhere.
+                if rec.has(HAS_ORDER) || self.max_order.is_some() {
+                    return None;
+                }
+                let i = self.epochs.binary_search_by_key(&key, |x| x.key).ok()?;
+                if !holder_fits(self.epochs[i].holder) {
+                    return None;
+                }
+                let before = rec.ts.saturating_sub(skew);
+                // (The mark may be later than an event older than the horizon.)
+                let near = |e: &Epoch| e.first.0 <= rec.ts.saturating_add(skew);
+                let above = &self.epochs[i + 1..];
+                let same = above.iter().take_while(|e| e.key.0 == key.0).count();
+                match above[..same].iter().rev().find(|e| e.first.0 < before) {
+                    Some(w) => plan.stale = Some(w.first.1),
+                    None => plan.ambiguous_self |= above[..same].iter().any(near),
+                }
+                // Higher incarnations, highest first: the first whose earliest commit precedes
+                // it supersedes it, by its highest epoch that has one.
+                let mut higher = &above[same..];
+                while let Some(last) = higher.last() {
+                    let start = higher.partition_point(|e| e.key.0 < last.key.0);
+                    let inc = &higher[start..];
+                    if let Some(w) = inc.iter().rev().find(|e| e.first.0 < before) {
+                        plan.stale_incarnation = Some(w.first.1);
+                        break;
+                    }
+                    higher = &higher[..start];
+                }
+                plan.ambiguous_self |=
+                    plan.stale_incarnation.is_none() && above[same..].iter().any(near);
+            }
+            Some(t) if key == t.key => {
+                // Its epoch's earliest time (and smallest order) stay; an `order`ed partner
+                // below would see a first unordered event of the top epoch.
+                if !rec.has(HAS_ORDER) && !t.unordered && self.max_order.is_some() {
+                    return None;
+                }
+                if !holder_fits(t.holder) {
+                    return None;
+                }
+            }
+            _ => {
+                // A new highest epoch (a hand-off): every kept commit within the skew before
+                // it now has a higher partner in ambiguous order; a calm scope's were clear.
+                if self.commit_max_ts.saturating_add(skew) >= rec.ts {
+                    if !calm || !self.sorted || rec.has(HAS_ORDER) {
+                        return None;
+                    }
+                    let events = st.events();
+                    for (i, e) in events.iter().enumerate().rev() {
+                        if e.ts.saturating_add(skew) < rec.ts {
+                            break;
+                        }
+                        if e.class() == 0 && !e.has(ASIDE) {
+                            plan.ambiguous.push(i);
+                        }
+                    }
+                    plan.ambiguous.reverse();
+                }
+            }
+        }
+        // Its grant checks, as `scope::grant_checks` makes them.
+        let ungranted = match self.granted(key) {
+            None => true,
+            Some(g) => {
+                if let Some((_, w)) = g.first
+                    && rec.holder != NONE
+                    && g.holder != rec.holder
+                {
+                    if g.holder == MIXED {
+                        return None;
+                    }
+                    plan.mismatch = Some(w);
+                }
+                false
+            }
+        };
+        plan.ungranted = ungranted && required && !st.grants_unknown(rec.inc, rec.epoch);
+        // Older than the horizon plus the skew, and found nothing against: judged against
+        // the mark, as the full decision judges it.
+        plan.late = rec.ts < horizon.saturating_add(skew)
+            && st.evidence().is_some()
+            && plan.stale.is_none()
+            && plan.stale_incarnation.is_none()
+            && plan.mismatch.is_none()
+            && st.judge(rec.inc, rec.epoch, rec.ts, skew, horizon) == Judgement::Late;
+        // A counterexample recorded now (a mismatch waits while the watermark has not passed
+        // it) has the events before it by time as its context.
+        let records = plan.stale.is_some()
+            || plan.stale_incarnation.is_some()
+            || (plan.mismatch.is_some() && rec.ts < wm);
+        if records && !(self.sorted && st.events().last().is_none_or(|l| l.ts <= rec.ts)) {
+            return None;
+        }
+        calm &= plan.ambiguous.is_empty()
+            && !plan.ambiguous_self
+            && plan.stale.is_none()
+            && plan.stale_incarnation.is_none()
+            && plan.mismatch.is_none();
+        plan.calm = calm;
+        Some(plan)
+    }
+
+    /// The plan for grant `rec`, or `None` for the full decision.
+    fn grant(&self, st: &ScopeState, rec: &Rec, skew: i64) -> Option<Plan> {
+        let key = (rec.inc, rec.epoch);
+        if rec.ts < self.max_ts
+            || rec.ts < self.grant_max_ts
+            || rec
+                .order()
+                .is_some_and(|o| self.max_order.is_some_and(|m| o <= m))
+        {
+            return None;
+        }
+        // Commits of its epoch are kept: their grant checks may change.
+        let commits_of = self.kept_top.is_some_and(|t| key <= t);
+        match self.gtop {
+            Some(t) if key < t => return None,
+            Some(t) if key == t => {
+                let g = self.granted(key)?;
+                if !rec.has(HAS_ORDER) && !self.gtop_unordered && self.max_order.is_some() {
+                    return None;
+                }
+                if rec.holder != NONE && g.holder != rec.holder && (g.holder != NONE || commits_of)
+                {
+                    return None;
+                }
+            }
+            _ => {
+                // A new granted epoch: no other grant within the skew before it (they would
+                // be ambiguous), no commit of it kept (they would be granted now).
+                if self.grant_max_ts.saturating_add(skew) >= rec.ts || commits_of {
+                    return None;
+                }
+            }
+        }
+        Some(Plan::quiet(st))
+    }
+}
+
+fn merge_holder(have: u32, h: u32) -> u32 {
+    match (have, h) {
+        (NONE, h) => h,
+        (have, NONE) => have,
+        (a, b) if a == b => a,
+        _ => MIXED,
+    }
+}
+
+/// What the fast path does for one event: the flags the full decision would set, the
+/// counterexamples it would find (of the event), and whether the scope stays calm. Nothing
+/// else changes.
+#[derive(Debug)]
+pub(super) struct Plan {
+    /// Kept commits that become `ambiguous_order`, ascending.
+    ambiguous: Vec<usize>,
+    /// The event is `ambiguous_order`.
+    ambiguous_self: bool,
+    /// The event is `ungranted_epoch`.
+    ungranted: bool,
+    /// The event is `late_evidence`.
+    late: bool,
+    /// The event is stale against this commit (a sweep index)...
+    stale: Option<u32>,
+    /// ... a holder mismatch against this grant ...
+    mismatch: Option<u32>,
+    /// ... and stale against this commit of a higher incarnation.
+    stale_incarnation: Option<u32>,
+    calm: bool,
+}
+
+impl Plan {
+    fn quiet(st: &ScopeState) -> Plan {
+        Plan {
+            ambiguous: Vec::new(),
+            ambiguous_self: false,
+            ungranted: false,
+            late: false,
+            stale: None,
+            mismatch: None,
+            stale_incarnation: None,
+            calm: st.clean().calm,
+        }
+    }
+}
+
+/// The plan for `rec` (a commit/fence with an epoch, or a grant) about to be kept in `st`,
+/// when the fast path can make it; `None` for the full decision. `due`: a holder mismatch of
+/// the property waits with a commit older than the watermark `wm` (this event moved it).
+pub(super) fn plan(
+    st: &ScopeState,
+    rec: &Rec,
+    skew: i64,
+    horizon: i64,
+    required: bool,
+    (wm, due): (i64, bool),
+) -> Option<Plan> {
+    // A grant older than the horizon plus the skew may be earliest among the folded ones.
+    if !st.clean().clean || (rec.class() == 1 && rec.ts < horizon.saturating_add(skew)) {
+        return None;
+    }
+    // A mismatch of the scope that this event made due: the full decision records it now,
+    // before the watermark settles the others.
+    match st.fast() {
+        Some(f) if f.pending_min < wm => return None,
+        None if due => return None,
+        _ => {}
+    }
+    match (rec.class(), st.fast()) {
+        (0, Some(f)) => f.commit(st, rec, skew, required, (horizon, wm)),
+        (1, Some(f)) => f.grant(st, rec, skew),
+        (0, None) if rec.ts >= horizon.saturating_add(skew) => {
+            quiet(st, rec, skew, required).then(|| Plan::quiet(st))
+        }
+        _ => None,
+    }
+}
+
+/// Whether commit `rec` changes no finding, from the summary alone (a scope without a
+/// [`Fast`]): no kept grant nor `order`, `rec` unordered, at the highest (incarnation, epoch)
+/// — the one of its kept commits and the mark — and no earlier than those commits, with their
+/// holder or none; or above it and later than them by more than the skew. Its grant checks
+/// are settled by the folded grants.
+fn quiet(st: &ScopeState, rec: &Rec, skew: i64, required: bool) -> bool {
+    if rec.has(HAS_ORDER) {
+        return false;
+    }
+    let key = (rec.inc, rec.epoch);
+    let mark = st.evidence().map(|m| (m.incarnation, m.epoch));
+    let (kept, holder, max_ts) = match st.summary() {
+        None => (None, NONE, i64::MIN),
+        Some(s) if s.grants || s.ordered => return false,
+        Some(s) => (s.top, s.top_holder, s.max_ts),
+    };
+    let settled = match kept.max(mark) {
+        Some(t) if t > key => false,
+        Some(t) if t == key => {
+            rec.ts >= max_ts
+                && (kept != Some(key)
+                    || rec.holder == NONE
+                    || holder == NONE
+                    || holder == rec.holder)
+        }
+        _ => max_ts.saturating_add(skew) < rec.ts,
+    };
+    settled && grant_settled(st.folded_grants(), rec, required)
+}
+
+/// Whether the folded grants settle the grant checks of `rec` (no grant is kept): no holder
+/// mismatch and, when grants are required, granted.
+fn grant_settled(folded: &[Rec], rec: &Rec, required: bool) -> bool {
+    let mut granted = false;
+    let mut holders = false;
+    let mut matched = false;
+    for g in folded
+        .iter()
+        .filter(|g| (g.inc, g.epoch) == (rec.inc, rec.epoch))
+    {
+        granted = true;
+        holders |= g.holder != NONE;
+        matched |= g.holder != NONE && g.holder == rec.holder;
+    }
+    let no_mismatch = rec.holder == NONE || !holders || matched;
+    no_mismatch && (granted || !required)
+}
+
+/// What a full decision found that the fast path needs.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Decided {
+    /// Nothing about the kept events: no counterexample, no ambiguous order.
+    pub(super) calm: bool,
+    /// The earliest holder mismatch it left waiting (`i64::MAX`: none).
+    pub(super) pending_min: i64,
+    /// The latest stale event of what it found (`i64::MIN`: none).
+    pub(super) cx_max: i64,
+}
+
+/// After a full decision of `st`: clean, with a [`Fast`] when hot.
+pub(super) fn decided(st: &mut ScopeState, d: Decided) {
+    st.set_clean(Clean {
+        clean: true,
+        calm: d.calm,
+    });
+    let fast = (st.events().len() >= HOT_EVENTS).then(|| Box::new(Fast::build(st, &d)));
+    st.set_fast(fast);
+}
+
+/// After `st` folded what fell behind the horizon (`was`: clean and calm before): still clean
+/// if it was calm and every kept commit is at or above the new mark (the module doc), its
+/// [`Fast`] rebuilt; else dirty.
+pub(super) fn folded(st: &mut ScopeState, was: Clean) {
+    if st.events().is_empty() {
+        return;
+    }
+    let mark = st.tracker.high_water().map(|m| (m.incarnation, m.epoch));
+    let stays = was.clean
+        && was.calm
+        && st
+            .events()
+            .iter()
+            .filter(|e| e.class() == 0 && !e.has(ASIDE))
+            .all(|e| mark.is_none_or(|m| (e.inc, e.epoch) >= m));
+    if !stays {
+        st.set_clean(Clean::default());
+        st.set_fast(None);
+        return;
+    }
+    st.set_clean(was);
+    let fast = (st.events().len() >= HOT_EVENTS && st.fast().is_some()).then(|| {
+        let d = Decided {
+            calm: true,
+            pending_min: i64::MAX,
+            cx_max: i64::MIN,
+        };
+        Box::new(Fast::build(st, &d))
+    });
+    st.set_fast(fast);
+}
+
+impl Live {
+    /// Applies the fast path's `plan` for event `new` of `scope` (property `p`), just kept,
+    /// as the full decision would, in its order: the holder mismatch waiting, the flags (by
+    /// index), the counterexamples found (stale, holder mismatch, stale incarnation).
+    pub(super) fn apply_plan(&mut self, p: usize, scope: &str, new: usize, plan: Plan, wm: i64) {
+        let st = self.state.props[p]
+            .scopes
+            .get_mut(scope)
+            .expect("scope exists");
+        st.set_clean(Clean {
+            clean: true,
+            calm: plan.calm,
+        });
+        if plan.ambiguous.is_empty()
+            && !plan.ambiguous_self
+            && !plan.ungranted
+            && !plan.late
+            && plan.stale.is_none()
+            && plan.mismatch.is_none()
+            && plan.stale_incarnation.is_none()
+        {
+            return;
+        }
+        let rec = st.events()[new];
+        let record = plan.mismatch.filter(|_| rec.ts < wm);
+        if let Some(f) = st.fast_mut()
+            && (plan.stale.is_some() || plan.mismatch.is_some() || plan.stale_incarnation.is_some())
+        {
+            f.cx_max = f.cx_max.max(rec.ts);
+        }
+        if plan.mismatch.is_some() && record.is_none() {
+            if let Some(f) = st.fast_mut() {
+                f.pending_min = f.pending_min.min(rec.ts);
+            }
+            self.state.props[p]
+                .pending
+                .insert((rec.ts, scope.to_string()));
+        }
+        let st = self.state.props[p]
+            .scopes
+            .get_mut(scope)
+            .expect("scope exists");
+        let mut changes = Vec::with_capacity(plan.ambiguous.len() + 2);
+        for &i in &plan.ambiguous {
+            st.toggle_flag(i, AMBIGUOUS);
+            changes.push((st.events()[i], Reason::AmbiguousOrder));
+        }
+        for (on, flag, reason) in [
+            (plan.ambiguous_self, AMBIGUOUS, Reason::AmbiguousOrder),
+            (plan.ungranted, UNGRANTED, Reason::UngrantedEpoch),
+        ] {
+            if on {
+                st.toggle_flag(new, flag);
+                changes.push((st.events()[new], reason));
+            }
+        }
+        for (e, reason) in changes {
+            self.raise(p, &e, reason, |_| {
+                rules::sweep_detail(reason, e.epoch, scope)
+            });
+        }
+        if plan.late {
+            let e = self.state.props[p].scopes[scope].events()[new];
+            self.raise_late(p, scope, &e);
+        }
+        let found = [
+            (CounterexampleKind::StaleCommit, plan.stale),
+            (CounterexampleKind::HolderMismatch, record),
+            (CounterexampleKind::StaleIncarnation, plan.stale_incarnation),
+        ];
+        if found.iter().all(|(_, w)| w.is_none()) {
+            return;
+        }
+        let st = &self.state.props[p].scopes[scope];
+        let mark = st.evidence();
+        // In time order: the applied events before it by time are the last ones kept.
+        let mut context: Vec<Rec> = (st.events()[..=new].iter().rev())
+            .filter(|e| !e.has(ASIDE))
+            .take(rules::CONTEXT_EVENTS)
+            .copied()
+            .collect();
+        context.reverse();
+        for (kind, w) in found {
+            if let Some(w) = w {
+                let cx = self.new_cx(p, scope, kind, (new as u32, w, mark), context.clone());
+                self.record_cx(p, cx);
+            }
+        }
+    }
+}
