@@ -53,19 +53,9 @@ fn history(
     let mut t = 0i64;
     let mut evs: Vec<E> = Vec::new();
     let ev = |kind, ts, scope: usize, epoch, holder, inc| E {
-        kind,
-        ts,
-        scope: Some(names[scope]),
-        epoch: Some(epoch),
-        route: Some("r1"),
-        rejected: false,
         holder,
         inc,
-        order: None,
-        emitter: None,
-        skip_seq: false,
-        property: None,
-        resend_of: None,
+        ..E::new(kind, ts, names[scope], epoch)
     };
     // A lease on each scope to begin with, and a route r2 observed once.
     evs.push(ev(Kind::Grant, 0, 0, 1, Some("a"), 0));
@@ -342,26 +332,9 @@ proptest! {
 #[test]
 fn a_hot_scope_takes_the_fast_path() {
     let c = contract_with(true, 10, "500ns", "100000000ns");
-    let commit = |ts, epoch, holder| {
-        let mut e = common::E {
-            kind: Kind::Commit,
-            ts,
-            scope: Some("hot"),
-            epoch: Some(epoch),
-            route: Some("r1"),
-            rejected: false,
-            holder,
-            inc: 0,
-            order: None,
-            emitter: None,
-            skip_seq: false,
-            property: None,
-            resend_of: None,
-        };
-        if holder.is_none() {
-            e.route = Some("r1");
-        }
-        e
+    let commit = |ts, epoch, holder| E {
+        holder,
+        ..E::new(Kind::Commit, ts, "hot", epoch)
     };
     // Leases of 2,000 events 1 ns apart, each granted, the next holder's first commits within
     // the skew of the last ones (ambiguous order); 500 ns of lateness fold the scope as it
@@ -414,19 +387,8 @@ fn a_hot_scope_takes_the_fast_path() {
 fn folding_below_a_kept_commit_takes_the_full_decision() {
     let c = contract_with(true, 0, "10ns", "100000ns");
     let mk = |kind, ts, epoch, order| E {
-        kind,
-        ts,
-        scope: Some("s"),
-        epoch: Some(epoch),
-        route: Some("r1"),
-        rejected: false,
-        holder: None,
-        inc: 0,
         order,
-        emitter: None,
-        skip_seq: false,
-        property: None,
-        resend_of: None,
+        ..E::new(kind, ts, "s", epoch)
     };
     let mut evs = vec![
         mk(Kind::Grant, 0, 0, None),
@@ -438,14 +400,7 @@ fn folding_below_a_kept_commit_takes_the_full_decision() {
     }
     evs.push(mk(Kind::Commit, 200, 2, Some(40)));
     evs.push(mk(Kind::Commit, 210, 2, Some(41)));
-    let seqs = seqs(&evs);
-    let mut fast = new_live(&c, Some(120), false);
-    let mut full = new_live(&c, Some(120), true);
-    for (i, e) in evs.iter().enumerate() {
-        fast.push(&event(e, seqs[i]), 0, i as u64, 1_000_000);
-        full.push(&event(e, seqs[i]), 0, i as u64, 1_000_000);
-        assert!(fast.state() == full.state(), "event {i}");
-    }
+    let fast = both_with(&c, &evs, Some(120));
     let scope = fast.scope(0, "s").unwrap();
     assert_eq!(scope.high_water.as_ref().map(|h| h.epoch), Some(2));
     assert!(scope.events.iter().any(|e| e.epoch == Some(1)), "{scope:?}");
@@ -459,19 +414,9 @@ fn folding_below_a_kept_commit_takes_the_full_decision() {
 fn commits_below_a_tainted_mark_are_not_ungranted() {
     let c = contract_with(true, 0, "10ns", "100000ns");
     let mk = |kind, ts, epoch: Option<u64>, emitter| E {
-        kind,
-        ts,
-        scope: Some("s"),
         epoch,
-        route: Some("r1"),
-        rejected: false,
-        holder: None,
-        inc: 0,
-        order: None,
         emitter,
-        skip_seq: false,
-        property: None,
-        resend_of: None,
+        ..E::new(kind, ts, "s", 0)
     };
     let mut evs = vec![
         mk(Kind::Grant, 0, Some(0), None),
@@ -490,14 +435,7 @@ fn commits_below_a_tainted_mark_are_not_ungranted() {
     for i in 0..30 {
         evs.push(mk(Kind::Commit, 1_001 + i, Some(1), None));
     }
-    let seqs = seqs(&evs);
-    let mut fast = new_live(&c, Some(0), false);
-    let mut full = new_live(&c, Some(0), true);
-    for (i, e) in evs.iter().enumerate() {
-        fast.push(&event(e, seqs[i]), 0, i as u64, 1_000_000);
-        full.push(&event(e, seqs[i]), 0, i as u64, 1_000_000);
-        assert!(fast.state() == full.state(), "event {i}");
-    }
+    let fast = both_with(&c, &evs, Some(0));
     let counts = fast.view().unknown_counts(0);
     assert!(
         counts.contains_key(&fencewatch_assess::Reason::ConflictingDuplicate),
@@ -537,20 +475,21 @@ fn both_with(c: &fencewatch_assess::Contract, evs: &[E], retention: Option<i64>)
 
 fn commit(ts: i64, inc: u64, epoch: u64, order: Option<u64>) -> E {
     E {
-        kind: Kind::Commit,
-        ts,
-        scope: Some("s"),
-        epoch: Some(epoch),
-        route: Some("r1"),
-        rejected: false,
         holder: Some("a"),
         inc,
         order,
-        emitter: None,
-        skip_seq: false,
-        property: None,
-        resend_of: None,
+        ..E::new(Kind::Commit, ts, "s", epoch)
     }
+}
+
+/// A grant of epoch 1 and commits of it at 1..n: a grant kept, the scope takes the full
+/// decision until it is hot.
+fn granted_run(n: i64) -> Vec<E> {
+    let mut grant = commit(0, 0, 1, None);
+    grant.kind = Kind::Grant;
+    let mut evs = vec![grant];
+    evs.extend((1..n).map(|t| commit(t, 0, 1, None)));
+    evs
 }
 
 /// The old incarnation's writer goes on after the new one began: ambiguous within the skew,
@@ -558,11 +497,7 @@ fn commit(ts: i64, inc: u64, epoch: u64, order: Option<u64>) -> E {
 #[test]
 fn an_old_incarnation_in_a_hot_scope() {
     let c = contract_with(false, 5, "1000ns", "100000ns");
-    // A grant kept: the scope takes the full decision until it is hot.
-    let mut grant = commit(0, 0, 1, None);
-    grant.kind = Kind::Grant;
-    let mut evs = vec![grant];
-    evs.extend((1..20).map(|t| commit(t, 0, 1, None)));
+    let mut evs = granted_run(20);
     evs.push(commit(30, 1, 1, None));
     evs.push(commit(32, 0, 1, None));
     evs.push(commit(33, 1, 1, None));
@@ -643,10 +578,7 @@ fn late_events_in_a_hot_scope() {
 #[test]
 fn out_of_order_at_the_highest_epoch() {
     let c = contract_with(false, 5, "1000ns", "100000ns");
-    let mut grant = commit(0, 0, 1, None);
-    grant.kind = Kind::Grant;
-    let mut evs = vec![grant];
-    evs.extend((1..18).map(|t| commit(t, 0, 1, None)));
+    let mut evs = granted_run(18);
     evs.push(commit(30, 0, 2, None));
     evs.push(commit(40, 0, 2, None));
     evs.push(commit(35, 0, 2, None));

@@ -161,19 +161,8 @@ fn arb_leases() -> impl Strategy<Value = Vec<E>> {
         let mut t = 0;
         let mut evs = Vec::new();
         let ev = |kind, ts, scope, epoch, holder| E {
-            kind,
-            ts,
-            scope: Some(scope),
-            epoch: Some(epoch),
-            route: Some("r1"),
-            rejected: false,
             holder,
-            inc: 0,
-            order: None,
-            emitter: None,
-            skip_seq: false,
-            property: None,
-            resend_of: None,
+            ..E::new(kind, ts, scope, epoch)
         };
         let mut beat = ev(Kind::Heartbeat, 0, "s1", 0, None);
         (beat.scope, beat.epoch, beat.route) = (None, None, Some("r2"));

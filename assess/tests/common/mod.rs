@@ -53,6 +53,28 @@ pub(crate) struct E {
     pub(crate) resend_of: Option<usize>,
 }
 
+impl E {
+    /// A committed event of `kind` at `ts` in `scope` with `epoch`, on route `r1`: no holder,
+    /// incarnation 0, no order, emitter or property.
+    pub(crate) fn new(kind: Kind, ts: i64, scope: &'static str, epoch: u64) -> E {
+        E {
+            kind,
+            ts,
+            scope: Some(scope),
+            epoch: Some(epoch),
+            route: Some("r1"),
+            rejected: false,
+            holder: None,
+            inc: 0,
+            order: None,
+            emitter: None,
+            skip_seq: false,
+            property: None,
+            resend_of: None,
+        }
+    }
+}
+
 /// One random event.
 pub(crate) fn arb_event() -> impl Strategy<Value = E> {
     (
