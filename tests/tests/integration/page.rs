@@ -21,23 +21,35 @@ pub(crate) fn chromium() -> String {
 }
 
 /// The page at `addr` as headless Chromium renders it (8 s of virtual time), in `profile`.
+/// Virtual time does not wait for a slow server: on a loaded machine the page's script may
+/// not have rendered a property yet, so the page is loaded again (at most four times) until it
+/// has. What the page shows is the caller's to assert.
 pub(crate) fn dump_dom(
     browser: &str,
     profile: &std::path::Path,
     addr: std::net::SocketAddr,
 ) -> std::process::Output {
-    Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--virtual-time-budget=8000",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("http://{addr}/"))
-        .output()
-        .unwrap()
+    let mut attempt = 0;
+    loop {
+        let out = Command::new(browser)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--virtual-time-budget=8000",
+                "--dump-dom",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg(format!("http://{addr}/"))
+            .output()
+            .unwrap();
+        attempt += 1;
+        let rendered = String::from_utf8_lossy(&out.stdout).contains("data-property=");
+        if rendered || attempt == 4 || !out.status.success() {
+            return out;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
 }
 
 #[test]
