@@ -1,0 +1,266 @@
+//! The fast path's plans: what one event changes when [`Fast`](super::Fast) or the scope's
+//! summary settles it ([`plan`]), how a plan is applied ([`Live::apply_plan`]), and how a
+//! scope's cleanliness follows a full decision ([`decided`]) and a fold ([`folded`]).
+
+use super::*;
+
+/// What the fast path does for one event: the flags the full decision would set, the
+/// counterexamples it would find (of the event), and whether the scope stays calm. Nothing
+/// else changes.
+#[derive(Debug)]
+pub(in crate::live) struct Plan {
+    /// Kept commits that become `ambiguous_order`, ascending.
+    pub(in crate::live) ambiguous: Vec<usize>,
+    /// The event is `ambiguous_order`.
+    pub(in crate::live) ambiguous_self: bool,
+    /// The event is `ungranted_epoch`.
+    pub(in crate::live) ungranted: bool,
+    /// The event is `late_evidence`.
+    pub(in crate::live) late: bool,
+    /// The event is stale against this commit (a sweep index)...
+    pub(in crate::live) stale: Option<u32>,
+    /// ... a holder mismatch against this grant ...
+    pub(in crate::live) mismatch: Option<u32>,
+    /// ... and stale against this commit of a higher incarnation.
+    pub(in crate::live) stale_incarnation: Option<u32>,
+    pub(in crate::live) calm: bool,
+}
+
+impl Plan {
+    pub(in crate::live) fn quiet(st: &ScopeState) -> Plan {
+        Plan {
+            ambiguous: Vec::new(),
+            ambiguous_self: false,
+            ungranted: false,
+            late: false,
+            stale: None,
+            mismatch: None,
+            stale_incarnation: None,
+            calm: st.clean().calm,
+        }
+    }
+}
+
+/// The plan for `rec` (a commit/fence with an epoch, or a grant) about to be kept in `st`,
+/// when the fast path can make it; `None` for the full decision. `due`: a holder mismatch of
+/// the property waits with a commit older than the watermark `wm` (this event moved it).
+pub(in crate::live) fn plan(
+    st: &ScopeState,
+    rec: &Rec,
+    skew: i64,
+    horizon: i64,
+    required: bool,
+    (wm, due): (i64, bool),
+) -> Option<Plan> {
+    // A grant older than the horizon plus the skew may be earliest among the folded ones.
+    if !st.clean().clean || (rec.class() == 1 && rec.ts < horizon.saturating_add(skew)) {
+        return None;
+    }
+    // A mismatch of the scope that this event made due: the full decision records it now,
+    // before the watermark settles the others.
+    match st.fast() {
+        Some(f) if f.pending_min < wm => return None,
+        None if due => return None,
+        _ => {}
+    }
+    match (rec.class(), st.fast()) {
+        (0, Some(f)) => f.commit(st, rec, skew, required, (horizon, wm)),
+        (1, Some(f)) => f.grant(st, rec, skew),
+        (0, None) if rec.ts >= horizon.saturating_add(skew) => {
+            quiet(st, rec, skew, required).then(|| Plan::quiet(st))
+        }
+        _ => None,
+    }
+}
+
+/// Whether commit `rec` changes no finding, from the summary alone (a scope without a
+/// [`Fast`]): no kept grant nor `order`, `rec` unordered, at the highest (incarnation, epoch)
+/// — the one of its kept commits and the mark — and no earlier than those commits, with their
+/// holder or none; or above it and later than them by more than the skew. Its grant checks
+/// are settled by the folded grants.
+fn quiet(st: &ScopeState, rec: &Rec, skew: i64, required: bool) -> bool {
+    if rec.has(HAS_ORDER) {
+        return false;
+    }
+    let key = (rec.inc, rec.epoch);
+    let mark = st.evidence().map(|m| (m.incarnation, m.epoch));
+    let (kept, holder, max_ts) = match st.summary() {
+        None => (None, NONE, i64::MIN),
+        Some(s) if s.grants || s.ordered => return false,
+        Some(s) => (s.top, s.top_holder, s.max_ts),
+    };
+    let settled = match kept.max(mark) {
+        Some(t) if t > key => false,
+        Some(t) if t == key => {
+            rec.ts >= max_ts
+                && (kept != Some(key)
+                    || rec.holder == NONE
+                    || holder == NONE
+                    || holder == rec.holder)
+        }
+        _ => max_ts.saturating_add(skew) < rec.ts,
+    };
+    settled && grant_settled(st.folded_grants(), rec, required)
+}
+
+/// Whether the folded grants settle the grant checks of `rec` (no grant is kept): no holder
+/// mismatch and, when grants are required, granted.
+fn grant_settled(folded: &[Rec], rec: &Rec, required: bool) -> bool {
+    let mut granted = false;
+    let mut holders = false;
+    let mut matched = false;
+    for g in folded
+        .iter()
+        .filter(|g| (g.inc, g.epoch) == (rec.inc, rec.epoch))
+    {
+        granted = true;
+        holders |= g.holder != NONE;
+        matched |= g.holder != NONE && g.holder == rec.holder;
+    }
+    let no_mismatch = rec.holder == NONE || !holders || matched;
+    no_mismatch && (granted || !required)
+}
+
+/// What a full decision found that the fast path needs.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::live) struct Decided {
+    /// Nothing about the kept events: no counterexample, no ambiguous order.
+    pub(in crate::live) calm: bool,
+    /// The earliest holder mismatch it left waiting (`i64::MAX`: none).
+    pub(in crate::live) pending_min: i64,
+    /// The latest stale event of what it found (`i64::MIN`: none).
+    pub(in crate::live) cx_max: i64,
+}
+
+/// After a full decision of `st`: clean, with a [`Fast`] when hot.
+pub(in crate::live) fn decided(st: &mut ScopeState, d: Decided) {
+    st.set_clean(Clean {
+        clean: true,
+        calm: d.calm,
+    });
+    let fast = (st.events().len() >= HOT_EVENTS).then(|| Box::new(Fast::build(st, &d)));
+    st.set_fast(fast);
+}
+
+/// After `st` folded what fell behind the horizon (`was`: clean and calm before): still clean
+/// if it was calm and every kept commit is at or above the new mark (the module doc), its
+/// [`Fast`] rebuilt; else dirty.
+pub(in crate::live) fn folded(st: &mut ScopeState, was: Clean) {
+    if st.events().is_empty() {
+        return;
+    }
+    let mark = st.tracker.high_water().map(|m| (m.incarnation, m.epoch));
+    let stays = was.clean
+        && was.calm
+        && st
+            .events()
+            .iter()
+            .filter(|e| e.class() == 0 && !e.has(ASIDE))
+            .all(|e| mark.is_none_or(|m| (e.inc, e.epoch) >= m));
+    if !stays {
+        st.set_clean(Clean::default());
+        st.set_fast(None);
+        return;
+    }
+    st.set_clean(was);
+    let fast = (st.events().len() >= HOT_EVENTS && st.fast().is_some()).then(|| {
+        let d = Decided {
+            calm: true,
+            pending_min: i64::MAX,
+            cx_max: i64::MIN,
+        };
+        Box::new(Fast::build(st, &d))
+    });
+    st.set_fast(fast);
+}
+
+impl Live {
+    /// Applies the fast path's `plan` for event `new` of `scope` (property `p`), just kept,
+    /// as the full decision would, in its order: the holder mismatch waiting, the flags (by
+    /// index), the counterexamples found (stale, holder mismatch, stale incarnation).
+    pub(in crate::live) fn apply_plan(&mut self, p: usize, scope: &str, new: usize, plan: Plan, wm: i64) {
+        let st = self.state.props[p]
+            .scopes
+            .get_mut(scope)
+            .expect("scope exists");
+        st.set_clean(Clean {
+            clean: true,
+            calm: plan.calm,
+        });
+        if plan.ambiguous.is_empty()
+            && !plan.ambiguous_self
+            && !plan.ungranted
+            && !plan.late
+            && plan.stale.is_none()
+            && plan.mismatch.is_none()
+            && plan.stale_incarnation.is_none()
+        {
+            return;
+        }
+        let rec = st.events()[new];
+        let record = plan.mismatch.filter(|_| rec.ts < wm);
+        if let Some(f) = st.fast_mut()
+            && (plan.stale.is_some() || plan.mismatch.is_some() || plan.stale_incarnation.is_some())
+        {
+            f.cx_max = f.cx_max.max(rec.ts);
+        }
+        if plan.mismatch.is_some() && record.is_none() {
+            if let Some(f) = st.fast_mut() {
+                f.pending_min = f.pending_min.min(rec.ts);
+            }
+            self.state.props[p]
+                .pending
+                .insert((rec.ts, scope.to_string()));
+        }
+        let st = self.state.props[p]
+            .scopes
+            .get_mut(scope)
+            .expect("scope exists");
+        let mut changes = Vec::with_capacity(plan.ambiguous.len() + 2);
+        for &i in &plan.ambiguous {
+            st.toggle_flag(i, AMBIGUOUS);
+            changes.push((st.events()[i], Reason::AmbiguousOrder));
+        }
+        for (on, flag, reason) in [
+            (plan.ambiguous_self, AMBIGUOUS, Reason::AmbiguousOrder),
+            (plan.ungranted, UNGRANTED, Reason::UngrantedEpoch),
+        ] {
+            if on {
+                st.toggle_flag(new, flag);
+                changes.push((st.events()[new], reason));
+            }
+        }
+        for (e, reason) in changes {
+            self.raise(p, &e, reason, |_| {
+                rules::sweep_detail(reason, e.epoch, scope)
+            });
+        }
+        if plan.late {
+            let e = self.state.props[p].scopes[scope].events()[new];
+            self.raise_late(p, scope, &e);
+        }
+        let found = [
+            (CounterexampleKind::StaleCommit, plan.stale),
+            (CounterexampleKind::HolderMismatch, record),
+            (CounterexampleKind::StaleIncarnation, plan.stale_incarnation),
+        ];
+        if found.iter().all(|(_, w)| w.is_none()) {
+            return;
+        }
+        let st = &self.state.props[p].scopes[scope];
+        let mark = st.evidence();
+        // In time order: the applied events before it by time are the last ones kept.
+        let mut context: Vec<Rec> = (st.events()[..=new].iter().rev())
+            .filter(|e| !e.has(ASIDE))
+            .take(rules::CONTEXT_EVENTS)
+            .copied()
+            .collect();
+        context.reverse();
+        for (kind, w) in found {
+            if let Some(w) = w {
+                let cx = self.new_cx(p, scope, kind, (new as u32, w, mark), context.clone());
+                self.record_cx(p, cx);
+            }
+        }
+    }
+}
