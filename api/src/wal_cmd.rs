@@ -153,7 +153,14 @@ fn restored(cks: &[CheckpointInfo]) -> Result<Option<u64>, NoneValid> {
 fn refusals(ins: &Inspection, restored: &Result<Option<u64>, NoneValid>) -> Vec<String> {
     let mut out = Vec::new();
     match restored {
-        Err(e) => out.push(e.to_string()),
+        // As `serve` does (`WhenNoneUsable::Rebuild`): with the whole log still there, the
+        // unusable checkpoints (damaged, or of another state layout after an upgrade) are
+        // passed over and the state is rebuilt from offset 0.
+        Err(_) if ins.first_offset() == 0 => {}
+        Err(e) => out.push(format!(
+            "{e} and the log starts at offset {}, not 0: the state cannot be rebuilt from it",
+            ins.first_offset()
+        )),
         Ok(c) => {
             let (first, end) = (ins.first_offset(), ins.valid_end());
             if let Some(c) = c
@@ -305,6 +312,8 @@ fn run_inspect(c: &Common) -> Result<i32, Error> {
     }
     if cks.is_empty() {
         line("  none: serve replays the log from offset 0".into());
+    } else if restored.is_err() && ins.first_offset() == 0 {
+        line("  none usable: serve passes over them and rebuilds the state from the whole log".into());
     }
     for (name, kc) in &kafka {
         let newest = kc.iter().find(|c| c.problem.is_none()).map(|c| c.offset);

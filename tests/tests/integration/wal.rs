@@ -384,3 +384,37 @@ fn wal_failed_checkpoint_says_why() {
         "the exit line must give the cause: {last}"
     );
 }
+
+/// Checkpoints none of which is usable (here: every one damaged; after an upgrade: every one of
+/// another state layout) while the log still starts at offset 0: `serve` passes over them and
+/// rebuilds the state from the whole log, and `wal inspect` says so rather than "refuses".
+#[test]
+fn wal_inspect_agrees_that_unusable_checkpoints_are_rebuilt_from_a_whole_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), ORDERS_CONTRACT, &[]);
+    assert_eq!(post(&svc, 3, 100), 300);
+    let parts = (svc.contract.clone(), svc.data_dir.clone(), Vec::new());
+    let (status, log) = svc.terminate();
+    assert!(status.success(), "{log}");
+    let cks: Vec<PathBuf> = std::fs::read_dir(parts.1.join("partitions/0/checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
+    assert!(!cks.is_empty(), "SIGTERM wrote no checkpoint");
+    for ck in &cks {
+        let mut b = std::fs::read(ck).unwrap();
+        let mid = b.len() / 2;
+        b[mid] ^= 0xff;
+        std::fs::write(ck, b).unwrap();
+    }
+    let (code, out) = wal_cmd(&["inspect"], &parts.1);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("none usable: serve passes over them"), "{out}");
+    assert!(!out.contains("refuses"), "{out}");
+    let svc = TestService::restart(parts);
+    assert_eq!(metric(&svc, "fencewatch_wal_next_offset"), 300);
+    // The state rebuilt from the log holds every scope posted.
+    assert_eq!(metric(&svc, "fencewatch_active_scopes"), 300, "{}", svc.stderr());
+    assert!(svc.stderr().contains("rebuilt from the whole write-ahead log"));
+}
