@@ -313,7 +313,10 @@ fn run_inspect(c: &Common) -> Result<i32, Error> {
     if cks.is_empty() {
         line("  none: serve replays the log from offset 0".into());
     } else if restored.is_err() && ins.first_offset() == 0 {
-        line("  none usable: serve passes over them and rebuilds the state from the whole log".into());
+        line(
+            "  none usable: serve passes over them and rebuilds the state from the whole log"
+                .into(),
+        );
     }
     for (name, kc) in &kafka {
         let newest = kc.iter().find(|c| c.problem.is_none()).map(|c| c.offset);

@@ -10,8 +10,9 @@
 //! too. A remote summary joins unless its partition is one of this instance's.
 
 use crate::partition::Partition;
-use fencewatch_assess::Contract;
+use crate::report::{Durability, Metrics};
 use fencewatch_assess::live::{ScopeView, SeqRuns, Summary, View};
+use fencewatch_assess::{Contract, EventTime};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -251,6 +252,74 @@ impl Registry {
         }
         for part in &streamed {
             write(part).live_mut().absorb_seq_runs(&seen);
+        }
+    }
+}
+
+impl Registry {
+    /// Sets every gauge of `metrics` derived from the partitions at wall time `now` (ns), the
+    /// local partition's `durability` and the ingest bytes in flight (before each scrape).
+    pub fn refresh_gauges(
+        &self,
+        metrics: &Metrics,
+        durability: &Durability,
+        pending_bytes: u64,
+        now: EventTime,
+    ) {
+        let registry = self;
+        let now = now.0;
+        let contract = registry.contract();
+        registry.query(|view| {
+            for (p, prop) in contract.properties.iter().enumerate() {
+                let a = view.assurance(p, now, prop.assurance_window.0, now);
+                metrics.set_assurance(&prop.name, a.verdict);
+                metrics.set_provisional(&prop.name, view.provisional_count(p));
+                let counts = view.unknown_counts(p);
+                for r in fencewatch_assess::Reason::ALL {
+                    let n = counts.get(&r).copied().unwrap_or(0) as i64;
+                    metrics.set_unknown(&prop.name, r, n);
+                }
+                let wm = view.watermark(p);
+                if wm != EventTime::MIN {
+                    metrics.set_watermark(&prop.name, wm, EventTime(now));
+                }
+                for r in view.coverage(p).routes {
+                    if let Some(t) = r.last_seen_ns {
+                        metrics.set_route_last_seen(&prop.name, &r.name, EventTime(t));
+                    }
+                }
+                for pv in view.premises(p, now) {
+                    let labels = crate::report::metrics::PremiseLabels {
+                        property: prop.name.clone(),
+                        premise: pv.premise.name,
+                        route: pv.premise.route.unwrap_or_default(),
+                    };
+                    metrics.set_premise(labels, pv.supported_until_ns);
+                }
+                metrics.set_attestations_ignored(&prop.name, view.attestations_ignored(p));
+            }
+        });
+        let (mut scopes, mut bytes) = (0, 0);
+        registry.for_each(|_, part| {
+            scopes += part.live().active_scopes();
+            bytes += part.live().state_bytes();
+        });
+        metrics.active_scopes.set(scopes as i64);
+        metrics.ingest_pending_bytes.set(pending_bytes as i64);
+        metrics.state_bytes.set(bytes as i64);
+        let d = durability;
+        metrics
+            .wal_bytes
+            .set(d.wal_bytes.load(Ordering::Acquire) as i64);
+        metrics
+            .wal_next_offset
+            .set(d.next_offset.load(Ordering::Acquire) as i64);
+        metrics
+            .checkpoint_offset
+            .set(d.checkpoint_offset.load(Ordering::Acquire) as i64);
+        let at = d.checkpoint_at.load(Ordering::Acquire);
+        if at > 0 {
+            metrics.checkpoint_age_seconds.set((now - at) as f64 / 1e9);
         }
     }
 }

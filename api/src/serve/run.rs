@@ -75,12 +75,7 @@ pub fn demo(
         wal.wait_ready();
         let stale_every = i64::try_from(stale_every.as_nanos()).unwrap_or(i64::MAX);
         let generator = live::demo(clock.now(), rate, stale_every, 0x5eed);
-        live::feed(
-            &wal,
-            &*clock,
-            generator,
-            std::time::Duration::from_millis(100),
-        );
+        wal.feed(&*clock, generator, std::time::Duration::from_millis(100));
     });
     run_checked(args, vec![feeder], &[], clock)
 }
@@ -276,7 +271,7 @@ async fn serve(
     let k = kafka.as_ref().map(|(k, _)| k.clone());
     base.refresh = Some(Refresh(Arc::new(move || {
         let d = w.durability();
-        fencewatch_ingest::report::refresh(&m, &r, d, w.budget().used(), c.now());
+        r.refresh_gauges(&m, d, w.budget().used(), c.now());
         if let Some(k) = &k {
             k.refresh_metrics(&m);
         }

@@ -198,7 +198,7 @@ pub struct Batch {
     pub(super) malformed: Vec<BatchMalformed>,
     pub(super) tally: Tally,
     /// The attestations among `recs`, by record index.
-    pub(super) attests: Vec<(u32, super::premises::AttestRec)>,
+    pub(super) attests: Vec<(u32, super::attest::AttestRec)>,
 }
 
 impl Batch {
@@ -237,7 +237,7 @@ impl Batch {
         ) {
             Ok(Some(rec)) => {
                 if rec.kind == Kind::Attestation {
-                    let a = super::premises::AttestRec::of(ev);
+                    let a = super::attest::AttestRec::of(ev);
                     self.attests.push((self.recs.len() as u32, a));
                 }
                 self.recs.push(rec);

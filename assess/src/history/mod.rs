@@ -15,6 +15,7 @@
 //! does not depend on the number of threads.
 
 mod acc;
+mod attest;
 mod conclude;
 mod input;
 mod premises;

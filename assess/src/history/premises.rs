@@ -5,52 +5,14 @@
 
 use super::acc::Acc;
 use super::state::History;
-use crate::event::{Event, Outcome};
 use crate::finding::Reason;
 use crate::premise::{self, Attestation, Last, Support};
 use crate::report::{Conformance, PremiseReport, Sample};
 use crate::rules::{HAS_EPOCH, HAS_ORDER, NONE, REJECTED, Rec, UNATTRIBUTED};
 
-/// What an attestation holds beyond a record (SPEC §10): its content for the Duplicates rule
-/// and what its support needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct AttestRec {
-    premise: Box<str>,
-    valid_for: Option<i64>,
-    attester: Option<Box<str>>,
-    evidence: Option<Box<str>>,
-    failed: bool,
-}
-
-impl AttestRec {
-    /// The attestation part of `ev`, an attestation.
-    pub(crate) fn of(ev: &Event<'_>) -> AttestRec {
-        AttestRec {
-            premise: ev.premise.unwrap_or_default().into(),
-            valid_for: ev.valid_for.map(|d| d.0),
-            attester: ev.attester.map(Into::into),
-            evidence: ev.evidence.map(Into::into),
-            failed: ev.outcome == Outcome::Failed,
-        }
-    }
-}
-
 /// An `order` as an `i64` of the same rank (u64 order preserved).
 fn rank(order: u64) -> i64 {
     (order as i64) ^ i64::MIN
-}
-
-fn find(attests: &[(u32, AttestRec)], idx: u32) -> Option<&AttestRec> {
-    attests
-        .binary_search_by_key(&idx, |(i, _)| *i)
-        .ok()
-        .map(|k| &attests[k].1)
-}
-
-/// Whether records `a` and `b` agree on the attestation fields (SPEC §10: part of the content
-/// under the Duplicates rule); two records that are no attestations do.
-pub(super) fn same_attestation(attests: &[(u32, AttestRec)], a: u32, b: u32) -> bool {
-    find(attests, a) == find(attests, b)
 }
 
 impl History {

@@ -85,7 +85,7 @@ impl History {
                         let r = &recs[i as usize];
                         r.same_content(&first)
                             && scopes.key(r) == scopes.key(&first)
-                            && super::premises::same_attestation(attests, idx[a], i)
+                            && super::attest::same_attestation(attests, idx[a], i)
                     }) {
                         for &i in &idx[a + 1..b] {
                             recs[i as usize].flags |= DUP;

@@ -37,7 +37,7 @@ pub struct History {
     pub(super) seqs: Vec<SeqTrack>,
     pub(super) threads: usize,
     /// The attestations among `recs`, by record index (SPEC §10).
-    pub(super) attests: Vec<(u32, super::premises::AttestRec)>,
+    pub(super) attests: Vec<(u32, super::attest::AttestRec)>,
     /// Report what a conformance run exercised ([`History::note_conformance`]).
     pub(super) conformance: bool,
 }
@@ -128,7 +128,7 @@ impl History {
         ) {
             Ok(Some(rec)) => {
                 if rec.kind == Kind::Attestation {
-                    let a = super::premises::AttestRec::of(ev);
+                    let a = super::attest::AttestRec::of(ev);
                     self.attests.push((self.recs.len() as u32, a));
                 }
                 SeqTrack::note(&mut self.seqs, &rec, self.recs.len() as u32);

@@ -317,7 +317,7 @@ impl Live {
         {
             // Not what a decision found: the fast path waits for the next full one (a folded
             // grant is never set aside, so that one may find it again).
-            st.set_clean(super::fast::Clean::default());
+            st.set_clean(super::scopes::fast::Clean::default());
         }
         for key in keys {
             let prop = &mut self.state.props[p];

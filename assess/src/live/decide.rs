@@ -6,8 +6,9 @@
 //! counterexamples (the `cxs` module).
 
 use super::dups::Attributed;
-use super::fast;
-use super::state::{Cx, FOLDED_IDX, Live, MARK_IDX};
+use super::scopes::fast::{self, Clean, Plan};
+use super::scopes::{FOLDED_IDX, MARK_IDX};
+use super::state::{Cx, Live};
 use crate::contract::Grants;
 use crate::finding::{CounterexampleKind, Reason, counterexample_id};
 use crate::rules::{self, AMBIGUOUS, ASIDE, NONE, Reasons, Rec, UNGRANTED};
@@ -247,6 +248,104 @@ impl Live {
             is_final: false,
             withdrawn: None,
             former: Vec::new(),
+        }
+    }
+}
+
+impl Live {
+    /// Applies the fast path's `plan` for event `new` of `scope` (property `p`), just kept,
+    /// as the full decision would, in its order: the holder mismatch waiting, the flags (by
+    /// index), the counterexamples found (stale, holder mismatch, stale incarnation).
+    pub(in crate::live) fn apply_plan(
+        &mut self,
+        p: usize,
+        scope: &str,
+        new: usize,
+        plan: Plan,
+        wm: i64,
+    ) {
+        let st = self.state.props[p]
+            .scopes
+            .get_mut(scope)
+            .expect("scope exists");
+        st.set_clean(Clean {
+            clean: true,
+            calm: plan.calm,
+        });
+        if plan.ambiguous.is_empty()
+            && !plan.ambiguous_self
+            && !plan.ungranted
+            && !plan.late
+            && plan.stale.is_none()
+            && plan.mismatch.is_none()
+            && plan.stale_incarnation.is_none()
+        {
+            return;
+        }
+        let rec = st.events()[new];
+        let record = plan.mismatch.filter(|_| rec.ts < wm);
+        if let Some(f) = st.fast_mut()
+            && (plan.stale.is_some() || plan.mismatch.is_some() || plan.stale_incarnation.is_some())
+        {
+            f.cx_max = f.cx_max.max(rec.ts);
+        }
+        if plan.mismatch.is_some() && record.is_none() {
+            if let Some(f) = st.fast_mut() {
+                f.pending_min = f.pending_min.min(rec.ts);
+            }
+            self.state.props[p]
+                .pending
+                .insert((rec.ts, scope.to_string()));
+        }
+        let st = self.state.props[p]
+            .scopes
+            .get_mut(scope)
+            .expect("scope exists");
+        let mut changes = Vec::with_capacity(plan.ambiguous.len() + 2);
+        for &i in &plan.ambiguous {
+            st.toggle_flag(i, AMBIGUOUS);
+            changes.push((st.events()[i], Reason::AmbiguousOrder));
+        }
+        for (on, flag, reason) in [
+            (plan.ambiguous_self, AMBIGUOUS, Reason::AmbiguousOrder),
+            (plan.ungranted, UNGRANTED, Reason::UngrantedEpoch),
+        ] {
+            if on {
+                st.toggle_flag(new, flag);
+                changes.push((st.events()[new], reason));
+            }
+        }
+        for (e, reason) in changes {
+            self.raise(p, &e, reason, |_| {
+                rules::sweep_detail(reason, e.epoch, scope)
+            });
+        }
+        if plan.late {
+            let e = self.state.props[p].scopes[scope].events()[new];
+            self.raise_late(p, scope, &e);
+        }
+        let found = [
+            (CounterexampleKind::StaleCommit, plan.stale),
+            (CounterexampleKind::HolderMismatch, record),
+            (CounterexampleKind::StaleIncarnation, plan.stale_incarnation),
+        ];
+        if found.iter().all(|(_, w)| w.is_none()) {
+            return;
+        }
+        let st = &self.state.props[p].scopes[scope];
+        let mark = st.evidence();
+        // In time order: the applied events before it by time are the last ones kept.
+        let mut context: Vec<Rec> = (st.events()[..=new].iter().rev())
+            .filter(|e| !e.has(ASIDE))
+            .take(rules::CONTEXT_EVENTS)
+            .copied()
+            .collect();
+        context.reverse();
+        for (kind, w) in found {
+            if let Some(w) = w {
+                let cx = self.new_cx(p, scope, kind, (new as u32, w, mark), context.clone());
+                self.record_cx(p, cx);
+            }
         }
     }
 }

@@ -33,7 +33,7 @@
 //! order key belongs to a folded event is judged against the mark like any late event.
 
 use super::emitters::{Delivery, EMPTY};
-use super::fast::Fast;
+use super::scopes::fast::Fast;
 use super::scopes::{Tainted, key_hash};
 use super::state::{Cx, Live};
 use crate::event::Event;

@@ -25,7 +25,6 @@ mod cxs;
 mod decide;
 mod dups;
 mod emitters;
-mod fast;
 mod horizon;
 mod names;
 mod parts;

@@ -34,10 +34,18 @@
 //! folded event, and an (emitter, seq) whose conflicting delivery names another scope, are
 //! not tracked.
 
-use super::fast::{Clean, Fast, FastSlot};
 use crate::rules::{ASIDE, HAS_ORDER, NONE, Rec};
 use crate::tracker::{Judgement, Mark, Tracker};
 use serde::{Deserialize, Serialize};
+
+pub(super) mod fast;
+use fast::{Clean, Fast, FastSlot};
+
+/// The synthetic index of a scope's folded high-water mark in a sweep.
+pub(super) const MARK_IDX: u32 = u32::MAX - 1;
+/// Synthetic indices of a scope's folded grants in a sweep start here (kept events' indices
+/// are below it).
+pub(super) const FOLDED_IDX: u32 = 1 << 31;
 
 /// What one (property, scope) keeps.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -527,7 +535,7 @@ impl ScopeState {
         }
         let clean = self.clean();
         self.retain_events(|e| e.ts >= horizon);
-        super::fast::folded(self, clean);
+        fast::folded(self, clean);
     }
 }
 

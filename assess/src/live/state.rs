@@ -14,11 +14,6 @@ use crate::time::EventTime;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-/// The synthetic index of a scope's folded high-water mark in a sweep.
-pub(super) const MARK_IDX: u32 = u32::MAX - 1;
-/// Synthetic indices of a scope's folded grants in a sweep start here (kept events' indices
-/// are below it).
-pub(super) const FOLDED_IDX: u32 = 1 << 31;
 /// Names (holders, routes, emitters) longer than this are kept shortened: their first bytes,
 /// their length and a 128-bit hash of the whole (the `names` module).
 pub const MAX_NAME_BYTES: usize = 256;

@@ -5,7 +5,7 @@
 //! scraped as `fencewatch_events_ingested_total`. No label is ever a scope: label values are
 //! sources, reasons, properties, kinds, routes and verdicts, all bounded by the contract or by
 //! code. Counters move only through the events of [`crate::report`]; gauges are set from the
-//! merged view before each scrape ([`crate::report::refresh`]). The HTTP families are the
+//! merged view before each scrape ([`crate::registry::Registry::refresh_gauges`]). The HTTP families are the
 //! service's own (`fencewatch-api`).
 
 use fencewatch_assess::{CounterexampleKind, EventTime, Reason, Verdict};

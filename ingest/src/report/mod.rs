@@ -4,14 +4,16 @@
 //! else. Every source emits the same events, so a finding counts the same whether it came over
 //! HTTP, from a file or from Kafka.
 //!
-//! [`metrics`] holds the families (names and labels as the README documents them); [`refresh`]
-//! sets the gauges derived from the merged view before each scrape.
+//! [`metrics`] holds the families (names and labels as the README documents them); the gauges
+//! derived from the merged view are set before each scrape by
+//! [`Registry::refresh_gauges`](crate::registry::Registry::refresh_gauges), from the partitions
+//! and the local writer's [`Durability`].
 
 pub mod metrics;
 mod refresh;
 
 pub use metrics::Metrics;
-pub use refresh::{Durability, refresh};
+pub use refresh::Durability;
 
 use crate::checkpoint::{PassedOver, Quarantined};
 use fencewatch_assess::contract::Property;

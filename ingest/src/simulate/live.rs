@@ -1,6 +1,6 @@
 //! The simulator in live mode: `fencewatch demo` is `serve` fed by it. Event time follows the
 //! clock: every tick, the commits the clock has reached are generated and submitted to the WAL
-//! source as one batch of lines (source `demo`). The faults an operator should see come
+//! source as one batch of lines (source `demo`, by `WalSource::feed`). The faults an operator should see come
 //! periodically: a paused old owner resuming every `stale_every` (a stale commit: a
 //! counterexample, the first one a few seconds in), a commit without an epoch every minute
 //! (`unknown(missing_epoch)`), and a declared route that never emits (`unknown(route_silent)`).
@@ -10,11 +10,7 @@
 //! time left.
 
 use super::{Fault, Faults, Generator, Ndjson, Workload};
-use crate::batch::{self, Format};
-use crate::clock::Clock;
-use crate::source::wal::WalSource;
 use fencewatch_assess::EventTime;
-use std::time::Duration;
 
 /// The contract the demo runs under: the simulator's routes, windows short enough for a fresh
 /// demo to show every state within a minute, and a third route that never emits.
@@ -82,30 +78,11 @@ pub fn lines_until(generator: &mut Generator, now: EventTime, out: &mut Vec<u8>)
     }
 }
 
-/// Feeds `wal` from `generator` every `tick` as `clock` moves on, once `wal` is ready, until it
-/// stops taking batches.
-pub fn feed(wal: &WalSource, clock: &dyn Clock, mut generator: Generator, tick: Duration) {
-    wal.wait_ready();
-    let mut line = 1u64;
-    let mut body = Vec::new();
-    loop {
-        lines_until(&mut generator, clock.now(), &mut body);
-        if !body.is_empty() {
-            if wal.submit_lines("demo", line, &body).is_err() {
-                return;
-            }
-            line += batch::items(Format::Ndjson, &body);
-            body.clear();
-        }
-        std::thread::sleep(tick);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::Batch;
-    use crate::clock::ManualClock;
+    use crate::batch::{self, Batch, Format};
+    use crate::clock::{Clock, ManualClock};
     use crate::partition::Partition;
     use fencewatch_assess::Contract;
     use fencewatch_assess::live::{Live, LiveOptions};

@@ -415,6 +415,14 @@ fn wal_inspect_agrees_that_unusable_checkpoints_are_rebuilt_from_a_whole_log() {
     let svc = TestService::restart(parts);
     assert_eq!(metric(&svc, "fencewatch_wal_next_offset"), 300);
     // The state rebuilt from the log holds every scope posted.
-    assert_eq!(metric(&svc, "fencewatch_active_scopes"), 300, "{}", svc.stderr());
-    assert!(svc.stderr().contains("rebuilt from the whole write-ahead log"));
+    assert_eq!(
+        metric(&svc, "fencewatch_active_scopes"),
+        300,
+        "{}",
+        svc.stderr()
+    );
+    assert!(
+        svc.stderr()
+            .contains("rebuilt from the whole write-ahead log")
+    );
 }

@@ -2,8 +2,8 @@
 //! totals [`Scopes::heap_bytes`] reads without a walk.
 
 use super::ScopeState;
-use crate::rules::Rec;
 use crate::intern::Interner;
+use crate::rules::Rec;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Scopes of one property.

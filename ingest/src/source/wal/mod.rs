@@ -9,6 +9,7 @@
 //! before it takes new batches; until then the source is not [`Ready`].
 
 mod budget;
+mod feed;
 mod pipeline;
 
 pub use budget::{Budget, Reservation};

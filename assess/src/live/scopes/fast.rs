@@ -48,29 +48,27 @@
 //! within the clock skew before it. A hot scope that is not calm when the horizon folds (it
 //! found something) takes one full decision at its next event: once per window, not per event.
 
-use super::scopes::{MIXED, ScopeState};
-use super::state::{FOLDED_IDX, Live, MARK_IDX};
-use crate::finding::{CounterexampleKind, Reason};
-use crate::rules::{self, AMBIGUOUS, ASIDE, HAS_ORDER, NONE, Rec, UNGRANTED};
+use super::{FOLDED_IDX, MARK_IDX, MIXED, ScopeState};
+use crate::rules::{ASIDE, HAS_ORDER, NONE, Rec};
 use crate::tracker::Judgement;
 
 /// A scope decided with at least this many events kept gets a [`Fast`]; a smaller one takes
 /// the full decision where the summary alone does not settle an event (it costs little).
-pub(super) const HOT_EVENTS: usize = 16;
+pub(in crate::live) const HOT_EVENTS: usize = 16;
 
 /// Whether a scope is clean and calm (the module doc). Derived: a checkpoint does not carry it
 /// (a restored scope is neither), and states compare equal whatever it says.
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Clean {
+pub(in crate::live) struct Clean {
     /// What is stored is what the full decision gives now.
-    pub(super) clean: bool,
+    pub(in crate::live) clean: bool,
     /// The last decision found nothing about the kept events.
-    pub(super) calm: bool,
+    pub(in crate::live) calm: bool,
 }
 
 impl Clean {
     /// Clean and calm: a scope that keeps nothing.
-    pub(super) const CALM: Clean = Clean {
+    pub(in crate::live) const CALM: Clean = Clean {
         clean: true,
         calm: true,
     };
@@ -86,7 +84,7 @@ impl Eq for Clean {}
 
 /// A hot scope's [`Fast`], if any. Derived like [`Clean`].
 #[derive(Debug, Clone, Default)]
-pub(super) struct FastSlot(pub(super) Option<Box<Fast>>);
+pub(in crate::live) struct FastSlot(pub(in crate::live) Option<Box<Fast>>);
 
 impl PartialEq for FastSlot {
     fn eq(&self, _: &FastSlot) -> bool {
@@ -128,15 +126,15 @@ struct Epoch {
 /// folded grants; the mark as evidence), maintained as events are kept, rebuilt when decided
 /// or folded.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Fast {
+pub(in crate::live) struct Fast {
     /// Every kept event (any class) is no earlier than the one kept before it: arrival order
     /// is time order, so the events before one by time are the ones before it in the list.
     sorted: bool,
     /// The earliest of its holder mismatches waiting for the watermark (`i64::MAX`: none).
-    pending_min: i64,
+    pub(in crate::live) pending_min: i64,
     /// The latest stale event of its counterexamples found (recorded or waiting) with their
     /// stale event kept (`i64::MIN`: none): a later event enters no context.
-    cx_max: i64,
+    pub(in crate::live) cx_max: i64,
     /// Per (incarnation, epoch) of the commits and the mark, ascending.
     epochs: Vec<Epoch>,
     /// The highest (incarnation, epoch) of the kept commits.
@@ -226,7 +224,7 @@ impl Fast {
     }
 
     /// Notes one more kept event at index `idx`, after `last`.
-    pub(super) fn add(&mut self, e: &Rec, idx: u32, last: Option<&Rec>) {
+    pub(in crate::live) fn add(&mut self, e: &Rec, idx: u32, last: Option<&Rec>) {
         self.sorted &= last.is_none_or(|l| l.ts <= e.ts);
         if e.span().is_some() {
             self.spans.insert(e.position);
@@ -296,13 +294,13 @@ impl Fast {
     }
 
     /// Whether no kept event is of the span of `rec` (which has one).
-    pub(super) fn span_is_new(&self, rec: &Rec) -> bool {
+    pub(in crate::live) fn span_is_new(&self, rec: &Rec) -> bool {
         !self.spans.contains(&rec.position)
     }
 
     /// Whether no kept commit/fence can share the (incarnation, order, epoch) of `rec`, which
     /// carries `order`: its order is above all of theirs.
-    pub(super) fn order_is_new(&self, rec: &Rec) -> bool {
+    pub(in crate::live) fn order_is_new(&self, rec: &Rec) -> bool {
         self.max_order_key.is_none_or(|m| rec.order > m)
     }
 
@@ -509,4 +507,4 @@ fn merge_holder(have: u32, h: u32) -> u32 {
 }
 
 mod plan;
-pub(super) use plan::{Decided, Plan, decided, folded, plan};
+pub(in crate::live) use plan::{Decided, Plan, decided, folded, plan};
