@@ -141,63 +141,23 @@ impl Gen {
 }
 
 /// The same events as [`Gen::batch`] writes them, as one OTLP trace request (protobuf): a span
-/// per event, ending at its time, with its fields as `fencing.*` attributes.
+/// per event, ending at its time, with its fields as `fencing.*` attributes (the spans of
+/// `simulate --otlp`).
 fn otlp_body(ndjson: &[u8], batch_no: usize) -> Vec<u8> {
-    use fencewatch_ingest::decode::otlp::common::v1::{AnyValue, KeyValue, any_value::Value};
-    use fencewatch_ingest::decode::otlp::resource::v1::Resource;
-    use fencewatch_ingest::decode::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span};
-    use fencewatch_ingest::decode::otlp::trace_service::ExportTraceServiceRequest;
+    use fencewatch_ingest::simulate::spans;
     use prost::Message;
-    let kv = |k: &str, v: Value| KeyValue {
-        key: k.into(),
-        value: Some(AnyValue { value: Some(v) }),
-    };
-    let s = |v: &serde_json::Value| Value::StringValue(v.as_str().unwrap_or_default().into());
-    let i = |v: &serde_json::Value| Value::IntValue(v.as_i64().unwrap_or_default());
-    let mut trace_id = [0u8; 16];
-    trace_id[..8].copy_from_slice(&(batch_no as u64 + 1).to_be_bytes());
+    let trace_id = spans::trace_id(0, batch_no as u64);
     let spans = ndjson
         .split(|&b| b == b'\n')
         .filter(|l| !l.is_empty())
         .enumerate()
         .map(|(n, line)| {
             let e: serde_json::Value = serde_json::from_slice(line).expect("a generated event");
-            let end = e["ts"].as_u64().unwrap_or_default();
-            Span {
-                trace_id: trace_id.to_vec(),
-                span_id: (n as u64 + 1).to_be_bytes().to_vec(),
-                name: "UPDATE orders".into(),
-                start_time_unix_nano: end - 1_000,
-                end_time_unix_nano: end,
-                attributes: vec![
-                    kv("fencing.kind", s(&e["kind"])),
-                    kv("fencing.scope", s(&e["scope"])),
-                    kv("fencing.epoch", i(&e["epoch"])),
-                    kv("fencing.route", s(&e["route"])),
-                    kv("fencing.holder", s(&e["holder"])),
-                    kv("fencing.emitter", s(&e["emitter"])),
-                    kv("fencing.seq", i(&e["seq"])),
-                    kv("db.system", Value::StringValue("postgresql".into())),
-                    kv("db.operation.name", Value::StringValue("UPDATE".into())),
-                ],
-                ..Span::default()
-            }
+            let end = e["ts"].as_i64().unwrap_or_default();
+            spans::span(line, end, trace_id, n as u64 + 1).expect("a generated event")
         })
         .collect();
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            resource: Some(Resource {
-                attributes: vec![kv("service.name", Value::StringValue("orders-api".into()))],
-                ..Resource::default()
-            }),
-            scope_spans: vec![ScopeSpans {
-                spans,
-                ..ScopeSpans::default()
-            }],
-            schema_url: String::new(),
-        }],
-    }
-    .encode_to_vec()
+    spans::request("orders-api", spans).encode_to_vec()
 }
 
 fn agent() -> Agent {

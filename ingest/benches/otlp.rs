@@ -1,74 +1,48 @@
 //! `cargo bench -p fencewatch-ingest --features otlp --bench otlp`: decoding an OTLP span
 //! against decoding the same event as an NDJSON line (issue 13: at most 2x), side by side, on
-//! 1000-event batches of the simulated workload. `otlp_stored` is what the WAL's decode stage
-//! does (a reduced request, protobuf, mapped to events); `otlp_request` adds what the
-//! OTLP/HTTP handler does first (parse the client's request, reduce it, encode it).
+//! 1000-event batches of the simulated workload.
+//!
+//! - `ndjson_lines`: what the WAL's decode stage does with an NDJSON body, line by line.
+//! - `otlp_request`: everything OTLP ingest decodes, once per span: the OTLP/HTTP handler
+//!   parses the client's request (prost, opentelemetry-proto's types), maps it to events and
+//!   encodes them for the WAL; the WAL's decode stage reads them back.
+//! - `otlp_parse`: the parse alone (prost into the owned generated types): the floor of the
+//!   above with those types.
+//! - `otlp_stored`: the WAL's decode stage alone (a record of format `Otlp`).
+//! - `otlp_old_stored`: what the decode stage did with the records of earlier builds (format
+//!   2: the request reduced to its fencing spans, protobuf, parsed and mapped again).
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use fencewatch_assess::EventTime;
 use fencewatch_ingest::decode::json::decode_line;
-use fencewatch_ingest::decode::otlp::common::v1::{AnyValue, KeyValue, any_value::Value};
-use fencewatch_ingest::decode::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use fencewatch_ingest::decode::otlp::trace_service::ExportTraceServiceRequest;
 use fencewatch_ingest::decode::otlp::{self, Signal};
+use fencewatch_ingest::simulate::spans;
 use fencewatch_ingest::simulate::{Faults, Workload, simulate};
 use prost::Message;
 use std::hint::black_box;
 
 const BATCH: usize = 1000;
 
-fn kv(k: &str, v: Value) -> KeyValue {
-    KeyValue {
-        key: k.into(),
-        value: Some(AnyValue { value: Some(v) }),
-    }
-}
-
-/// One span per line, its fields as `fencing.*` attributes (and two others, as instrumented
-/// code has).
-fn request(lines: &[&[u8]], batch: u64) -> ExportTraceServiceRequest {
+/// One span per line (`simulate --otlp`'s), reduced to its `fencing.*` attributes and
+/// without its name when `reduced` (what earlier builds stored).
+fn request(lines: &[&[u8]], batch: u64, reduced: bool) -> ExportTraceServiceRequest {
+    let id = spans::trace_id(1, batch);
     let spans = lines
         .iter()
         .enumerate()
         .map(|(i, l)| {
             let e: serde_json::Value = serde_json::from_slice(l).expect("a simulated event");
-            let mut attrs = vec![
-                kv("db.system", Value::StringValue("postgresql".into())),
-                kv("db.operation.name", Value::StringValue("UPDATE".into())),
-            ];
-            for (k, v) in e.as_object().expect("an object") {
-                let v = match v {
-                    serde_json::Value::String(s) => Value::StringValue(s.clone()),
-                    serde_json::Value::Number(n) => Value::IntValue(n.as_i64().unwrap_or(0)),
-                    _ => continue,
-                };
-                if k != "ts" {
-                    attrs.push(kv(&format!("fencing.{k}"), v));
-                }
+            let end = e["ts"].as_i64().expect("integer ts");
+            let mut span = spans::span(l, end, id, i as u64 + 1).expect("a simulated event");
+            if reduced {
+                span.attributes.retain(|kv| kv.key.starts_with("fencing."));
+                span.name.clear();
             }
-            let end = e["ts"].as_u64().expect("integer ts");
-            let mut trace_id = [0u8; 16];
-            trace_id[..8].copy_from_slice(&(batch + 1).to_be_bytes());
-            Span {
-                trace_id: trace_id.to_vec(),
-                span_id: (i as u64 + 1).to_be_bytes().to_vec(),
-                name: "UPDATE orders".into(),
-                start_time_unix_nano: end - 1000,
-                end_time_unix_nano: end,
-                attributes: attrs,
-                ..Span::default()
-            }
+            span
         })
         .collect();
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            scope_spans: vec![ScopeSpans {
-                spans,
-                ..ScopeSpans::default()
-            }],
-            ..ResourceSpans::default()
-        }],
-    }
+    spans::request("orders-api", spans)
 }
 
 fn benches(c: &mut Criterion) {
@@ -90,15 +64,19 @@ fn benches(c: &mut Criterion) {
         .filter(|l| !l.is_empty())
         .collect();
     let batches: Vec<&[&[u8]]> = lines.chunks(BATCH).collect();
-    let requests: Vec<Vec<u8>> = batches
-        .iter()
-        .enumerate()
-        .map(|(i, b)| request(b, i as u64).encode_to_vec())
-        .collect();
-    let stored: Vec<Vec<u8>> = requests
-        .iter()
-        .map(|r| otlp::reduce_traces(otlp::parse_traces(r, false).expect("valid")).body)
-        .collect();
+    let encode = |reduced: bool| -> Vec<Vec<u8>> {
+        let each = |(i, b): (usize, &&[&[u8]])| request(b, i as u64, reduced).encode_to_vec();
+        batches.iter().enumerate().map(each).collect()
+    };
+    let requests = encode(false);
+    let old_stored = encode(true);
+    let to_wal = |r: &[u8]| {
+        let mapped = otlp::map_traces(otlp::parse_traces(r, false).expect("valid"));
+        let mut body = Vec::new();
+        otlp::stored::encode_into(&mapped.items, &mut body);
+        body
+    };
+    let stored: Vec<Vec<u8>> = requests.iter().map(|r| to_wal(r)).collect();
     let mut g = c.benchmark_group("decode_1000");
     g.throughput(Throughput::Elements(lines.len() as u64));
     g.bench_function(BenchmarkId::new("ndjson_lines", lines.len()), |b| {
@@ -108,19 +86,33 @@ fn benches(c: &mut Criterion) {
             }
         })
     });
-    g.bench_function(BenchmarkId::new("otlp_stored", lines.len()), |b| {
-        b.iter(|| {
-            for body in &stored {
-                let d = otlp::decode(Signal::Traces, body).expect("valid");
-                black_box(d.entries().count());
-            }
-        })
-    });
     g.bench_function(BenchmarkId::new("otlp_request", lines.len()), |b| {
         b.iter(|| {
             for r in &requests {
-                let reduced = otlp::reduce_traces(otlp::parse_traces(r, false).expect("valid"));
-                let d = otlp::decode(Signal::Traces, &reduced.body).expect("valid");
+                let body = to_wal(r);
+                let entries = otlp::stored::decode(&body).expect("valid");
+                black_box(entries.len());
+            }
+        })
+    });
+    g.bench_function(BenchmarkId::new("otlp_parse", lines.len()), |b| {
+        b.iter(|| {
+            for r in &requests {
+                black_box(otlp::parse_traces(r, false).expect("valid"));
+            }
+        })
+    });
+    g.bench_function(BenchmarkId::new("otlp_stored", lines.len()), |b| {
+        b.iter(|| {
+            for body in &stored {
+                black_box(otlp::stored::decode(body).expect("valid").len());
+            }
+        })
+    });
+    g.bench_function(BenchmarkId::new("otlp_old_stored", lines.len()), |b| {
+        b.iter(|| {
+            for body in &old_stored {
+                let d = otlp::decode(Signal::Traces, body).expect("valid");
                 black_box(d.entries().count());
             }
         })

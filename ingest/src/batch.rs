@@ -3,10 +3,11 @@
 //! stable position `base + index`: its provenance (`source:offset`), and the key of its
 //! counterexample ids.
 //!
-//! In the write-ahead log a batch is stored as received: a small header (format, the wall time
-//! it was received, the source name, the first line's number) and the body bytes
-//! ([`encode`], [`decode`]). Applying a record decodes it again, so replay after a crash goes
-//! through exactly the same code as live ingest.
+//! In the write-ahead log a batch is stored as received (an OTLP request as its mapped items,
+//! `decode::otlp::stored`): a small header (format, the wall time it was received, the source
+//! name, the first line's number) and the body bytes ([`encode`], [`decode`]). Applying a
+//! record decodes it again, so replay after a crash goes through exactly the same code as live
+//! ingest.
 
 use crate::decode::json::{self, DecodeError};
 
@@ -19,9 +20,13 @@ pub enum Format {
     Ndjson,
     /// A JSON array of objects.
     Array,
-    /// An OTLP trace request reduced to its fencing spans, protobuf (`decode::otlp`).
+    /// An OTLP request's fencing items, mapped to events and errors (`decode::otlp::stored`):
+    /// what OTLP ingest stores.
+    Otlp,
+    /// An OTLP trace request reduced to its fencing spans, protobuf: records of earlier builds,
+    /// still read (`decode::otlp::decode`).
     OtlpTraces,
-    /// An OTLP logs request reduced to its fencing log records, protobuf.
+    /// An OTLP logs request reduced to its fencing log records, protobuf (earlier builds).
     OtlpLogs,
     /// One message that must be one JSON object (a Kafka message value): one item, however
     /// many lines it has.
@@ -30,7 +35,7 @@ pub enum Format {
 
 impl Format {
     pub(crate) fn is_otlp(self) -> bool {
-        matches!(self, Format::OtlpTraces | Format::OtlpLogs)
+        matches!(self, Format::Otlp | Format::OtlpTraces | Format::OtlpLogs)
     }
 }
 
@@ -65,7 +70,7 @@ pub fn items(format: Format, body: &[u8]) -> u64 {
             }
         }
         Format::Array => json::for_each_element(body, |_, _| {}).map_or(1, |n| n as u64),
-        Format::OtlpTraces | Format::OtlpLogs => otlp_items(format, body),
+        Format::Otlp | Format::OtlpTraces | Format::OtlpLogs => otlp_items(format, body),
         Format::Message => 1,
     }
 }
@@ -138,6 +143,7 @@ fn format_byte(format: Format) -> u8 {
         Format::OtlpTraces => 2,
         Format::OtlpLogs => 3,
         Format::Message => 4,
+        Format::Otlp => 5,
     }
 }
 
@@ -172,6 +178,7 @@ pub fn decode(payload: &[u8]) -> Result<Batch<'_>, PayloadError> {
         2 => Format::OtlpTraces,
         3 => Format::OtlpLogs,
         4 => Format::Message,
+        5 => Format::Otlp,
         x => return Err(PayloadError::Format(x)),
     };
     let (ts, rest) = rest.split_at_checked(8).ok_or(PayloadError::Short)?;
@@ -200,7 +207,17 @@ pub struct DecodedItems<'a> {
     pub(crate) bad: Vec<u32>,
     /// The items of an OTLP body.
     #[cfg(feature = "otlp")]
-    pub(crate) otlp: Option<crate::decode::otlp::Decoded>,
+    pub(crate) otlp: Option<OtlpItems<'a>>,
+}
+
+/// The items of an OTLP body, decoded.
+#[cfg(feature = "otlp")]
+#[derive(Debug)]
+pub(crate) enum OtlpItems<'a> {
+    /// Of a record of format `Otlp`, borrowing from it.
+    Stored(Vec<crate::decode::otlp::Entry<'a>>),
+    /// Of a reduced request (formats `OtlpTraces`, `OtlpLogs`).
+    Request(crate::decode::otlp::Decoded),
 }
 
 /// One item of a batch, decoded.
@@ -216,7 +233,9 @@ pub(crate) fn decode_item<'a>(
             std::str::from_utf8(item).expect("for_each_element checked UTF-8"),
             max_line_bytes,
         ),
-        Format::OtlpTraces | Format::OtlpLogs => unreachable!("OTLP items are decoded whole"),
+        Format::Otlp | Format::OtlpTraces | Format::OtlpLogs => {
+            unreachable!("OTLP items are decoded whole")
+        }
     }
 }
 
@@ -241,7 +260,9 @@ pub(crate) fn for_each_item<'a>(
             each(0, batch.body);
             Ok(())
         }
-        Format::OtlpTraces | Format::OtlpLogs => unreachable!("OTLP items are decoded whole"),
+        Format::Otlp | Format::OtlpTraces | Format::OtlpLogs => {
+            unreachable!("OTLP items are decoded whole")
+        }
     }
 }
 
@@ -283,8 +304,17 @@ pub(crate) fn otlp_signal(format: Format) -> crate::decode::otlp::Signal {
 /// Items of an OTLP body: its decoded items (one when it does not decode).
 fn otlp_items(format: Format, body: &[u8]) -> u64 {
     #[cfg(feature = "otlp")]
-    if let Ok(d) = crate::decode::otlp::decode(otlp_signal(format), body) {
-        return d.len() as u64;
+    {
+        use crate::decode::otlp;
+        let n = match format {
+            Format::Otlp => otlp::stored::count(body).ok(),
+            _ => otlp::decode(otlp_signal(format), body)
+                .ok()
+                .map(|d| d.len() as u64),
+        };
+        if let Some(n) = n {
+            return n;
+        }
     }
     let _ = (format, body);
     1
@@ -292,9 +322,18 @@ fn otlp_items(format: Format, body: &[u8]) -> u64 {
 
 fn otlp_decode<'a>(batch: &Batch<'a>, mut out: DecodedItems<'a>) -> DecodedItems<'a> {
     #[cfg(feature = "otlp")]
-    if let Ok(d) = crate::decode::otlp::decode(otlp_signal(batch.format), batch.body) {
-        out.otlp = Some(d);
-        return out;
+    {
+        use crate::decode::otlp;
+        let items = match batch.format {
+            Format::Otlp => otlp::stored::decode(batch.body).ok().map(OtlpItems::Stored),
+            f => otlp::decode(otlp_signal(f), batch.body)
+                .ok()
+                .map(OtlpItems::Request),
+        };
+        if let Some(items) = items {
+            out.otlp = Some(items);
+            return out;
+        }
     }
     let _ = batch;
     out.bad.push(0);
@@ -328,7 +367,12 @@ mod tests {
         assert_eq!(items(Format::Array, b"[{}, {}, NaN]"), 1);
         assert_eq!(items(Format::Message, BATCH.as_bytes()), 1);
         assert_eq!(decode(&p[..5]).unwrap_err(), PayloadError::Short);
-        for f in [Format::OtlpTraces, Format::OtlpLogs, Format::Message] {
+        for f in [
+            Format::Otlp,
+            Format::OtlpTraces,
+            Format::OtlpLogs,
+            Format::Message,
+        ] {
             let m = encode(f, 7, "t/0", None, b"{}");
             assert_eq!(decode(&m).unwrap().format, f);
         }

@@ -1,16 +1,17 @@
-//! OTLP bodies through a partition (SPEC §8): stored reduced in the WAL, applied with the
+//! OTLP bodies through a partition (SPEC §8): stored mapped in the WAL, applied with the
 //! span's provenance, replayed after a restart to the same counterexample ids; a span delivered
-//! twice is one event.
+//! twice is one event; a record of an earlier build (the request as protobuf) gives the same.
 
 use fencewatch_assess::Contract;
 use fencewatch_assess::live::LiveOptions;
 use fencewatch_ingest::batch::{self, Format};
+use fencewatch_ingest::decode::otlp;
 use fencewatch_ingest::decode::otlp::common::v1::{AnyValue, KeyValue, any_value::Value};
 use fencewatch_ingest::decode::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use fencewatch_ingest::decode::otlp::trace_service::ExportTraceServiceRequest;
-use fencewatch_ingest::decode::otlp::{self, Signal};
 use fencewatch_ingest::partition::Partition;
 use fencewatch_ingest::partition::local::{self, PartitionOptions};
+use prost::Message;
 
 fn contract() -> Contract {
     Contract::parse(
@@ -75,25 +76,36 @@ fn request() -> ExportTraceServiceRequest {
     }
 }
 
+/// The WAL payload of [`request`] as this build stores it.
+fn stored_payload() -> Vec<u8> {
+    let mapped = otlp::map_traces(request());
+    assert_eq!((mapped.items.len(), mapped.ignored), (3, 1));
+    let mut body = Vec::new();
+    otlp::stored::encode_into(&mapped.items, &mut body);
+    assert_eq!(batch::items(Format::Otlp, &body), 3);
+    batch::encode(Format::Otlp, 10_000_000_000, "otlp", None, &body)
+}
+
 #[test]
 fn a_span_request_is_stored_applied_and_replayed_to_the_same_counterexample() {
+    let ids = stored_applied_replayed(&stored_payload());
+    // A record of an earlier build: the request reduced to its fencing spans, protobuf (format
+    // 2, any request decodes as one) gives the same events and counterexample ids.
+    let body = request().encode_to_vec();
+    assert_eq!(batch::items(Format::OtlpTraces, &body), 3);
+    let old = batch::encode(Format::OtlpTraces, 10_000_000_000, "otlp", None, &body);
+    assert_eq!(stored_applied_replayed(&old), ids);
+}
+
+/// Applies `payload` twice and restarts: the counterexample ids, the same before and after.
+fn stored_applied_replayed(payload: &[u8]) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
-    let reduced = otlp::reduce_traces(request());
-    assert_eq!((reduced.items, reduced.ignored), (3, 1));
-    let payload = batch::encode(
-        Format::OtlpTraces,
-        10_000_000_000,
-        "otlp",
-        None,
-        &reduced.body,
-    );
-    assert_eq!(batch::items(Format::OtlpTraces, &reduced.body), 3);
     let stale = "otlp:07070707070707070707070707070707/0202020202020202";
     let ids = {
         let mut p = local::open(dir.path(), contract(), opts()).unwrap();
-        let base = p.wal.append(3, &payload).unwrap();
+        let base = p.wal.append(3, payload).unwrap();
         p.wal.sync().unwrap();
-        let batch = batch::decode(&payload).unwrap();
+        let batch = batch::decode(payload).unwrap();
         let a = p.partition.apply(base, 3, &batch, 1 << 20).unwrap();
         assert_eq!((a.accepted, a.malformed), (2, 1));
         assert_eq!(a.errors[0].item, 3, "the third fencing item");
@@ -104,7 +116,7 @@ fn a_span_request_is_stored_applied_and_replayed_to_the_same_counterexample() {
                 .starts_with("field `fencing.epoch`")
         );
         // Delivered again (an exporter's retry): one event, one counterexample.
-        let base2 = p.wal.append(3, &payload).unwrap();
+        let base2 = p.wal.append(3, payload).unwrap();
         p.wal.sync().unwrap();
         let again = p.partition.apply(base2, 3, &batch, 1 << 20).unwrap();
         assert_eq!((again.accepted, again.duplicates), (2, 2));
@@ -140,15 +152,17 @@ fn a_span_request_is_stored_applied_and_replayed_to_the_same_counterexample() {
     assert_eq!(replayed, ids);
     assert_eq!(page.counterexamples[0].stale.source, stale);
     assert_eq!(p.partition.live().totals(), (4, 2, 0, 2));
+    replayed
 }
 
 #[test]
 fn a_record_that_does_not_decode_is_one_malformed_item() {
     let live = fencewatch_assess::live::Live::new(contract(), LiveOptions::default());
     let mut part = Partition::new("wal", live, 0);
-    let payload = batch::encode(Format::OtlpLogs, 0, "otlp", None, b"\xff\xff");
-    let batch = batch::decode(&payload).unwrap();
-    let a = part.apply(0, 1, &batch, 1 << 20).unwrap();
-    assert_eq!(a.malformed, 1);
-    let _ = Signal::Logs;
+    for (at, format) in [Format::OtlpLogs, Format::Otlp].into_iter().enumerate() {
+        let payload = batch::encode(format, 0, "otlp", None, b"\xff\xff");
+        let batch = batch::decode(&payload).unwrap();
+        let a = part.apply(at as u64, 1, &batch, 1 << 20).unwrap();
+        assert_eq!(a.malformed, 1);
+    }
 }

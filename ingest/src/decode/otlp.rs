@@ -9,11 +9,12 @@
 //! observed time when that is 0). A span's provenance is `otlp:<trace_id>/<span_id>` (ids of
 //! exactly 16 and 8 bytes, not all zero); a log record has none of its own (the WAL offset).
 //!
-//! Ingest goes in two steps, both here: [`reduce_traces`] / [`reduce_logs`] keep of a request
-//! only its fencing items and their `fencing.*` attributes (with what the mapping reads: ids,
-//! times, status), which is what the WAL stores as protobuf; [`decode`] maps such a body to
-//! items, on ingest and on replay alike, so both give the same events. Malformed items come
-//! out as errors in their place, to be kept as `malformed_event` evidence.
+//! Ingest decodes the client's request once: [`map_traces`] / [`map_logs`] map it to its
+//! fencing items (events, and errors in the place of malformed items, to be kept as
+//! `malformed_event` evidence), which the WAL stores as they are ([`stored`]); applying a
+//! record, on ingest and on replay alike, reads those items back. [`decode`] reads the records
+//! of earlier builds (the request reduced to its fencing items, protobuf) through the same
+//! mapping.
 
 use crate::decode::json::DecodeError;
 use fencewatch_assess::event::{Epoch, Event, Incarnation, Kind, Order, Outcome, Seq};
@@ -28,6 +29,8 @@ use prost::Message;
 pub use opentelemetry_proto::tonic::collector::logs::v1 as logs_service;
 pub use opentelemetry_proto::tonic::collector::trace::v1 as trace_service;
 pub use opentelemetry_proto::tonic::{common, logs, resource, trace};
+
+pub mod stored;
 
 /// The attribute that makes an item a fencing event (read from the item only).
 pub const KIND: &str = "fencing.kind";
@@ -75,119 +78,19 @@ pub fn location_name(signal: Signal, loc: Location) -> String {
     }
 }
 
-/// A request reduced to its fencing items (see the module doc).
+/// A request mapped to its fencing items: what the WAL stores ([`stored::encode_into`]).
 #[derive(Debug, Default)]
-pub struct Reduced {
-    /// The reduced request, protobuf: what the WAL stores.
-    pub body: Vec<u8>,
-    /// Its items, in order: the fencing items of the request.
-    pub items: u64,
+pub struct Mapped {
+    /// Its fencing items, in order.
+    pub items: Decoded,
     /// Items without `fencing.kind`: neither taken nor rejected.
     pub ignored: u64,
-    /// Where each kept item sat in the original request.
+    /// Where each fencing item sat in the request.
     pub locations: Vec<Location>,
 }
 
 fn is_fencing(kv: &KeyValue) -> bool {
     kv.key.starts_with(PREFIX)
-}
-
-fn has_kind(attrs: &[KeyValue]) -> bool {
-    attrs.iter().any(|kv| kv.key == KIND)
-}
-
-/// Keeps the `fencing.*` attributes only.
-fn strip(attrs: &mut Vec<KeyValue>) {
-    attrs.retain(is_fencing);
-}
-
-/// Reduces a trace request to its fencing spans (module doc).
-pub fn reduce_traces(mut req: ExportTraceServiceRequest) -> Reduced {
-    let mut out = Reduced::default();
-    for (r, rs) in req.resource_spans.iter_mut().enumerate() {
-        rs.schema_url.clear();
-        if let Some(res) = &mut rs.resource {
-            strip(&mut res.attributes);
-            res.entity_refs.clear();
-        }
-        for (s, ss) in rs.scope_spans.iter_mut().enumerate() {
-            ss.schema_url.clear();
-            if let Some(sc) = &mut ss.scope {
-                strip(&mut sc.attributes);
-                sc.name.clear();
-                sc.version.clear();
-            }
-            let mut i = 0;
-            ss.spans.retain_mut(|span| {
-                let keep = has_kind(&span.attributes);
-                if keep {
-                    strip(&mut span.attributes);
-                    span.events.clear();
-                    span.links.clear();
-                    span.trace_state.clear();
-                    span.parent_span_id.clear();
-                    span.name.clear();
-                    if let Some(st) = &mut span.status {
-                        st.message.clear();
-                    }
-                    out.locations.push([r as u32, s as u32, i]);
-                } else {
-                    out.ignored += 1;
-                }
-                i += 1;
-                keep
-            });
-        }
-        rs.scope_spans.retain(|ss| !ss.spans.is_empty());
-    }
-    req.resource_spans.retain(|rs| !rs.scope_spans.is_empty());
-    out.items = out.locations.len() as u64;
-    if out.items > 0 {
-        out.body = req.encode_to_vec();
-    }
-    out
-}
-
-/// Reduces a logs request to its fencing log records (module doc).
-pub fn reduce_logs(mut req: ExportLogsServiceRequest) -> Reduced {
-    let mut out = Reduced::default();
-    for (r, rl) in req.resource_logs.iter_mut().enumerate() {
-        rl.schema_url.clear();
-        if let Some(res) = &mut rl.resource {
-            strip(&mut res.attributes);
-            res.entity_refs.clear();
-        }
-        for (s, sl) in rl.scope_logs.iter_mut().enumerate() {
-            sl.schema_url.clear();
-            if let Some(sc) = &mut sl.scope {
-                strip(&mut sc.attributes);
-                sc.name.clear();
-                sc.version.clear();
-            }
-            let mut i = 0;
-            sl.log_records.retain_mut(|rec| {
-                let keep = has_kind(&rec.attributes);
-                if keep {
-                    strip(&mut rec.attributes);
-                    rec.body = None;
-                    rec.severity_text.clear();
-                    rec.event_name.clear();
-                    out.locations.push([r as u32, s as u32, i]);
-                } else {
-                    out.ignored += 1;
-                }
-                i += 1;
-                keep
-            });
-        }
-        rl.scope_logs.retain(|sl| !sl.log_records.is_empty());
-    }
-    req.resource_logs.retain(|rl| !rl.scope_logs.is_empty());
-    out.items = out.locations.len() as u64;
-    if out.items > 0 {
-        out.body = req.encode_to_vec();
-    }
-    out
 }
 
 /// A string of [`Decoded`]'s table, `NO_STR` when absent.
@@ -226,7 +129,7 @@ pub struct ItemError {
     pub error: DecodeError,
 }
 
-/// The items of one reduced request, decoded, in order.
+/// The fencing items of one request, mapped, in order.
 #[derive(Debug, Default)]
 pub struct Decoded {
     strings: Vec<String>,
@@ -289,24 +192,20 @@ impl Decoded {
 
 /// Why a stored body does not decode (a WAL record this build did not write).
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("not an OTLP {signal} request: {reason}")]
-pub struct BodyError {
-    signal: &'static str,
-    reason: String,
-}
+#[error("{0}")]
+pub struct BodyError(String);
 
-/// Decodes a reduced request body of `signal` (protobuf) into its items.
+/// Decodes a request body of `signal` (protobuf) into its items: the WAL records of formats
+/// `OtlpTraces` / `OtlpLogs` (a request reduced to its fencing items, by earlier builds).
 pub fn decode(signal: Signal, body: &[u8]) -> Result<Decoded, BodyError> {
-    let bad = |e: prost::DecodeError| BodyError {
-        signal: signal.as_str(),
-        reason: e.to_string(),
-    };
+    let bad =
+        |e: prost::DecodeError| BodyError(format!("not an OTLP {} request: {e}", signal.as_str()));
     match signal {
         Signal::Traces => ExportTraceServiceRequest::decode(body)
-            .map(map_traces)
+            .map(|r| map_traces(r).items)
             .map_err(bad),
         Signal::Logs => ExportLogsServiceRequest::decode(body)
-            .map(map_logs)
+            .map(|r| map_logs(r).items)
             .map_err(bad),
     }
 }
@@ -459,7 +358,7 @@ fn field_error(key: Key, reason: impl Into<String>, ts: Option<EventTime>) -> De
 /// resource-level ones among their items.
 #[derive(Default)]
 struct Builder {
-    out: Decoded,
+    mapped: Mapped,
     /// Table indices of the strings of the current scope's and resource's keys, once taken.
     scope_strs: [Option<Str>; KEYS.len()],
     resource_strs: [Option<Str>; KEYS.len()],
@@ -467,8 +366,20 @@ struct Builder {
 
 impl Builder {
     fn push_str(&mut self, s: String) -> Str {
-        self.out.strings.push(s);
-        (self.out.strings.len() - 1) as Str
+        let strings = &mut self.mapped.items.strings;
+        strings.push(s);
+        (strings.len() - 1) as Str
+    }
+
+    /// Whether the item at `at` is a fencing item (else it is counted as ignored).
+    fn take(&mut self, item: &Level, at: [usize; 3]) -> bool {
+        if !item.has(K_KIND) {
+            self.mapped.ignored += 1;
+            return false;
+        }
+        let index = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
+        self.mapped.locations.push(at.map(index));
+        true
     }
 
     /// A new scope: its strings are its own (a resource's too: they are few).
@@ -598,7 +509,7 @@ impl Builder {
     }
 
     fn push(&mut self, item: Result<Item, DecodeError>, span: Option<SpanId>) {
-        self.out.items.push((item, span));
+        self.mapped.items.items.push((item, span));
     }
 }
 
@@ -666,16 +577,18 @@ fn line_error(reason: String, ts: Option<EventTime>) -> DecodeError {
     }
 }
 
-fn map_traces(req: ExportTraceServiceRequest) -> Decoded {
+/// Maps a trace request to its fencing spans (module doc), consuming it: item-level strings
+/// are moved, not copied.
+pub fn map_traces(req: ExportTraceServiceRequest) -> Mapped {
     let mut b = Builder::default();
-    for rs in req.resource_spans {
+    for (r, rs) in req.resource_spans.into_iter().enumerate() {
         let resource = Level::of(rs.resource.map(|r| r.attributes).unwrap_or_default());
-        for ss in rs.scope_spans {
+        for (s, ss) in rs.scope_spans.into_iter().enumerate() {
             let scope = Level::of(ss.scope.map(|s| s.attributes).unwrap_or_default());
             b.next_scope();
-            for span in ss.spans {
+            for (i, span) in ss.spans.into_iter().enumerate() {
                 let mut item = Level::of(span.attributes);
-                if !item.has(K_KIND) {
+                if !b.take(&item, [r, s, i]) {
                     continue;
                 }
                 let ts = time(span.end_time_unix_nano);
@@ -712,19 +625,20 @@ fn map_traces(req: ExportTraceServiceRequest) -> Decoded {
             }
         }
     }
-    b.out
+    b.mapped
 }
 
-fn map_logs(req: ExportLogsServiceRequest) -> Decoded {
+/// Maps a logs request to its fencing log records (module doc), consuming it.
+pub fn map_logs(req: ExportLogsServiceRequest) -> Mapped {
     let mut b = Builder::default();
-    for rl in req.resource_logs {
+    for (r, rl) in req.resource_logs.into_iter().enumerate() {
         let resource = Level::of(rl.resource.map(|r| r.attributes).unwrap_or_default());
-        for sl in rl.scope_logs {
+        for (s, sl) in rl.scope_logs.into_iter().enumerate() {
             let scope = Level::of(sl.scope.map(|s| s.attributes).unwrap_or_default());
             b.next_scope();
-            for rec in sl.log_records {
+            for (i, rec) in sl.log_records.into_iter().enumerate() {
                 let mut item = Level::of(rec.attributes);
-                if !item.has(K_KIND) {
+                if !b.take(&item, [r, s, i]) {
                     continue;
                 }
                 let ts = time(rec.time_unix_nano).or_else(|| time(rec.observed_time_unix_nano));
@@ -750,7 +664,7 @@ fn map_logs(req: ExportLogsServiceRequest) -> Decoded {
             }
         }
     }
-    b.out
+    b.mapped
 }
 
 /// Why a request body is not an OTLP request (an HTTP `400`, a gRPC `INVALID_ARGUMENT`).

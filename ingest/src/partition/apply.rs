@@ -81,27 +81,17 @@ fn otlp_apply(live: &mut Live, base: u64, batch: &Batch<'_>, items: DecodedItems
     let source = live.add_source(batch.source);
     let mut out = Applied::default();
     #[cfg(feature = "otlp")]
-    if let Some(d) = items.otlp {
-        use crate::decode::otlp::Entry;
-        for (i, entry) in d.entries().enumerate() {
-            let (i, at) = (i as u64, base + i as u64);
-            match entry {
-                Entry::Event(ev, span) => {
-                    let pushed = match span {
-                        Some(s) => live.push_span(&ev, s, source, at, batch.received_at),
-                        None => live.push(&ev, source, at, batch.received_at),
-                    };
-                    count_pushed(live, &mut out, pushed, i, at, ev.ts);
-                }
-                Entry::Malformed(e) => {
-                    let message = e.error.to_string();
-                    match &e.span {
-                        Some(s) => live.push_malformed_span(s, source, at, e.error.ts, message),
-                        None => live.push_malformed(source, at, e.error.ts, message),
-                    }
-                    out.malformed(i, at, e.error);
-                }
-            }
+    if let Some(otlp) = items.otlp {
+        use crate::batch::OtlpItems;
+        let received_at = batch.received_at;
+        let mut each =
+            |i: usize, entry| otlp_entry(live, &mut out, source, base, received_at, i, entry);
+        match otlp {
+            OtlpItems::Stored(entries) => entries
+                .into_iter()
+                .enumerate()
+                .for_each(|(i, e)| each(i, e)),
+            OtlpItems::Request(d) => d.entries().enumerate().for_each(|(i, e)| each(i, e)),
         }
         return out;
     }
@@ -118,6 +108,38 @@ fn otlp_apply(live: &mut Live, base: u64, batch: &Batch<'_>, items: DecodedItems
         },
     );
     out
+}
+
+/// Feeds item `i` of an OTLP body at `base`.
+#[cfg(feature = "otlp")]
+fn otlp_entry(
+    live: &mut Live,
+    out: &mut Applied,
+    source: u32,
+    base: u64,
+    received_at: i64,
+    i: usize,
+    entry: crate::decode::otlp::Entry<'_>,
+) {
+    use crate::decode::otlp::Entry;
+    let (i, at) = (i as u64, base + i as u64);
+    match entry {
+        Entry::Event(ev, span) => {
+            let pushed = match span {
+                Some(s) => live.push_span(&ev, s, source, at, received_at),
+                None => live.push(&ev, source, at, received_at),
+            };
+            count_pushed(live, out, pushed, i, at, ev.ts);
+        }
+        Entry::Malformed(e) => {
+            let message = e.error.to_string();
+            match &e.span {
+                Some(s) => live.push_malformed_span(s, source, at, e.error.ts, message),
+                None => live.push_malformed(source, at, e.error.ts, message),
+            }
+            out.malformed(i, at, e.error);
+        }
+    }
 }
 
 /// Counts what pushing item `i` (at WAL offset `at`) came to.

@@ -17,6 +17,8 @@
 
 mod generator;
 pub mod live;
+#[cfg(feature = "otlp")]
+pub mod spans;
 
 use fencewatch_assess::contract::Strategy;
 use fencewatch_assess::time::{Duration, EventTime};

@@ -9,7 +9,7 @@
 //! those of the layers around it (401, 413, 503 timeouts) — as a `google.rpc.Status` ([`answers`]
 //! re-renders the problem+json of the service's error layer for these two routes).
 
-use super::{Failure, Otlp, Request, RpcStatus, Taken, code};
+use super::{Failure, Otlp, Prepared, Request, RpcStatus, Taken, code};
 use crate::serve::body;
 use crate::serve::error::{ApiError, Problem};
 use axum::Router;
@@ -117,7 +117,8 @@ async fn take(
         .await
         .map_err(IntoResponse::into_response)?;
     let limit = wal.max_body_bytes();
-    // Decompressed (under the limit) and parsed off the async workers.
+    let now = wal.clock().now().0;
+    // Decompressed (under the limit), parsed and mapped off the async workers.
     let parsed = tokio::task::spawn_blocking(move || {
         let body = if encoding == body::Encoding::Identity {
             raw
@@ -127,7 +128,8 @@ async fn take(
             out
         };
         let request = Request::parse(signal, &body, json).map_err(Ok)?;
-        Ok((request, held))
+        drop(body);
+        Ok((Prepared::of(request, now), held))
     })
     .await
     .map_err(|e| {
@@ -136,11 +138,11 @@ async fn take(
         }
         .into_response()
     })?;
-    let (request, held) = parsed.map_err(|e: Result<Failure, body::Refused>| match e {
+    let (prepared, held) = parsed.map_err(|e: Result<Failure, body::Refused>| match e {
         Ok(f) => failure(f),
         Err(refused) => refused.into_response(),
     })?;
-    let taken = otlp.take(request, held).await.map_err(failure)?;
+    let taken = otlp.store(prepared, held).await.map_err(failure)?;
     Ok((json, taken))
 }
 

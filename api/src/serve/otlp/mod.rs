@@ -1,8 +1,8 @@
 //! OTLP ingest (SPEC §8): spans and log records carrying `fencing.*` attributes, over OTLP/HTTP
 //! on the listener ([`http`]: `POST /v1/traces`, `POST /v1/logs`) and over OTLP/gRPC on
-//! `otlp_grpc_listen` ([`grpc`]). Both go through [`Otlp::take`]: the request is reduced to its
-//! fencing items (`fencewatch_ingest::decode::otlp`), submitted to the WAL source as one batch
-//! (protobuf, source `otlp`) and applied; the answer is full success, or partial success naming
+//! `otlp_grpc_listen` ([`grpc`]). Both go through [`Otlp::take`]: the request is mapped to its
+//! fencing items once (`fencewatch_ingest::decode::otlp`), which are submitted to the WAL
+//! source as one batch (format `Otlp`, source `otlp`) and applied; the answer is full success, or partial success naming
 //! the first malformed items (durable as `malformed_event` evidence: not to be retried).
 //! [`links`] adds the trace and span ids (and links) to the events of the `/v1` answers.
 
@@ -13,7 +13,7 @@ pub mod links;
 use crate::serve::metrics::Metrics;
 use crate::serve::submit::submit;
 use fencewatch_ingest::batch::{self, Format};
-use fencewatch_ingest::decode::otlp::{self, Location, Reduced, Signal};
+use fencewatch_ingest::decode::otlp::{self, Location, Mapped, Signal};
 use fencewatch_ingest::partition::Applied;
 use fencewatch_ingest::report::{InternalEvent, ItemsIgnored};
 use fencewatch_ingest::source::wal::{Reservation, WalSource};
@@ -143,10 +143,44 @@ impl Request {
         }
     }
 
-    fn reduce(self) -> Reduced {
+    fn map(self) -> Mapped {
         match self {
-            Request::Traces(r) => otlp::reduce_traces(r),
-            Request::Logs(r) => otlp::reduce_logs(r),
+            Request::Traces(r) => otlp::map_traces(r),
+            Request::Logs(r) => otlp::map_logs(r),
+        }
+    }
+}
+
+/// A request mapped to its fencing items, and their WAL payload.
+#[derive(Debug)]
+pub struct Prepared {
+    signal: Signal,
+    /// The WAL payload; empty when there are no fencing items.
+    payload: Vec<u8>,
+    items: u64,
+    ignored: u64,
+    locations: Vec<Location>,
+}
+
+impl Prepared {
+    /// Maps `request` (consuming it) and encodes its WAL payload, received at `now` (ns): CPU
+    /// work, to do off the async workers.
+    pub fn of(request: Request, now: i64) -> Prepared {
+        let signal = request.signal();
+        let mapped = request.map();
+        let items = mapped.items.len() as u64;
+        let mut payload = Vec::new();
+        if items > 0 {
+            let cap = batch::header_len(SOURCE) + 64 * mapped.items.len();
+            payload = batch::encode_header(Format::Otlp, now, SOURCE, None, cap);
+            otlp::stored::encode_into(&mapped.items, &mut payload);
+        }
+        Prepared {
+            signal,
+            payload,
+            items,
+            ignored: mapped.ignored,
+            locations: mapped.locations,
         }
     }
 }
@@ -155,28 +189,33 @@ impl Otlp {
     /// Stores and applies `request`, holding `held` of the ingest budget until answered. A
     /// request without fencing items stores nothing.
     pub async fn take(&self, request: Request, held: Reservation) -> Result<Taken, Failure> {
-        let signal = request.signal();
-        let reduced = tokio::task::spawn_blocking(move || request.reduce())
+        let now = self.wal.clock().now().0;
+        let prepared = tokio::task::spawn_blocking(move || Prepared::of(request, now))
             .await
             .map_err(|e| Failure::Unavailable(e.to_string()))?;
-        self.metrics.ignored(signal, reduced.ignored);
-        if reduced.items == 0 {
+        self.store(prepared, held).await
+    }
+
+    /// Stores and applies a prepared request ([`Otlp::take`]).
+    pub async fn store(&self, prepared: Prepared, held: Reservation) -> Result<Taken, Failure> {
+        let Prepared {
+            signal,
+            payload,
+            items,
+            ignored,
+            locations,
+        } = prepared;
+        self.metrics.ignored(signal, ignored);
+        if items == 0 {
             return Ok(Taken::default());
         }
-        let format = match signal {
-            Signal::Traces => Format::OtlpTraces,
-            Signal::Logs => Format::OtlpLogs,
-        };
-        let now = self.wal.clock().now().0;
-        let payload = batch::encode(format, now, SOURCE, None, &reduced.body);
-        drop(reduced.body);
-        let done = submit(&self.wal, reduced.items, payload, held)
+        let done = submit(&self.wal, items, payload, held)
             .await
             .map_err(|e| Failure::Unavailable(e.to_string()))?;
         let a = &done.applied;
         Ok(Taken {
             rejected: a.malformed,
-            error_message: error_message(signal, a, &reduced.locations),
+            error_message: error_message(signal, a, &locations),
         })
     }
 }
