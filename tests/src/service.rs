@@ -7,6 +7,20 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+/// The prefix of an environment variable among a service's `extra` arguments.
+const ENV: &str = "\u{0}env:";
+
+/// Removes the `OTEL_*` variables of this process's environment from `cmd`'s: the service's
+/// own traces (SPEC §8) stay off unless a test asks for them.
+pub fn without_otel(cmd: &mut Command) -> &mut Command {
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("OTEL_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
 /// A running `fencewatch serve`.
 #[derive(Debug)]
 pub struct TestService {
@@ -142,6 +156,22 @@ impl TestService {
         svc
     }
 
+    /// Like [`TestService::start`], with the environment variables `env` set for the service
+    /// (and its restarts). The `OTEL_*` variables of the caller's environment never reach it:
+    /// only those a test sets here.
+    pub fn start_with_env(
+        dir: &Path,
+        contract: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> TestService {
+        let mut extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        extra.extend(env.iter().map(|(k, v)| format!("{ENV}{k}={v}")));
+        let contract_path = dir.join("contract.toml");
+        std::fs::write(&contract_path, contract).expect("write contract");
+        TestService::spawn(contract_path, dir.join("data"), extra)
+    }
+
     /// Like [`TestService::start`], but returns once the service listens, ready or not.
     pub fn start_listening(dir: &Path, contract: &str, extra: &[&str]) -> TestService {
         let contract_path = dir.join("contract.toml");
@@ -191,7 +221,12 @@ impl TestService {
             .last()
             .and_then(|e| e.strip_prefix("\u{0}ulimit:"))
             .map(str::to_string);
-        let args = &extra[..extra.len() - usize::from(fds.is_some())];
+        // `\0env:K=V` entries (from `start_with_env`) are variables for the service.
+        let args: Vec<&String> = extra.iter().filter(|e| !e.starts_with('\u{0}')).collect();
+        let env: Vec<(&str, &str)> = extra
+            .iter()
+            .filter_map(|e| e.strip_prefix(ENV)?.split_once('='))
+            .collect();
         let mut cmd = match &fds {
             Some(n) => {
                 let mut c = Command::new("sh");
@@ -201,15 +236,16 @@ impl TestService {
             }
             None => Command::new(crate::bin()),
         };
-        let mut child = cmd
-            .arg("serve")
+        cmd.arg("serve")
             .arg("--contract")
             .arg(&contract)
             .arg("--data-dir")
             .arg(&data_dir)
             .args(["--listen", "127.0.0.1:0", "--checkpoint-interval", "200ms"])
-            .args(args)
-            .env_remove("FENCEWATCH_AUTH_TOKEN")
+            .args(&args)
+            .env_remove("FENCEWATCH_AUTH_TOKEN");
+        without_otel(&mut cmd).envs(env);
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr_path).expect("stderr file"))
@@ -365,7 +401,8 @@ impl Demo {
     /// Starts `fencewatch demo` on port 0 in `data_dir` at `rate` events/s, with a resumed old
     /// owner every `stale_every` seconds. Its stdout stays open (read on a thread).
     pub fn start(data_dir: &Path, rate: u32, stale_every: u32) -> Demo {
-        let mut child = Command::new(crate::bin())
+        let mut cmd = Command::new(crate::bin());
+        let mut child = without_otel(&mut cmd)
             .args(["demo", "--listen", "127.0.0.1:0"])
             .args([
                 "--rate",

@@ -589,3 +589,49 @@ fn an_exporter_protocol_it_cannot_speak_is_refused_at_start() {
         "{err}"
     );
 }
+
+/// The test harness keeps the caller's `OTEL_*` variables from the services it starts (they
+/// would turn fencewatch's own traces on, or refuse to start), but passes those a test sets:
+/// checked in a copy of this test process that has such variables in its environment.
+#[test]
+fn the_callers_otel_variables_do_not_reach_a_test_service() {
+    let refused = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+    ];
+    if std::env::var_os("FENCEWATCH_TEST_OTEL_CHILD").is_some() {
+        assert_eq!(
+            std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL").as_deref(),
+            Ok("http/protobuf")
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let svc = TestService::start(dir.path(), ORDERS_CONTRACT, &[]);
+        assert_eq!(svc.get("/readyz").status, 200);
+        let other = tempfile::tempdir().unwrap();
+        let set = std::panic::catch_unwind(|| {
+            TestService::start_with_env(other.path(), ORDERS_CONTRACT, &[], &refused)
+        });
+        let why = set.expect_err("a variable the test sets reaches the service");
+        let why = why.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(why.contains("http/protobuf is not supported"), "{why}");
+        return;
+    }
+    let name = concat!(
+        module_path!(),
+        "::the_callers_otel_variables_do_not_reach_a_test_service"
+    );
+    let name = name.split_once("::").map_or(name, |(_, n)| n);
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads", "1"])
+        .env("FENCEWATCH_TEST_OTEL_CHILD", "1")
+        .envs(refused)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("1 passed"), "the child ran no test: {text}");
+}
