@@ -2,9 +2,9 @@
 //! applied to what comes out.
 //!
 //! `Content-Encoding: gzip` (every member of a multi-member body, as RFC 1952 allows) and
-//! `deflate` (the zlib format, RFC 9110) are decoded here, whole, before anything is stored: a
-//! body that does not decode to the end — a truncated member, garbage after the last member,
-//! bytes after the deflate stream — is refused with 400 and nothing of it is kept, never
+//! `deflate` (the zlib format, RFC 9110) and `zstd` (RFC 8878, every frame) are decoded here,
+//! whole, before anything is stored: a body that does not decode to the end — a truncated
+//! member or frame, garbage after the last one, bytes after the deflate stream — is refused with 400 and nothing of it is kept, never
 //! stored in part under a 2xx. Any other encoding is 415. What comes out counts against
 //! `max_body_bytes` (413 beyond) and against the ingest budget (`max_pending_bytes`, 503).
 
@@ -23,6 +23,8 @@ pub enum Encoding {
     Gzip,
     /// A zlib stream.
     Deflate,
+    /// One or more zstd frames.
+    Zstd,
 }
 
 /// The body's `Content-Encoding`; 415 for one this service does not decode.
@@ -35,6 +37,7 @@ pub fn encoding(headers: &HeaderMap) -> Result<Encoding, ApiError> {
         "" | "identity" => Ok(Encoding::Identity),
         "gzip" | "x-gzip" => Ok(Encoding::Gzip),
         "deflate" => Ok(Encoding::Deflate),
+        "zstd" => Ok(Encoding::Zstd),
         _ => Err(ApiError::UnsupportedEncoding {
             got: String::from_utf8_lossy(v.as_bytes())
                 .chars()
@@ -160,6 +163,12 @@ pub fn decode(
             }
             Ok(())
         }
+        // Every frame, to the end of the body (a truncated frame or trailing bytes are errors).
+        Encoding::Zstd => {
+            let mut d = zstd::stream::read::Decoder::with_buffer(raw)
+                .map_err(|e| bad(format!("zstd: {e}")))?;
+            copy(&mut d, "zstd")
+        }
     }
 }
 
@@ -179,6 +188,36 @@ mod tests {
         let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
         e.write_all(data).unwrap();
         e.finish().unwrap()
+    }
+
+    fn zst(data: &[u8]) -> Vec<u8> {
+        zstd::stream::encode_all(data, 3).unwrap()
+    }
+
+    #[test]
+    fn every_zstd_frame_is_decoded_and_a_cut_or_trailing_byte_refused() {
+        let two = [zst(b"one\n"), zst(b"two\nthree\n")].concat();
+        assert_eq!(
+            run(Encoding::Zstd, &two, 100).unwrap(),
+            b"one\ntwo\nthree\n"
+        );
+        let cut = &two[..two.len() - 3];
+        assert_eq!(run(Encoding::Zstd, cut, 100), Err(StatusCode::BAD_REQUEST));
+        let trailing = [zst(b"one\n"), b"not zstd".to_vec()].concat();
+        assert_eq!(
+            run(Encoding::Zstd, &trailing, 100),
+            Err(StatusCode::BAD_REQUEST)
+        );
+        // The limit applies to what comes out: 1 MiB of zeros is a few bytes of zstd.
+        let bomb = zst(&vec![0u8; 1 << 20]);
+        assert!(bomb.len() < 1024);
+        assert_eq!(
+            run(Encoding::Zstd, &bomb, 1000),
+            Err(StatusCode::PAYLOAD_TOO_LARGE)
+        );
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_ENCODING, "zstd".parse().unwrap());
+        assert_eq!(encoding(&h).unwrap(), Encoding::Zstd);
     }
 
     fn run(enc: Encoding, raw: &[u8], limit: u64) -> Result<Vec<u8>, StatusCode> {

@@ -204,12 +204,60 @@ fn every_member_of_a_gzip_body_is_ingested_or_the_body_is_refused() {
     assert_eq!(r.json()["accepted"], 3, "{}", r.text());
 }
 
+/// `Content-Encoding: zstd` (RFC 8878): every frame of the body is ingested (a body of two
+/// frames, as an appending writer makes, gives every event), a frame cut short is refused whole
+/// (400, nothing stored), and an encoding the service does not decode is 415.
+#[test]
+fn a_zstd_body_is_ingested_whole_or_refused_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), CONTRACT, &[]);
+    let t = fencewatch_tests::service::now_ns() - 10 * SEC;
+    let hb = |seq: u64| {
+        format!(
+            r#"{{"kind":"heartbeat","ts":{},"route":"r","emitter":"z","seq":{seq}}}"#,
+            t + seq as i64
+        )
+    };
+    let frame = |s: String| zstd::stream::encode_all(s.as_bytes(), 3).unwrap();
+    let post = |body: &[u8], enc: &str| {
+        fencewatch_tests::service::request(
+            svc.addr,
+            "POST",
+            "/v1/events",
+            &[
+                ("content-type", "application/x-ndjson"),
+                ("content-encoding", enc),
+            ],
+            body,
+        )
+        .unwrap()
+    };
+    let mut body = frame(format!("{}\n", hb(1)));
+    body.extend(frame(format!("{}\n{}\n", hb(2), hb(3))));
+    let r = post(&body, "zstd");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["accepted"], 3, "{}", r.text());
+    let cut = frame(format!("{}\n{}\n", hb(4), hb(5)));
+    let r = post(&cut[..cut.len() - 2], "zstd");
+    assert_eq!(r.status, 400, "{}", r.text());
+    let r = post(b"x", "br");
+    assert_eq!(r.status, 415, "{}", r.text());
+    // Nothing of the refused bodies was stored: seqs 1..=3 only, no gap, nothing malformed.
+    let m = svc.get("/metrics").text();
+    let ingested = m
+        .lines()
+        .find(|l| l.starts_with("fencewatch_events_ingested_total"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(ingested.ends_with(" 3"), "{ingested}");
+}
+
 /// A hot scope (one owner committing in time order, a few thousand commits per second, is
 /// ordinary traffic) costs about what as many events over as many scopes cost: 16,000 commits
 /// of one scope in one request, against 16,000 commits of 16,000 scopes. Each event used to
 /// re-decide the whole scope, quadratic in what the horizon holds (1.3 s against a few ms in a
 /// release build; 50,000 took 20 s, during which `/metrics` did not answer); the fast path of
-/// `assess/src/live/fast.rs` decides such an event alone.
+/// `assess/src/live/scopes/fast.rs` decides such an event alone.
 #[test]
 fn a_hot_scope_costs_about_what_as_many_scopes_cost() {
     let dir = tempfile::tempdir().unwrap();
