@@ -284,11 +284,12 @@ mod tests {
             ("X-GZIP", Encoding::Gzip),
             ("deflate", Encoding::Deflate),
             ("identity", Encoding::Identity),
+            ("zstd", Encoding::Zstd),
         ] {
             h.insert(header::CONTENT_ENCODING, v.parse().unwrap());
             assert_eq!(encoding(&h).unwrap(), want, "{v}");
         }
-        for v in ["br", "zstd", "gzip, gzip"] {
+        for v in ["br", "gzip, gzip", "zstd, gzip"] {
             h.insert(header::CONTENT_ENCODING, v.parse().unwrap());
             assert!(encoding(&h).is_err(), "{v}");
         }
