@@ -501,3 +501,58 @@ fn a_dropped_counterexample_found_again_counts_once() {
     );
     assert_eq!(v.unknown_counts(0), r.properties[0].unknown);
 }
+
+/// An emitter whose seqs come with a hole between each (every other seq, as a hostile or broken
+/// sender may) used to keep one run per event, without bound. Beyond `max_seq_fragments` runs
+/// (beyond each emitter's first) an event whose seq would open another run is set aside as
+/// lost telemetry, and the gaps stay `unknown(telemetry_gap)`; seqs that extend or join runs
+/// are still taken, and so are new emitters.
+#[test]
+fn seq_runs_beyond_the_bound_are_set_aside_as_lost_telemetry() {
+    let c = contract_with(false, 5, "10ns", "1000000000ns");
+    let mut l = Live::new(c, LiveOptions::default());
+    l.set_max_seq_fragments(100);
+    let src = l.add_source("http");
+    let mut at = 0u64;
+    let mut push = |l: &mut Live, emitter: &str, seq: u64, ts: i64| {
+        let e = emitter_event(emitter, seq, ts, "a");
+        l.push(&e, src, at, i64::MAX / 2);
+        at += 1;
+    };
+    // Seqs 0, 2, 4, …: each opens a run until the bound.
+    for i in 0..1_000u64 {
+        push(&mut l, "holey", 2 * i, i as i64 * 10);
+        assert!(l.seq_fragments() <= 100, "{}", l.seq_fragments());
+    }
+    assert_eq!(l.seq_fragments(), 100);
+    // A seq that extends a run (1 joins 0 and 2) is taken and closes a gap.
+    push(&mut l, "holey", 1, 10_005);
+    assert_eq!(l.seq_fragments(), 99);
+    // Another emitter's first seq opens no extra run; its contiguous seqs are taken.
+    for s in 0..10u64 {
+        push(&mut l, "steady", s, 10_010 + s as i64);
+    }
+    assert_eq!(l.seq_fragments(), 99);
+    l.close();
+    let v = l.view();
+    // 1,000 - 101 events set aside (the first 101 seqs opened the runs).
+    assert_eq!(v.untracked_emitter_events(0), 1_000 - 101);
+    let sample = &v.samples(0)[&Reason::TelemetryGap][0];
+    assert!(
+        sample.detail.contains("fragmented beyond 100 runs"),
+        "{}",
+        sample.detail
+    );
+    // Every window with a set-aside event or a gap is unknown, never holds.
+    for k in 0..100i64 {
+        let a = v.assurance(0, k * 100 + 99, 100, 0);
+        assert_ne!(
+            a.verdict,
+            fencewatch_assess::Verdict::Holds,
+            "window {k}: {a:?}"
+        );
+    }
+    // A restored assessor counts its runs again.
+    let restored = Live::restore(l.contract().clone(), l.state().clone()).unwrap();
+    assert_eq!(restored.seq_fragments(), 99);
+}

@@ -128,7 +128,9 @@ impl Live {
             },
         );
         e.events += 1;
+        let before = e.runs.fragments();
         e.runs.add(rec.seq, rec.ts);
+        self.seq_fragments = self.seq_fragments + e.runs.fragments() - before;
         Seen::New
     }
 

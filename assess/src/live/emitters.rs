@@ -9,6 +9,14 @@
 //! `unknown(telemetry_gap)`, its seq being untracked. An idle emitter is kept compact: its
 //! recent deliveries fall out with the horizon and give their allocation back, a single run of
 //! seqs is kept inline, a single property too (`Live::emitters_bytes`).
+//!
+//! Runs beyond an emitter's first (its seqs' fragments, one per gap still open) are bounded
+//! too, over the partition ([`Live::set_max_seq_fragments`](super::Live::set_max_seq_fragments), default
+//! [`DEFAULT_MAX_SEQ_FRAGMENTS`](super::DEFAULT_MAX_SEQ_FRAGMENTS)): once they are reached, an
+//! event whose seq would open yet another run (in none, adjacent to none) is set aside and
+//! raises `unknown(telemetry_gap)` like an untracked emitter's; its seq stays missing, so the
+//! gap it would have filled stays `unknown(telemetry_gap)` too. Seqs that extend or join runs
+//! are taken as ever.
 
 use crate::rules::{NONE, Reasons, UNATTRIBUTED};
 use serde::{Deserialize, Serialize};
@@ -73,6 +81,20 @@ impl Runs {
             Runs::One(s, r) => (*s..=r.end).contains(&seq),
             Runs::Many(m) => runs_contain(m, seq),
         }
+    }
+
+    /// Whether adding `seq` would open a run of its own: it is in no run and adjacent to none.
+    pub(super) fn opens_run(&self, seq: u64) -> bool {
+        let near = |s: Option<u64>| s.is_some_and(|s| self.contains(s));
+        self.len() > 0
+            && !self.contains(seq)
+            && !near(seq.checked_sub(1))
+            && !near(seq.checked_add(1))
+    }
+
+    /// Runs beyond the first (what fragmentation costs; [`Live::seq_fragments`](super::Live::seq_fragments)).
+    pub(super) fn fragments(&self) -> usize {
+        self.len().saturating_sub(1)
     }
 
     /// Adds `seq` (not held yet) seen at `ts`.

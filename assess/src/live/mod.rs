@@ -45,8 +45,8 @@ pub use premises::{PremiseState, PremiseView, UnsupportedPremise};
 pub use query::{Assurance, Coverage, CxPage, EmitterCoverage, RouteState, ScopeView};
 pub use spans::SpanId;
 pub use state::{
-    ContractChanged, DEFAULT_MAX_COUNTEREXAMPLES, DEFAULT_MAX_EMITTERS, Live, LiveOptions,
-    LiveState, MAX_NAME_BYTES, NewCounterexample, Pushed, fingerprint,
+    ContractChanged, DEFAULT_MAX_COUNTEREXAMPLES, DEFAULT_MAX_EMITTERS, DEFAULT_MAX_SEQ_FRAGMENTS,
+    Live, LiveOptions, LiveState, MAX_NAME_BYTES, NewCounterexample, Pushed, fingerprint,
 };
 pub use summary::Summary;
 pub use tally::{OTHER_UNDECLARED_ROUTES, UNDECLARED_ROUTES_KEPT};

@@ -77,6 +77,17 @@ impl Live {
             }
             _ => false,
         };
+        // Or one whose seq would open another run of seqs beyond `max_seq_fragments` (the
+        // `emitters` module).
+        let fragmenting = !untracked
+            && self.seq_fragments >= self.max_seq_fragments
+            && match (ev.emitter, ev.seq) {
+                (Some(name), Some(seq)) => self
+                    .name_id(name)
+                    .and_then(|id| self.state.emitters.get(&id))
+                    .is_some_and(|e| e.runs.opens_run(seq.0)),
+                _ => false,
+            };
         // A span is kept only for an attributed event (as its names are). Its record's
         // position is its span id's 8 bytes (its WAL position is not its provenance), which
         // finds its other deliveries without reading the span table.
@@ -84,8 +95,8 @@ impl Live {
             rec.source = OWN_PROVENANCE | self.state.spans.add(id, source);
             rec.position = span_key(id);
         }
-        if untracked {
-            return self.push_untracked(prop, ev, &rec);
+        if untracked || fragmenting {
+            return self.push_untracked(prop, ev, &rec, fragmenting);
         }
         // Only what is kept is interned: an unattributed event's holder and route are not, nor
         // a heartbeat's route (it matters only when declared: a declared route is interned at
@@ -152,7 +163,15 @@ impl Live {
     /// not applied, counted, and `unknown(telemetry_gap)` for its property in the window of its
     /// time (its seq cannot be tracked: lost telemetry as far as this partition can tell).
     /// Nothing of it is interned.
-    fn push_untracked(&mut self, prop: Option<usize>, ev: &Event<'_>, rec: &Rec) -> Pushed {
+    /// `fragmenting`: its emitter is tracked, but its seq would open a run beyond
+    /// `max_seq_fragments`.
+    fn push_untracked(
+        &mut self,
+        prop: Option<usize>,
+        ev: &Event<'_>,
+        rec: &Rec,
+        fragmenting: bool,
+    ) -> Pushed {
         let outcome = match prop {
             None => {
                 self.state.unattributed += 1;
@@ -164,15 +183,22 @@ impl Live {
                 self.state.props[p].tally.untracked_emitter_events += 1;
                 let name = ev.emitter.unwrap_or_default();
                 let max = self.state.options.max_emitters;
+                let max_runs = self.max_seq_fragments;
                 self.raise(p, rec, Reason::TelemetryGap, |_| {
                     let name = if name.len() > MAX_NAME_BYTES {
                         shortened(name)
                     } else {
                         name.to_string()
                     };
-                    format!(
-                        "emitter `{name}` not tracked: more than max_emitters ({max}) emitters; its events are set aside"
-                    )
+                    if fragmenting {
+                        format!(
+                            "emitter `{name}`: its seqs are fragmented beyond {max_runs} runs in this partition; an event whose seq would open another is set aside"
+                        )
+                    } else {
+                        format!(
+                            "emitter `{name}` not tracked: more than max_emitters ({max}) emitters; its events are set aside"
+                        )
+                    }
                 });
                 Pushed::Assessed
             }
@@ -319,6 +345,9 @@ impl Live {
             e.runs = merge_runs([&e.runs, runs].into_iter());
             removed += before.saturating_sub(e.runs.len());
         }
+        self.seq_fragments = (self.state.emitters.values())
+            .map(|e| e.runs.fragments())
+            .sum();
         removed
     }
 

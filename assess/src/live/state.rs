@@ -25,6 +25,9 @@ pub(super) const UNDECLARED: u32 = u32::MAX - 3;
 
 /// The default of [`LiveOptions::max_emitters`].
 pub const DEFAULT_MAX_EMITTERS: usize = 1_000_000;
+/// The default of [`Live::set_max_seq_fragments`]: runs of seqs beyond each emitter's first,
+/// over a partition (a run costs about 48 bytes).
+pub const DEFAULT_MAX_SEQ_FRAGMENTS: usize = 1_000_000;
 /// The default of [`LiveOptions::max_counterexamples`].
 pub const DEFAULT_MAX_COUNTEREXAMPLES: usize = 100_000;
 
@@ -191,6 +194,10 @@ pub struct Live {
     pub(super) reference: bool,
     /// Full decisions made ([`Live::full_decisions`]).
     pub(super) full_decisions: u64,
+    /// Runs of seqs beyond each emitter's first, over every emitter ([`Live::seq_fragments`]).
+    pub(super) seq_fragments: usize,
+    /// The bound on them ([`Live::set_max_seq_fragments`]).
+    pub(super) max_seq_fragments: usize,
 }
 
 /// A checkpoint that does not belong to this contract.
@@ -311,7 +318,12 @@ impl Live {
             withdrawn_cxs: Vec::new(),
             reference: false,
             full_decisions: 0,
+            seq_fragments: 0,
+            max_seq_fragments: DEFAULT_MAX_SEQ_FRAGMENTS,
         };
+        live.seq_fragments = (live.state.emitters.values())
+            .map(|e| e.runs.fragments())
+            .sum();
         let contract = live.contract.clone();
         live.route_ids = RouteIds::new(&contract, |name| Some(live.intern(name)));
         live
@@ -339,6 +351,19 @@ impl Live {
     /// the fast path is tested against, and a measure of what it saves. Not part of the state.
     pub fn set_reference_decisions(&mut self, on: bool) {
         self.reference = on;
+    }
+
+    /// Bounds the runs of seqs beyond each emitter's first, over this partition (the
+    /// `emitters` module): once `max` are kept, an event whose seq would open another run is
+    /// set aside as `unknown(telemetry_gap)`. Not part of the state (a restored assessor counts
+    /// its runs again).
+    pub fn set_max_seq_fragments(&mut self, max: usize) {
+        self.max_seq_fragments = max;
+    }
+
+    /// Runs of seqs kept beyond each emitter's first (one per gap still open).
+    pub fn seq_fragments(&self) -> usize {
+        self.seq_fragments
     }
 
     /// How many full decisions of a scope this assessor made (since it was made or restored):
