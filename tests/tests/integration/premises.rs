@@ -543,3 +543,78 @@ fn serve_and_check_agree_on_the_premise_cases() {
         }
     }
 }
+
+/// A premise's support survives a restart in the middle of its interval, from the checkpoint
+/// (SIGTERM writes one) and from the write-ahead log past it (SIGKILL): the restarted service
+/// lists the same support, the same last attestation and the same intervals, and the support
+/// still ends where it did.
+#[test]
+fn premise_support_survives_a_restart_in_the_middle_of_its_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), &contract(), &[]);
+    let url = format!("http://{}", svc.addr);
+    let now = now_ns();
+    let ts = (now - 60_000_000_000).to_string();
+    let view = |svc: &TestService| {
+        let mut doc = svc.get(&format!("/v1/premises?at={now}")).json();
+        for p in doc["premises"].as_array_mut().unwrap() {
+            p.as_object_mut().unwrap().remove("at");
+        }
+        doc.as_object_mut().unwrap().remove("at");
+        doc
+    };
+    let attest_ok = |url: &str, args: &[&str]| {
+        let out = attest(url, None, args);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    };
+    attest_ok(
+        &url,
+        &[
+            "--premise",
+            "conditional_commit",
+            "--route",
+            "orders-api.transition",
+            "--valid-for",
+            "30m",
+            "--ts",
+            &ts,
+        ],
+    );
+    let before = view(&svc);
+    let cc = |doc: &serde_json::Value| {
+        doc["premises"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|q| q["name"] == "conditional_commit")
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(cc(&before)["state"], "supported", "{before}");
+    // SIGTERM: the support is restored from the checkpoint.
+    let parts = (svc.contract.clone(), svc.data_dir.clone(), Vec::new());
+    let (status, log) = svc.terminate();
+    assert!(status.success(), "{log}");
+    let svc = TestService::restart(parts);
+    assert_eq!(view(&svc), before);
+    // Another attestation after the checkpoint, then SIGKILL: replayed from the log.
+    let url = format!("http://{}", svc.addr);
+    attest_ok(&url, &["--premise", "durable_fence", "--ts", &ts]);
+    let before = view(&svc);
+    let svc = TestService::restart(svc.kill9());
+    let after = view(&svc);
+    assert_eq!(after, before);
+    let fence = after["premises"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == "durable_fence")
+        .unwrap()
+        .clone();
+    assert_eq!(fence["state"], "supported", "{after}");
+    // The per-route support still ends 30 minutes after its attestation.
+    let end = now - 60_000_000_000 + 1_800_000_000_000;
+    let at = |t: i64| cc(&svc.get(&format!("/v1/premises?at={t}")).json())["state"].clone();
+    assert_eq!(at(end - 1), "supported");
+    assert_eq!(at(end), "unattested");
+}
