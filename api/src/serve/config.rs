@@ -153,6 +153,11 @@ pub struct ServeArgs {
     /// Scale-out: topic where instances of the group publish and read partition summaries.
     #[arg(long, env = "FENCEWATCH_KAFKA_SUMMARIES_TOPIC", value_name = "TOPIC")]
     pub kafka_summaries_topic: Option<String>,
+    /// Static group membership: this instance's stable id in the group (librdkafka
+    /// `group.instance.id`; a StatefulSet's pod name), so that after a crash it takes its
+    /// partitions back at once instead of waiting out its old session. Ignored without Kafka.
+    #[arg(long, env = "FENCEWATCH_KAFKA_INSTANCE_ID", value_name = "ID")]
+    pub kafka_instance_id: Option<String>,
 }
 
 /// The validated configuration, passed down by value (no global).
@@ -245,6 +250,7 @@ struct Layer {
     kafka_group: Option<String>,
     kafka_dead_letter_topic: Option<String>,
     kafka_summaries_topic: Option<String>,
+    kafka_instance_id: Option<String>,
     /// librdkafka settings passed through (`[kafka]` table).
     kafka: Option<BTreeMap<String, toml::Value>>,
 }
@@ -654,6 +660,13 @@ impl ServeConfig {
                 None => {}
             }
         }
+        let instance_id = match pick(a.kafka_instance_id, f.kafka_instance_id, None) {
+            Some((s, o)) if s.trim().is_empty() => {
+                l.error("kafka_instance_id", o, "must not be empty");
+                None
+            }
+            v => v.map(|(s, _)| s.trim().to_string()),
+        };
         let mut settings = Vec::new();
         for (k, v) in f.kafka.unwrap_or_default() {
             match v {
@@ -683,6 +696,7 @@ impl ServeConfig {
                     .unwrap_or_else(|| "fencewatch".into()),
                 dead_letter_topic: kafka_values.remove("kafka_dead_letter_topic"),
                 summaries_topic: kafka_values.remove("kafka_summaries_topic"),
+                instance_id,
                 settings,
             }),
             (None, None) if kafka_values.is_empty() && settings.is_empty() => None,

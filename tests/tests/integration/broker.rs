@@ -5,7 +5,7 @@
 //! confluent-kafka, except under `CI=true` (see `fencewatch_tests::require!`).
 
 use super::kafka::{
-    CONTRACT, SEC, TOPIC, batches, kafka_args, killed_then_clean, single_then_pair,
+    CONTRACT, SEC, TOPIC, batches, kafka_args, killed_then_clean, observations, single_then_pair,
 };
 use fencewatch_tests::commit_line;
 use fencewatch_tests::kafka::{Tansu, python_produce};
@@ -213,4 +213,34 @@ fn a_20_mb_message_is_malformed_dead_lettered_in_bounded_copy_and_consumption_go
             .contains("line is 20000000 bytes, over the 1048576-byte limit"),
         "{line}"
     );
+}
+
+/// Static membership (`kafka_instance_id`, librdkafka's `group.instance.id`): an instance
+/// killed with SIGKILL and started again under the same id takes its partitions back at once.
+/// Without it, the restarted member waits until the broker expires its old session
+/// (`session.timeout.ms`, 45 s by default, kept here): the issue measured 46 s.
+#[test]
+fn a_killed_instance_with_a_static_id_assesses_again_before_its_old_session_expires() {
+    fencewatch_tests::require!(Tansu, ConfluentKafka);
+    let broker = Tansu::start();
+    let all = batches(now_ns(), 2, 60);
+    python_produce(&broker.brokers, TOPIC, 4, &lines(&all[0]));
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = kafka_args(&broker.brokers, "static");
+    args.extend(["--kafka-instance-id", "fencewatch-0"]);
+    let svc = TestService::start(dir.path(), CONTRACT, &args);
+    let first = all[0].len() as u64;
+    svc.wait_for("the first batch assessed", 60, |s| observations(s) == first);
+    let parts = svc.kill9();
+    let started = std::time::Instant::now();
+    python_produce(&broker.brokers, TOPIC, 0, &lines(&all[1]));
+    let svc = TestService::restart(parts);
+    let total = first + all[1].len() as u64;
+    svc.wait_for("every partition back and the new batch assessed", 40, |s| {
+        s.metric("fencewatch_kafka_assigned_partitions") == Some(4.0) && observations(s) == total
+    });
+    let took = started.elapsed();
+    // Well before the 45 s session timeout a dynamic member would wait out.
+    assert!(took < std::time::Duration::from_secs(30), "{took:?}");
+    eprintln!("assessing again {took:?} after SIGKILL and restart");
 }

@@ -71,6 +71,9 @@ pub struct KafkaConfig {
     /// Scale-out: the topic where each instance publishes its partitions' summaries and
     /// reads the others'. `None`: a single instance answers for its own partitions.
     pub summaries_topic: Option<String>,
+    /// Static membership: this instance's stable id in the group (`group.instance.id`): a
+    /// restarted instance takes its partitions back at once, without a rebalance.
+    pub instance_id: Option<String>,
     /// librdkafka settings passed through (`security.protocol`, `sasl.*`, …), applied last.
     pub settings: Vec<(String, String)>,
 }
@@ -267,6 +270,9 @@ impl KafkaSource {
             .set("enable.partition.eof", "true")
             .set("statistics.interval.ms", "1000")
             .set("client.id", "fencewatch");
+        if let Some(id) = &c.instance_id {
+            cc.set("group.instance.id", id);
+        }
         for (k, v) in &c.settings {
             cc.set(k, v);
         }
