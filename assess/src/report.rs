@@ -76,7 +76,7 @@ pub struct PropertyReport {
     /// refuted if any counterexample; else unknown if any reason; else holds.
     pub verdict: Verdict,
     /// Every counterexample, uncapped, ordered by stale event time. Serialized without
-    /// `final` and `withdrawn` (see [`offline`]): in `check` every counterexample is final and
+    /// `final` and `withdrawn` (the private `offline` serializer): in `check` every counterexample is final and
     /// none is withdrawn, and its JSON shape predates them.
     #[serde(serialize_with = "offline")]
     pub counterexamples: Vec<Counterexample>,
