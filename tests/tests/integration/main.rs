@@ -8,6 +8,7 @@ mod deploy;
 mod found;
 mod golden;
 mod hostile;
+mod house;
 mod ingest_file;
 mod kafka;
 mod kafka_hostile;
