@@ -77,7 +77,9 @@ fn sync_dir(dir: &Path) -> Result<()> {
 pub struct Loaded {
     /// The partition offset the state covers: replay from here.
     pub offset: u64,
-    /// The state as saved.
+    /// The state as saved, from [`CheckpointStore::latest`]; empty from
+    /// [`CheckpointStore::latest_decoded`], whose caller has the decoded state (a copy of the
+    /// bytes would add the checkpoint's size to the restore's peak memory).
     pub state: Vec<u8>,
     /// Newer checkpoint files that failed to verify (or to decode) and were passed over.
     pub skipped_corrupt: usize,
@@ -261,7 +263,7 @@ impl CheckpointStore {
     pub fn latest(&mut self) -> Result<Option<Loaded>> {
         Ok(self
             .latest_decoded(|state| Ok::<_, String>(state.to_vec()))?
-            .map(|(loaded, _)| loaded))
+            .map(|(loaded, state)| Loaded { state, ..loaded }))
     }
 
     /// The newest checkpoint whose header and crc verify and whose state `decode` accepts
@@ -295,7 +297,7 @@ impl CheckpointStore {
                     self.damaged = self.offsets[self.offsets.len() - skipped..].to_vec();
                     let loaded = Loaded {
                         offset,
-                        state: state.to_vec(),
+                        state: Vec::new(),
                         skipped_corrupt: skipped,
                         undecodable,
                         passed_over,
