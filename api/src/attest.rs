@@ -160,8 +160,9 @@ fn ignored_by(props: &[Value], args: &AttestArgs) -> Option<String> {
     ))
 }
 
-/// The bearer token from the environment, if any.
-fn token() -> Result<Option<String>, String> {
+/// The bearer token from the environment, if any (`FENCEWATCH_AUTH_TOKEN`, or the file
+/// `FENCEWATCH_AUTH_TOKEN_FILE`): what the clients of a running service send.
+pub(crate) fn token() -> Result<Option<String>, String> {
     if let Ok(t) = std::env::var("FENCEWATCH_AUTH_TOKEN") {
         return Ok(Some(t.trim().to_string()));
     }

@@ -147,8 +147,24 @@ struct SimulateArgs {
     #[arg(long, value_name = "N")]
     rate: Option<u64>,
     /// Write the workload here instead of stdout.
-    #[arg(long, short, conflicts_with = "kafka")]
+    #[arg(long, short, conflicts_with_all = ["kafka", "otlp", "otlp_grpc"])]
     output: Option<PathBuf>,
+    /// Send the workload as OTLP spans (`fencing.*` attributes, SPEC §8) over OTLP/HTTP
+    /// protobuf to this URL (`http://HOST:PORT`, `/v1/traces` appended unless given), as an
+    /// instrumented service would: a running `serve`, or an OpenTelemetry Collector. Ends
+    /// with a summary on stderr; exits 3 when a request was not taken.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["kafka", "otlp_grpc"])]
+    otlp: Option<String>,
+    /// Send the workload as OTLP spans over OTLP/gRPC to HOST:PORT (serve's
+    /// `otlp_grpc_listen`, or a Collector's 4317).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "kafka")]
+    otlp_grpc: Option<String>,
+    /// Spans per OTLP request (with --otlp or --otlp-grpc).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    otlp_batch: usize,
+    /// Seconds an OTLP request may take, retries of a saturated receiver included.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    otlp_timeout: u64,
     /// Produce the workload to Kafka at these bootstrap servers (`host:port[,…]`) instead of
     /// writing NDJSON: one message per event, keyed by its scope (events without a scope
     /// carry no key). Ends with a summary on stderr; exits 3 when events were not delivered.
@@ -456,7 +472,25 @@ fn run_simulate(a: SimulateArgs, clock: &dyn Clock) -> anyhow::Result<()> {
         attest: Vec::leak(a.attest.iter().chain(&a.attest_failed).copied().collect()),
     };
     let mut summary = None;
+    let otlp = match (&a.otlp, &a.otlp_grpc) {
+        (Some(url), _) => Some(crate::simulate_otlp::Endpoint::http(url)),
+        (None, Some(addr)) => Some(crate::simulate_otlp::Endpoint::grpc(addr)),
+        (None, None) => None,
+    };
     let truth = match (&a.kafka, &a.output) {
+        _ if otlp.is_some() => {
+            let endpoint = otlp.expect("matched").map_err(|e| anyhow::anyhow!(e))?;
+            let target = crate::simulate_otlp::Target {
+                endpoint,
+                batch: a.otlp_batch.max(1),
+                timeout: std::time::Duration::from_secs(a.otlp_timeout.max(1)),
+                live,
+            };
+            let (truth, sent) =
+                crate::simulate_otlp::send(&workload, &target).map_err(|e| anyhow::anyhow!(e))?;
+            summary = Some(sent.summary(&target));
+            truth
+        }
         (Some(brokers), _) => {
             let settings = a
                 .kafka_settings

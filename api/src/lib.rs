@@ -1,6 +1,7 @@
 //! # fencewatch-api — the `fencewatch` binary
 //!
-//! The command line ([`cli`]: `check`, `contract check`, `simulate`, `serve`, `demo`, [`attest`], and
+//! The command line ([`cli`]: `check`, `contract check`, `simulate` (OTLP: [`simulate_otlp`]),
+//! `serve`, `demo`, [`attest`], and
 //! [`wal_cmd`]: `wal inspect|repair`), the text reports ([`render`]), and [`serve`]: the
 //! service's composition root and HTTP surface (configuration, routes, problem details, auth,
 //! the metric registry, the page). Evidence enters, is judged and is reported in
@@ -12,4 +13,5 @@ pub mod conformance;
 pub mod exit;
 pub mod render;
 pub mod serve;
+pub mod simulate_otlp;
 pub mod wal_cmd;

@@ -635,3 +635,159 @@ fn the_callers_otel_variables_do_not_reach_a_test_service() {
     assert!(out.status.success(), "{text}");
     assert!(text.contains("1 passed"), "the child ran no test: {text}");
 }
+
+/// Runs `fencewatch simulate` with `args`, the token `token` in its environment.
+fn simulate(args: &[&str], token: Option<&str>) -> std::process::Output {
+    let mut cmd = Command::new(fencewatch_tests::bin());
+    cmd.arg("simulate")
+        .args(args)
+        .env_remove("FENCEWATCH_AUTH_TOKEN")
+        .env_remove("FENCEWATCH_AUTH_TOKEN_FILE");
+    if let Some(t) = token {
+        cmd.env("FENCEWATCH_AUTH_TOKEN", t);
+    }
+    cmd.output().expect("run fencewatch simulate")
+}
+
+/// `GET path` with the token `s3cret`.
+fn get_with_token(svc: &TestService, path: &str) -> Response {
+    let auth = [("authorization", "Bearer s3cret")];
+    request(svc.addr, "GET", path, &auth, b"").unwrap()
+}
+
+/// The counterexamples of a service (token `s3cret`), sorted by id: (id, kind, stale source).
+fn counterexamples_with_token(svc: &TestService) -> Vec<(String, String, String)> {
+    let r = get_with_token(svc, "/v1/counterexamples?limit=1000");
+    let mut out: Vec<(String, String, String)> = r.json()["counterexamples"]
+        .as_array()
+        .expect("a page")
+        .iter()
+        .map(|c| {
+            let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            (s(&c["id"]), s(&c["kind"]), s(&c["stale"]["source"]))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// `fencewatch simulate --otlp` and `--otlp-grpc` against a running serve: the workload arrives
+/// as spans, every one taken, and exactly the injected faults are found, each counterexample
+/// naming its span; both transports give the same counterexample ids (the same seed sends the
+/// same spans). Without the token nothing is taken and simulate exits 3.
+#[test]
+fn simulate_sends_its_workload_as_spans_and_serve_finds_the_faults() {
+    let dir = tempfile::tempdir().unwrap();
+    let contract = dir.path().join("sim.toml");
+    let truth = dir.path().join("truth.json");
+    let workload = [
+        "--events",
+        "3000",
+        "--scopes",
+        "150",
+        "--seed",
+        "7",
+        "--paused-old-owner",
+        "3",
+        "--otlp-batch",
+        "250",
+    ];
+    let files = [
+        "--contract-out",
+        contract.to_str().unwrap(),
+        "--truth",
+        truth.to_str().unwrap(),
+    ];
+    let mut args: Vec<&str> = workload.to_vec();
+    args.extend_from_slice(&files);
+    args.extend_from_slice(&["--output", "/dev/null"]);
+    let out = simulate(&args, None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let truth: Value = serde_json::from_slice(&std::fs::read(&truth).unwrap()).unwrap();
+    let stale = truth["counterexamples"]["stale_commit"].as_u64().unwrap();
+    assert_eq!(stale, 3, "{truth}");
+    let contract = std::fs::read_to_string(&contract).unwrap();
+    let grpc = format!("127.0.0.1:{}", free_port());
+    let service = |name: &str| {
+        let d = dir.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        let listen = [
+            "--auth-token",
+            "s3cret",
+            "--otlp-grpc-listen",
+            grpc.as_str(),
+        ];
+        let args = if name == "grpc" {
+            &listen[..]
+        } else {
+            &listen[..2]
+        };
+        TestService::start(&d, &contract, args)
+    };
+    let http = service("http");
+    let url = format!("http://{}", http.addr);
+    let mut send: Vec<&str> = workload.to_vec();
+    send.extend_from_slice(&["--otlp", url.as_str()]);
+    let refused = simulate(&send, None);
+    assert_eq!(refused.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("401") && err.contains("FENCEWATCH_AUTH_TOKEN"),
+        "{err}"
+    );
+    let sent = simulate(&send, Some("s3cret"));
+    let err = String::from_utf8_lossy(&sent.stderr);
+    assert!(sent.status.success(), "{err}");
+    let summary = err
+        .lines()
+        .find(|l| l.starts_with("fencewatch simulate: sent "))
+        .unwrap_or_else(|| panic!("no summary: {err}"));
+    let spans: f64 = summary["fencewatch simulate: sent ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(summary.contains("; 0 rejected"), "{summary}");
+    assert_eq!(
+        Some(spans),
+        truth["lines"].as_f64(),
+        "every event a span: {summary}"
+    );
+    let ingested = |svc: &TestService| {
+        get_with_token(svc, "/metrics")
+            .text()
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("fencewatch_events_ingested_total{source=\"otlp\"} ")
+                    .and_then(|v| v.parse::<f64>().ok())
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(ingested(&http), spans, "every span sent is an event");
+    let found = counterexamples_with_token(&http);
+    assert_eq!(found.len() as u64, stale, "{found:?}");
+    for (_, kind, source) in &found {
+        assert_eq!(kind, "stale_commit");
+        assert!(
+            source.starts_with("otlp:") && source.len() == 5 + 32 + 1 + 16,
+            "{source}"
+        );
+    }
+    // The same workload over OTLP/gRPC to another service: the same counterexamples.
+    let over_grpc = service("grpc");
+    let mut send: Vec<&str> = workload.to_vec();
+    send.extend_from_slice(&["--otlp-grpc", grpc.as_str()]);
+    let sent = simulate(&send, Some("s3cret"));
+    assert!(
+        sent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    assert_eq!(ingested(&over_grpc), spans);
+    assert_eq!(counterexamples_with_token(&over_grpc), found);
+}
