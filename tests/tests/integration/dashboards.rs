@@ -4,7 +4,8 @@
 //! their tests and the dashboard name (with the labels they match on) is one the real binary
 //! exposes at /metrics: `fencewatch demo` for the service fed over HTTP, and `fencewatch serve`
 //! consuming a topic of librdkafka's mock cluster for the `fencewatch_kafka_*` families (an
-//! HTTP-only service need not have those).
+//! HTTP-only service need not have those), and one taking OTLP over HTTP and gRPC for the OTLP
+//! ones.
 //!
 //! The two promtool tests need `promtool` (Debian/Ubuntu: `apt-get install prometheus`;
 //! `.ci/run` installs it; `$PROMTOOL` names another binary) and are skipped without it, except
@@ -579,6 +580,46 @@ fn kafka_exposition(dir: &Path) -> String {
     svc.get("/metrics").text()
 }
 
+/// The exposition of a `fencewatch serve` taking OTLP once every OTLP family has a sample: a
+/// span and a log record without `fencing.kind` (ignored), an undecodable request (400), and
+/// the simulated workload over OTLP/gRPC (`simulate --otlp-grpc`).
+fn otlp_exposition(dir: &Path) -> String {
+    let grpc = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.to_string())
+        .unwrap();
+    let svc = TestService::start(dir, ORDERS_CONTRACT, &["--otlp-grpc-listen", &grpc]);
+    let json = [("content-type", "application/json")];
+    let span = r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0af7651916cd43dd8448eb211c80319c","spanId":"b7ad6b7169203331","name":"GET /","endTimeUnixNano":"1"}]}]}]}"#;
+    let record = r#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"timeUnixNano":"1"}]}]}]}"#;
+    for (path, body) in [("/v1/traces", span), ("/v1/logs", record)] {
+        let r = request(svc.addr, "POST", path, &json, body.as_bytes()).unwrap();
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+    }
+    let protobuf = [("content-type", "application/x-protobuf")];
+    let r = request(svc.addr, "POST", "/v1/traces", &protobuf, b"\xff\xff").unwrap();
+    assert_eq!(r.status, 400, "{}", r.text());
+    let out = Command::new(bin())
+        .args([
+            "simulate",
+            "--events",
+            "20",
+            "--scopes",
+            "5",
+            "--otlp-grpc",
+            &grpc,
+        ])
+        .env_remove("FENCEWATCH_AUTH_TOKEN")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    svc.get("/metrics").text()
+}
+
 #[test]
 fn every_metric_in_alerts_and_dashboard_is_exposed_by_the_service() {
     // What the alerts, their tests and the dashboard name.
@@ -646,6 +687,23 @@ fn every_metric_in_alerts_and_dashboard_is_exposed_by_the_service() {
         "no fencewatch_kafka_* family with Kafka ingest:\n{kafka}"
     );
 
+    // The families of OTLP ingest, over HTTP and gRPC.
+    let otlp_dir = dir.path().join("otlp");
+    std::fs::create_dir_all(&otlp_dir).unwrap();
+    let otlp = otlp_exposition(&otlp_dir);
+    let otlp_families = exposed(&otlp);
+    assert!(
+        otlp_families.contains_key("fencewatch_otlp_grpc_request_duration_seconds_count"),
+        "no gRPC call recorded:\n{otlp}"
+    );
+    let kafka_families: BTreeMap<String, BTreeSet<String>> = kafka_families
+        .into_iter()
+        .chain(otlp_families)
+        .fold(BTreeMap::new(), |mut all, (name, labels)| {
+            all.entry(name).or_default().extend(labels);
+            all
+        });
+
     // The demo's resumed old owners make counterexamples within a few seconds.
     let deadline = Instant::now() + Duration::from_secs(60);
     let (exposition, families) = loop {
@@ -659,7 +717,10 @@ fn every_metric_in_alerts_and_dashboard_is_exposed_by_the_service() {
         }
         let missing = wanted.iter().any(|n| !families.contains_key(*n));
         if !missing || Instant::now() > deadline {
-            break (format!("{text}\n# with Kafka ingest:\n{kafka}"), families);
+            break (
+                format!("{text}\n# with Kafka ingest:\n{kafka}\n# with OTLP ingest:\n{otlp}"),
+                families,
+            );
         }
         std::thread::sleep(Duration::from_millis(250));
     };

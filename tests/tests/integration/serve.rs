@@ -440,6 +440,20 @@ fn openapi_documents_every_route_and_every_documented_route_answers() {
     .map(|s| s.to_string())
     .collect();
     assert_eq!(paths, expected);
+    // OTLP/HTTP takes, and answers in, protobuf and OTLP/JSON (SPEC §8).
+    for path in ["/v1/traces", "/v1/logs"] {
+        let op = &doc["paths"][path]["post"];
+        let types = |v: &serde_json::Value| -> BTreeSet<String> {
+            v["content"]
+                .as_object()
+                .map_or_else(BTreeSet::new, |c| c.keys().cloned().collect())
+        };
+        let both: BTreeSet<String> = ["application/json", "application/x-protobuf"]
+            .map(String::from)
+            .into();
+        assert_eq!(types(&op["requestBody"]), both, "{path}");
+        assert_eq!(types(&op["responses"]["200"]), both, "{path}");
+    }
     for (path, item) in doc["paths"].as_object().unwrap() {
         for (method, op) in item.as_object().unwrap() {
             assert!(

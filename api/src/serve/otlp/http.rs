@@ -1,6 +1,6 @@
 //! OTLP/HTTP (SPEC §8): `POST /v1/traces` and `POST /v1/logs` on the service's listener,
 //! protobuf (`application/x-protobuf`) or OTLP/JSON (`application/json`), `Content-Encoding:
-//! gzip` (or `deflate`) or none. Bodies are read under the ingest budget and the body limit
+//! gzip`, `deflate` or `zstd`, or none. Bodies are read under the ingest budget and the body limit
 //! applies after decompression too (`body.rs`), as for `/v1/events`; auth is the `/v1/*` bearer
 //! token.
 //!
@@ -40,9 +40,10 @@ pub fn router(otlp: Otlp) -> Router {
 /// in the write-ahead log and assessed; with `partial_success.rejected_spans` the malformed ones
 /// (named in `error_message`) are kept as `malformed_event` evidence and must not be retried.
 #[utoipa::path(post, path = "/v1/traces",
-    request_body(content = Vec<u8>, description = "An OTLP ExportTraceServiceRequest (protobuf, or OTLP/JSON as application/json); gzip allowed",
-        content_type = "application/x-protobuf"),
-    responses((status = 200, description = "Durable and assessed: an ExportTraceServiceResponse, `partial_success` set when some spans were malformed", content_type = "application/x-protobuf"),
+    request_body(description = "An OTLP ExportTraceServiceRequest: protobuf, or OTLP/JSON; gzip, deflate or zstd allowed",
+        content(("application/x-protobuf"), ("application/json"))),
+    responses((status = 200, description = "Durable and assessed: an ExportTraceServiceResponse in the request's content type, `partial_success` set when some spans were malformed",
+                content(("application/x-protobuf"), ("application/json"))),
               (status = 400, description = "Not an OTLP trace request (google.rpc.Status); nothing stored", content_type = "application/x-protobuf"),
               (status = 413, description = "Body over max_body_bytes, compressed or not (google.rpc.Status); nothing stored", content_type = "application/x-protobuf"),
               (status = 415, description = "Neither protobuf nor JSON, or an unknown Content-Encoding (google.rpc.Status)", content_type = "application/json"),
@@ -55,9 +56,10 @@ pub async fn traces(State(otlp): State<Otlp>, req: axum::extract::Request) -> Re
 /// its WAL offset (`otlp:<offset>`). Answers as `/v1/traces` does, `rejected_log_records` for
 /// the malformed ones.
 #[utoipa::path(post, path = "/v1/logs",
-    request_body(content = Vec<u8>, description = "An OTLP ExportLogsServiceRequest (protobuf, or OTLP/JSON as application/json); gzip allowed",
-        content_type = "application/x-protobuf"),
-    responses((status = 200, description = "Durable and assessed: an ExportLogsServiceResponse, `partial_success` set when some log records were malformed", content_type = "application/x-protobuf"),
+    request_body(description = "An OTLP ExportLogsServiceRequest: protobuf, or OTLP/JSON; gzip, deflate or zstd allowed",
+        content(("application/x-protobuf"), ("application/json"))),
+    responses((status = 200, description = "Durable and assessed: an ExportLogsServiceResponse in the request's content type, `partial_success` set when some log records were malformed",
+                content(("application/x-protobuf"), ("application/json"))),
               (status = 400, description = "Not an OTLP logs request (google.rpc.Status); nothing stored", content_type = "application/x-protobuf"),
               (status = 413, description = "Body over max_body_bytes, compressed or not (google.rpc.Status); nothing stored", content_type = "application/x-protobuf"),
               (status = 415, description = "Neither protobuf nor JSON, or an unknown Content-Encoding (google.rpc.Status)", content_type = "application/json"),
