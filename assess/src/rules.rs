@@ -313,6 +313,10 @@ pub(crate) struct Received {
 
 /// Admits a decoded event: the per-kind rules ([`Event::validate`]), in `serve` (`received`)
 /// the future timestamp rule, then its property ([`property_of`]).
+///
+/// Inlined into both callers (`check`'s and `serve`'s per-event paths): out of line, its call
+/// cost more than the attestation rules it gained (README, Benchmarks).
+#[inline(always)]
 pub(crate) fn admit(
     contract: &Contract,
     ev: &Event<'_>,

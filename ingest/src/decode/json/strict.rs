@@ -171,6 +171,9 @@ pub(super) fn field_index(key: &str) -> Option<usize> {
     })
 }
 
+/// The index in [`FIELDS`] of `premise`, the first of an attestation's own fields.
+pub(super) const FIRST_ATTESTATION_FIELD: usize = 13;
+
 pub(super) const FIELDS: [&str; 17] = [
     "kind",
     "ts",

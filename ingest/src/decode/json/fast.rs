@@ -1,0 +1,165 @@
+//! The fast path of [`decode_str`](super::decode_str): a flat object of known fields whose
+//! values are escape-free strings, non-negative integers or `null`, with no duplicate key and
+//! nothing after it but whitespace — what well-behaved emitters send. Anything else, valid or
+//! not, returns `None` and goes to [`decode_slow`](super::decode_slow), so the fast path never
+//! has to word an error and never accepts a line the general decoder would reject.
+//!
+//! It keeps what it reads in locals and builds the [`Decoded`] once, at the end: no visitor
+//! state, no error, no key set moved around per line. An attestation's own fields (SPEC §10)
+//! are left to the general decoder, so the common line carries no attestation state here.
+
+use super::Decoded;
+use super::strict::{FIRST_ATTESTATION_FIELD, field_index};
+use fencewatch_assess::event::{Epoch, Incarnation, Kind, Order, Outcome, Seq};
+use fencewatch_assess::time::EventTime;
+use std::borrow::Cow;
+
+/// A value the fast path reads.
+enum Value<'a> {
+    Null,
+    Str(&'a str),
+    U64(u64),
+}
+
+/// Decodes `text` (`b` is its bytes) when it is a line the fast path takes (module docs).
+pub(super) fn fast<'a>(b: &'a [u8], text: &'a str) -> Option<Decoded<'a>> {
+    let ws = |i: &mut usize| {
+        while *i < b.len() && matches!(b[*i], b' ' | b'\t' | b'\n' | b'\r') {
+            *i += 1;
+        }
+    };
+    // An escape-free string starting after its opening quote; returns its end (the quote).
+    let string_end = |i: usize| -> Option<usize> {
+        let n = memchr::memchr2(b'"', b'\\', &b[i..])?;
+        let end = i + n;
+        (b[end] == b'"' && !b[i..end].iter().any(|&c| c < 0x20)).then_some(end)
+    };
+    let mut kind = None;
+    let mut ts = None;
+    // property, scope, route, holder, op_id, emitter.
+    let mut strs: [Option<&'a str>; 6] = [None; 6];
+    let mut epoch = None;
+    let mut outcome = None;
+    let mut incarnation = 0;
+    let mut order = None;
+    let mut seq = None;
+    let mut seen = 0u32;
+    let mut i = 0;
+    ws(&mut i);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    ws(&mut i);
+    if b.get(i) == Some(&b'}') {
+        i += 1;
+    } else {
+        loop {
+            if b.get(i) != Some(&b'"') {
+                return None;
+            }
+            let kend = string_end(i + 1)?;
+            let f = field_index(&text[i + 1..kend])?;
+            if f >= FIRST_ATTESTATION_FIELD || seen & (1 << f) != 0 {
+                return None;
+            }
+            seen |= 1 << f;
+            i = kend + 1;
+            ws(&mut i);
+            if b.get(i) != Some(&b':') {
+                return None;
+            }
+            i += 1;
+            ws(&mut i);
+            let v = match *b.get(i)? {
+                b'"' => {
+                    let end = string_end(i + 1)?;
+                    let v = Value::Str(&text[i + 1..end]);
+                    i = end + 1;
+                    v
+                }
+                b'n' if b.get(i..i + 4) == Some(b"null") => {
+                    i += 4;
+                    Value::Null
+                }
+                b'0'..=b'9' => {
+                    let start = i;
+                    let mut n: u64 = 0;
+                    while let Some(&c @ b'0'..=b'9') = b.get(i) {
+                        n = n.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+                        i += 1;
+                    }
+                    if (b[start] == b'0' && i - start > 1)
+                        || matches!(b.get(i), Some(b'.' | b'e' | b'E'))
+                    {
+                        return None;
+                    }
+                    Value::U64(n)
+                }
+                _ => return None,
+            };
+            // As the general decoder's `apply` takes them; any error is its to word.
+            match (f, v) {
+                (0, Value::Str(s)) => kind = Some(Kind::parse(s)?),
+                (1, Value::U64(n)) => ts = Some(EventTime::from_nanos(i128::from(n)).ok()?),
+                (1, Value::Str(s)) => ts = Some(EventTime::parse_rfc3339(s).ok()?),
+                (0 | 1, _) => return None,
+                (6, Value::Str(s)) => outcome = Some(Outcome::parse(s)?),
+                (2 | 3 | 5 | 7 | 8 | 11, Value::Str(s)) => strs[str_slot(f)] = Some(s),
+                (4, Value::U64(n)) => epoch = Some(Epoch(n)),
+                (9, Value::U64(n)) => incarnation = n,
+                (10, Value::U64(n)) => order = Some(Order(n)),
+                (12, Value::U64(n)) => seq = Some(Seq(n)),
+                // Absent, as a missing field is.
+                (_, Value::Null) => {}
+                _ => return None,
+            }
+            ws(&mut i);
+            match b.get(i)? {
+                b',' => {
+                    i += 1;
+                    ws(&mut i);
+                }
+                b'}' => {
+                    i += 1;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+    }
+    ws(&mut i);
+    if i != b.len() {
+        return None;
+    }
+    let (kind, ts) = (kind?, ts?);
+    let [property, scope, route, holder, op_id, emitter] = strs.map(|s| s.map(Cow::Borrowed));
+    Some(Decoded {
+        kind,
+        ts,
+        property,
+        scope,
+        epoch,
+        route,
+        outcome: outcome.unwrap_or(Outcome::default_of(kind)),
+        holder,
+        op_id,
+        incarnation: Incarnation(incarnation),
+        order,
+        emitter,
+        seq,
+        attest: None,
+    })
+}
+
+/// The slot in `strs` of string field `f` (an index of `FIELDS`).
+fn str_slot(f: usize) -> usize {
+    match f {
+        2 => 0,
+        3 => 1,
+        5 => 2,
+        7 => 3,
+        8 => 4,
+        _ => 5,
+    }
+}
