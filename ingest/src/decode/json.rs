@@ -82,6 +82,7 @@ struct AttestFields<'a> {
 
 impl Decoded<'_> {
     /// The event view the core takes.
+    #[inline]
     pub fn event(&self) -> Event<'_> {
         let (premise, valid_for, attester, evidence) = match &self.attest {
             None => (None, None, None, None),

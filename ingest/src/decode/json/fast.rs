@@ -22,6 +22,8 @@ enum Value<'a> {
 }
 
 /// Decodes `text` (`b` is its bytes) when it is a line the fast path takes (module docs).
+/// Inlined into its one caller: in another codegen unit, returning the `Decoded` costs a copy.
+#[inline]
 pub(super) fn fast<'a>(b: &'a [u8], text: &'a str) -> Option<Decoded<'a>> {
     let ws = |i: &mut usize| {
         while *i < b.len() && matches!(b[*i], b' ' | b'\t' | b'\n' | b'\r') {

@@ -148,6 +148,7 @@ impl Scalar<'_> {
 }
 
 /// The index of a known field in [`FIELDS`].
+#[inline]
 pub(super) fn field_index(key: &str) -> Option<usize> {
     Some(match key {
         "kind" => 0,
