@@ -30,12 +30,7 @@ pub(super) fn fast<'a>(b: &'a [u8], text: &'a str) -> Option<Decoded<'a>> {
             *i += 1;
         }
     };
-    // An escape-free string starting after its opening quote; returns its end (the quote).
-    let string_end = |i: usize| -> Option<usize> {
-        let n = memchr::memchr2(b'"', b'\\', &b[i..])?;
-        let end = i + n;
-        (b[end] == b'"' && !b[i..end].iter().any(|&c| c < 0x20)).then_some(end)
-    };
+    let string_end = |i: usize| string_end(b, i);
     let mut kind = None;
     let mut ts = None;
     // property, scope, route, holder, op_id, emitter.
@@ -154,6 +149,36 @@ pub(super) fn fast<'a>(b: &'a [u8], text: &'a str) -> Option<Decoded<'a>> {
     })
 }
 
+/// The end (the closing quote) of the escape-free string of `b` that starts at `i`, after its
+/// opening quote: `None` at a backslash, a control character or the end of `b` first. Eight
+/// bytes at a time (the strings of a line are short, and memchr's setup cost more than
+/// the scan), then byte by byte.
+fn string_end(b: &[u8], mut i: usize) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    // The high bit of each byte of `x` that is zero (exact up to the first such byte).
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+    while let Some(chunk) = b.get(i..i + 8) {
+        let v = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        // Bytes that are `"`, `\` or below 0x20 (bytes of 0x80 and above never are).
+        let special = zero(v ^ (ONES * u64::from(b'"')))
+            | zero(v ^ (ONES * u64::from(b'\\')))
+            | (v.wrapping_sub(ONES * 0x20) & !v & HIGH);
+        if special != 0 {
+            let at = i + (special.trailing_zeros() / 8) as usize;
+            return (b[at] == b'"').then_some(at);
+        }
+        i += 8;
+    }
+    loop {
+        match *b.get(i)? {
+            b'"' => return Some(i),
+            b'\\' | 0..=0x1f => return None,
+            _ => i += 1,
+        }
+    }
+}
+
 /// The slot in `strs` of string field `f` (an index of `FIELDS`).
 fn str_slot(f: usize) -> usize {
     match f {
@@ -163,5 +188,35 @@ fn str_slot(f: usize) -> usize {
         7 => 3,
         8 => 4,
         _ => 5,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 5000, ..Default::default() })]
+        #[test]
+        fn string_end_finds_the_first_quote_of_an_escape_free_string(
+            bytes in proptest::collection::vec(proptest::prop_oneof![
+                proptest::prelude::Just(b'"'),
+                proptest::prelude::Just(b'\\'),
+                proptest::prelude::Just(0x1fu8),
+                proptest::prelude::Just(0x00u8),
+                proptest::prelude::Just(0x20u8),
+                proptest::prelude::Just(0x7fu8),
+                proptest::prelude::Just(0x80u8),
+                proptest::prelude::Just(0xffu8),
+                b'a'..=b'z',
+            ], 0..40),
+            start in 0usize..12,
+        ) {
+            let start = start.min(bytes.len());
+            let want = bytes[start..]
+                .iter()
+                .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+                .map(|n| start + n)
+                .filter(|&at| bytes[at] == b'"');
+            proptest::prop_assert_eq!(super::string_end(&bytes, start), want);
+        }
     }
 }
