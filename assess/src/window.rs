@@ -92,6 +92,26 @@ pub struct WindowRun {
     pub start_ns: i64,
 }
 
+/// One window with its counts, as [`WindowSeries::details_with`] yields it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowDetail {
+    /// Its index (start / width).
+    pub index: i64,
+    /// Start, ns.
+    pub start: i64,
+    /// End (exclusive), ns.
+    pub end: i64,
+    /// The derived verdict.
+    pub verdict: Verdict,
+    /// Whether the watermark passed its end.
+    pub is_final: bool,
+    /// Whether late evidence lowered its final verdict, or a late attestation changed its
+    /// premise reasons.
+    pub revised: bool,
+    /// Its counts, spans included.
+    pub summary: WindowSummary,
+}
+
 impl WindowSeries {
     /// An empty series of windows `width` ns wide (must be > 0).
     pub fn new(width: i64) -> WindowSeries {
@@ -428,6 +448,62 @@ impl WindowSeries {
         out
     }
 
+    /// Every window `from..=to` (indices, clamped to the series' range) one by one, in order,
+    /// with its reasons counted, `extra` spans placed as in [`WindowSeries::timeline_with`]:
+    /// what the evidence archive writes per window. Spans are swept, never looked up per window.
+    pub fn details_with(
+        &self,
+        extra: &[Span],
+        watermark: EventTime,
+        from: i64,
+        to: i64,
+        mut each: impl FnMut(WindowDetail),
+    ) {
+        let Some((first, last)) = self.range() else {
+            return;
+        };
+        let (from, to) = (from.max(first), to.min(last));
+        if from > to {
+            return;
+        }
+        let mut bounds: Vec<(i64, i64, usize)> = Vec::new();
+        for sp in self.spans.iter().chain(extra) {
+            if sp.from <= sp.to && sp.to >= from && sp.from <= to {
+                bounds.push((sp.from.max(from), 1, sp.reason as usize));
+                bounds.push((sp.to.saturating_add(1), -1, sp.reason as usize));
+            }
+        }
+        bounds.sort_unstable();
+        let mut active = [0i64; Reason::COUNT];
+        let mut bi = 0;
+        let mut points = self.points.range(from..=to).peekable();
+        let empty = WindowSummary::default();
+        for k in from..=to {
+            while bi < bounds.len() && bounds[bi].0 <= k {
+                active[bounds[bi].2] += bounds[bi].1;
+                bi += 1;
+            }
+            let point = match points.peek() {
+                Some((pk, _)) if **pk == k => points.next().map(|(_, p)| p),
+                _ => None,
+            };
+            let mut s = point.unwrap_or(&empty).clone();
+            for (u, a) in s.unknown.iter_mut().zip(active) {
+                *u += a.max(0) as u64;
+            }
+            each(WindowDetail {
+                index: k,
+                start: self.start_of(k),
+                end: self.start_of(k.saturating_add(1)),
+                verdict: s.verdict(),
+                is_final: watermark.0 >= self.start_of(k.saturating_add(1))
+                    || watermark == EventTime::MAX,
+                revised: self.revised.contains(&k) || self.in_revised_span(k, k + 1),
+                summary: s,
+            });
+        }
+    }
+
     fn push_run(
         &self,
         out: &mut Vec<WindowRun>,
@@ -618,6 +694,38 @@ mod tests {
         let mut other = WindowSeries::new(MIN);
         other.merge(&s);
         assert_eq!(other.revised_spans(), [(10, 30)]);
+    }
+
+    #[test]
+    fn details_count_reasons_per_window_as_the_timeline_derives_them() {
+        let mut s = WindowSeries::new(MIN);
+        s.add_event(0);
+        s.add_event(9 * MIN);
+        s.add_counterexample(4 * MIN);
+        s.add_reason(5 * MIN, Reason::MissingEpoch);
+        s.add_span(2, 6, Reason::RouteSilent);
+        let extra = [s.time_span(7 * MIN + 1, 5 * MIN, Reason::TelemetryGap)];
+        let mut got = Vec::new();
+        s.details_with(&extra, EventTime(3 * MIN), -5, 100, |d| got.push(d));
+        assert_eq!(got.len(), 10, "clamped to the range");
+        let t = s.timeline_with(&extra, EventTime(3 * MIN), 100);
+        for (d, r) in got.iter().zip(&t) {
+            assert_eq!(
+                (d.verdict, d.is_final, d.start),
+                (r.verdict, r.is_final, r.start_ns)
+            );
+        }
+        let w5 = &got[5].summary;
+        assert_eq!(w5.unknown[Reason::MissingEpoch as usize], 1);
+        assert_eq!(w5.unknown[Reason::RouteSilent as usize], 1);
+        assert_eq!(w5.unknown[Reason::TelemetryGap as usize], 1);
+        assert_eq!(got[4].summary.counterexamples, 1);
+        assert_eq!(got[4].verdict, Verdict::Refuted);
+        assert_eq!(got[8].verdict, Verdict::Holds);
+        assert!(got[1].is_final && !got[3].is_final);
+        let mut part = Vec::new();
+        s.details_with(&extra, EventTime(3 * MIN), 5, 6, |d| part.push(d));
+        assert_eq!(part, got[5..=6]);
     }
 
     #[test]

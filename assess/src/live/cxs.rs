@@ -55,12 +55,29 @@
 //! two ids with the same stale event time would make the second one ignored; its window is
 //! refuted by the first. A dropped withdrawn one is not remembered: found again it is new,
 //! as a withdrawn one found again is.
+//!
+//! **Settled** (for the evidence archive, SPEC §9: a counterexample is archived once, when
+//! final or withdrawn). A counterexample is *settled* when it becomes final, or when it was
+//! withdrawn and the horizon has passed its due time (before that it could be found again with
+//! the same id); a withdrawn one whose detail is dropped is settled then. Each settles once per
+//! id, in the push that settles it, so replaying a log settles the same ones in the same
+//! batches; [`Live::collect_settled`] turns the collection on (off by default: nothing is
+//! rendered). The unsettled ones are [`Live::unsettled_counterexamples`].
 
 use super::state::{Cx, CxKey, Live, NewCounterexample};
 use super::tally::Obs;
 use crate::event::Kind;
-use crate::finding::{CounterexampleKind, Withdrawal};
+use crate::finding::{Counterexample, CounterexampleKind, Withdrawal};
 use crate::rules::Rec;
+
+/// A counterexample as the archive writes it: rendered, with the wall time it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settled {
+    /// The counterexample (`is_final`, or `withdrawn`, once settled).
+    pub counterexample: Counterexample,
+    /// Wall time (ns) of the batch in which it was found (received).
+    pub found_at: i64,
+}
 
 /// A counterexample id's hash, as a dropped one is remembered.
 fn id_hash(id: &str) -> u64 {
@@ -112,7 +129,11 @@ impl Live {
             let (was_final, was_withdrawn, old_due) = (old.is_final, old.withdrawn, old.due());
             cx.former = old.former.clone();
             cx.is_final = was_final || closed || cx.due() < horizon;
+            if was_withdrawn.is_none() {
+                cx.found_at = old.found_at;
+            }
             prop.provisional.remove(&(old_due, key.clone()));
+            prop.withdrawn_due.remove(&(old_due, key.clone()));
             if cx.is_final {
                 cx.former.clear();
             } else {
@@ -124,7 +145,11 @@ impl Live {
                 let note = cx.note(p, self);
                 self.new_cxs.push(note);
             }
-            self.state.props[p].cxs.insert(key, cx);
+            let settles = cx.is_final && !was_final;
+            self.state.props[p].cxs.insert(key.clone(), cx);
+            if settles {
+                self.settle(p, &key);
+            }
             return;
         }
         if prop.dropped.contains_key(&(key.0, id_hash(&cx.id))) {
@@ -155,7 +180,8 @@ impl Live {
             });
             if let Some(k) = old.map(|(k, _)| k.clone()) {
                 let old = prop.cxs.remove(&k).expect("found");
-                prop.provisional.remove(&(old.due(), k));
+                prop.provisional.remove(&(old.due(), k.clone()));
+                prop.withdrawn_due.remove(&(old.due(), k));
                 cx.is_final |= old.is_final;
                 report = old.withdrawn.is_some();
                 if report {
@@ -214,8 +240,59 @@ impl Live {
             let note = cx.note(p, self);
             self.new_cxs.push(note);
         }
-        self.state.props[p].cxs.insert(key, cx);
+        let settles = cx.is_final;
+        self.state.props[p].cxs.insert(key.clone(), cx);
+        if settles {
+            self.settle(p, &key);
+        }
         self.bound_cxs(p);
+    }
+
+    /// Collects counterexamples as they settle (the module doc), for
+    /// [`Live::take_settled_counterexamples`].
+    pub fn collect_settled(&mut self) {
+        self.settled.get_or_insert_with(Vec::new);
+    }
+
+    /// Counterexamples settled since the last call (none unless [`Live::collect_settled`]),
+    /// in the order they settled.
+    pub fn take_settled_counterexamples(&mut self) -> Vec<Settled> {
+        self.settled
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// The counterexamples not settled yet: provisional ones, and withdrawn ones the horizon
+    /// has not passed, in no particular order.
+    pub fn unsettled_counterexamples(&self) -> Vec<Settled> {
+        let mut out = Vec::new();
+        for (p, prop) in self.state.props.iter().enumerate() {
+            for (_, key) in prop.provisional.iter().chain(&prop.withdrawn_due) {
+                if let Some(c) = prop.cxs.get(key) {
+                    out.push(Settled {
+                        counterexample: self.render(p, c),
+                        found_at: c.found_at,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Renders counterexample `key` of property `p` into the settled ones, when collected.
+    fn settle(&mut self, p: usize, key: &CxKey) {
+        if self.settled.is_none() {
+            return;
+        }
+        let Some(c) = self.state.props[p].cxs.get(key) else {
+            return;
+        };
+        let s = Settled {
+            counterexample: self.render(p, c),
+            found_at: c.found_at,
+        };
+        self.settled.as_mut().expect("collected").push(s);
     }
 
     /// Keeps at most [`super::LiveOptions::max_counterexamples`] counterexamples of property
@@ -224,8 +301,8 @@ impl Live {
     /// needs its windows), so the bound can be exceeded while the excess is provisional.
     pub(super) fn bound_cxs(&mut self, p: usize) {
         let max = self.state.options.max_counterexamples;
-        let prop = &mut self.state.props[p];
-        while prop.cxs.len() > max {
+        while self.state.props[p].cxs.len() > max {
+            let prop = &self.state.props[p];
             let pick = prop
                 .cxs
                 .iter()
@@ -233,6 +310,12 @@ impl Live {
                 .or_else(|| prop.cxs.iter().find(|(_, c)| c.withdrawn.is_some()))
                 .map(|(k, _)| k.clone());
             let Some(key) = pick else { break };
+            let due = (prop.cxs[&key].due(), key.clone());
+            if self.state.props[p].withdrawn_due.remove(&due) {
+                // Its detail goes: it is settled now, as it stands.
+                self.settle(p, &key);
+            }
+            let prop = &mut self.state.props[p];
             let c = prop.cxs.remove(&key).expect("found");
             let t = &mut prop.tally;
             if c.withdrawn.is_some() {
@@ -258,7 +341,7 @@ impl Live {
     /// passed (all of them once the input is closed).
     pub(super) fn finalize_cxs(&mut self, p: usize) {
         let closed = self.state.closed;
-        let prop = &mut self.state.props[p];
+        let mut prop = &mut self.state.props[p];
         while let Some(first) = prop.provisional.first() {
             if !closed && first.0 >= prop.horizon {
                 break;
@@ -267,7 +350,18 @@ impl Live {
             if let Some(c) = prop.cxs.get_mut(&key) {
                 c.is_final = true;
                 c.former = Vec::new();
+                self.settle(p, &key);
             }
+            prop = &mut self.state.props[p];
+        }
+        // Withdrawn ones the horizon passed can no longer be found again: settled as they are.
+        while let Some(first) = prop.withdrawn_due.first() {
+            if !closed && first.0 >= prop.horizon {
+                break;
+            }
+            let (_, key) = prop.withdrawn_due.pop_first().expect("first");
+            self.settle(p, &key);
+            prop = &mut self.state.props[p];
         }
         self.bound_cxs(p);
     }
@@ -349,6 +443,7 @@ impl Live {
             c.withdrawn = Some(why);
             let due = c.due();
             prop.provisional.remove(&(due, key.clone()));
+            prop.withdrawn_due.insert((due, key.clone()));
             prop.withdrawn += 1;
             // Its own window as its former representatives' (above): a provisional one reads as
             // `check` has it, a final one becomes unknown(conflicting_duplicate), revised.

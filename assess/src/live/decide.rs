@@ -248,6 +248,7 @@ impl Live {
             is_final: false,
             withdrawn: None,
             former: Vec::new(),
+            found_at: self.received_at,
         }
     }
 }

@@ -41,8 +41,11 @@ mod view;
 
 pub use crate::rules::{MALFORMED_SAMPLES, SAMPLES_PER_REASON};
 pub use emitters::SeqRuns;
+pub use cxs::Settled;
 pub use premises::{PremiseState, PremiseView, UnsupportedPremise};
-pub use query::{Assurance, Coverage, CxPage, EmitterCoverage, RouteState, ScopeView};
+pub use query::{
+    Assurance, Coverage, CxPage, EmitterCoverage, RouteState, ScopeView, WindowBounds,
+};
 pub use spans::SpanId;
 pub use state::{
     ContractChanged, DEFAULT_MAX_COUNTEREXAMPLES, DEFAULT_MAX_EMITTERS, DEFAULT_MAX_SEQ_FRAGMENTS,

@@ -170,6 +170,13 @@ impl<'a> View<'a> {
             .collect()
     }
 
+    /// Where each required premise of property `p` raises a reason on its windows
+    /// `first..=last` (merged over the partitions): what the evidence archive compares to find
+    /// the final windows a late attestation revised ([`premise::changed_windows`]).
+    pub fn premise_placement(&self, p: usize, first: i64, last: i64) -> Vec<WindowReasons> {
+        self.premise_windows(p, first, last)
+    }
+
     /// The premise reasons of property `p` as spans over its windows (for the timeline).
     pub(super) fn premise_spans(&self, p: usize, first: i64, last: i64) -> Vec<Span> {
         let mut out = Vec::new();

@@ -48,6 +48,7 @@ impl Live {
         received_at: i64,
     ) -> Pushed {
         self.note_position(source, position);
+        self.received_at = received_at;
         let received = Received {
             at: received_at,
             tolerance: self.state.options.future_tolerance,

@@ -12,7 +12,7 @@ use crate::finding::{Counterexample, Reason, Verdict};
 use crate::report::EmitterReport;
 use crate::scope;
 use crate::time::{Duration, EventTime};
-use crate::window::{Span, WindowRun};
+use crate::window::{Span, WindowDetail, WindowRun};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -127,6 +127,21 @@ pub struct HighWater {
     pub epoch: u64,
     /// Earliest time of that epoch.
     pub first: String,
+}
+
+/// A property's windows as [`View::window_bounds`] describes them (indices are start / width).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowBounds {
+    /// The first window's index.
+    pub first: i64,
+    /// The last window's index.
+    pub last: i64,
+    /// Window width, ns.
+    pub width: i64,
+    /// Index of the last final window (below `first` when none is).
+    pub last_final: i64,
+    /// Indices of the final windows late evidence revised.
+    pub revised: Vec<i64>,
 }
 
 /// Counterexamples listed in an assurance answer.
@@ -281,29 +296,8 @@ impl<'a> View<'a> {
     /// The window series of property `p` with derived reasons (route silence up to the
     /// watermark, telemetry gaps), as runs, restricted to windows intersecting `[from, to)`.
     pub fn timeline(&self, p: usize, from: i64, to: i64, max_windows: u64) -> Vec<WindowRun> {
-        let pc = &self.contract().properties[p];
-        let series = self.series(p);
+        let (series, extra) = self.derived(p);
         let wm = self.watermark(p);
-        // Derived spans beside the series, which is borrowed, not copied.
-        let mut extra: Vec<Span> = Vec::new();
-        if let Some((first, last)) = series.range() {
-            let w = series.width();
-            let decided = last_decided_window(w, wm.0, last);
-            for i in 0..pc.routes.len() {
-                let obs = self.route_obs(p, i);
-                for (a, b) in silent_spans(&obs, pc.route_freshness.0, w, first, decided) {
-                    extra.push(Span {
-                        from: a,
-                        to: b,
-                        reason: Reason::RouteSilent,
-                    });
-                }
-            }
-            for (a, b, _) in gaps(self.emitters(), p) {
-                extra.push(series.time_span(a, b, Reason::TelemetryGap));
-            }
-            extra.extend(self.premise_spans(p, first, last));
-        }
         // Bounded: beyond `max_windows` windows in the series' range, equal neighbours come as
         // runs (cut only where summaries or spans change), never one entry per window.
         let mut runs = series.timeline_with(&extra, wm, max_windows);
@@ -333,6 +327,64 @@ impl<'a> View<'a> {
             runs = merged;
         }
         runs
+    }
+
+    /// The window series of property `p` with the spans derived at query time beside it (route
+    /// silence up to the watermark, telemetry gaps, unsupported premises): the series is
+    /// borrowed, not copied.
+    fn derived(&self, p: usize) -> (std::borrow::Cow<'a, crate::window::WindowSeries>, Vec<Span>) {
+        let pc = &self.contract().properties[p];
+        let series = self.series(p);
+        let wm = self.watermark(p);
+        let mut extra: Vec<Span> = Vec::new();
+        if let Some((first, last)) = series.range() {
+            let w = series.width();
+            let decided = last_decided_window(w, wm.0, last);
+            for i in 0..pc.routes.len() {
+                let obs = self.route_obs(p, i);
+                for (a, b) in silent_spans(&obs, pc.route_freshness.0, w, first, decided) {
+                    extra.push(Span {
+                        from: a,
+                        to: b,
+                        reason: Reason::RouteSilent,
+                    });
+                }
+            }
+            for (a, b, _) in gaps(self.emitters(), p) {
+                extra.push(series.time_span(a, b, Reason::TelemetryGap));
+            }
+            extra.extend(self.premise_spans(p, first, last));
+        }
+        (series, extra)
+    }
+
+    /// Property `p`'s windows: their range (first and last index), width, the index of the
+    /// last final one (the watermark passed its end) and those whose final verdict late
+    /// evidence lowered (`revised`). `None` while it has no events.
+    pub fn window_bounds(&self, p: usize) -> Option<WindowBounds> {
+        let series = self.series(p);
+        let (first, last) = series.range()?;
+        let wm = self.watermark(p);
+        let last_final = if wm == EventTime::MAX {
+            last
+        } else {
+            // Window k is final when wm >= start of k+1: k <= wm / width - 1.
+            wm.0.div_euclid(series.width()) - 1
+        };
+        Some(WindowBounds {
+            first,
+            last,
+            width: series.width(),
+            last_final,
+            revised: series.revised().collect(),
+        })
+    }
+
+    /// Each window of property `p` with index in `from..=to` (clamped to its range), in
+    /// order, with its counts: derived reasons placed as in [`View::timeline`].
+    pub fn windows(&self, p: usize, from: i64, to: i64, each: impl FnMut(WindowDetail)) {
+        let (series, extra) = self.derived(p);
+        series.details_with(&extra, self.watermark(p), from, to, each);
     }
 
     /// Counterexamples of property `p` (every property when `None`), optionally of one scope

@@ -79,6 +79,8 @@ pub(super) struct Cx {
     /// An epoch reuse's former representatives whose windows it still refutes, one per
     /// window, none in the stale event's window; emptied once final (the `cxs` module).
     pub(super) former: Vec<Rec>,
+    /// Wall time (ns) of the batch in which it was found: the time the batch was received.
+    pub(super) found_at: i64,
 }
 
 impl Cx {
@@ -110,6 +112,9 @@ pub(super) struct Prop {
     pub(super) provisional: std::collections::BTreeSet<(i64, CxKey)>,
     /// How many of `cxs` are withdrawn.
     pub(super) withdrawn: usize,
+    /// Withdrawn counterexamples by (due time, key) until the horizon passes their due time:
+    /// then they can no longer be found again and are settled (the `cxs` module).
+    pub(super) withdrawn_due: std::collections::BTreeSet<(i64, CxKey)>,
     /// Final counterexamples whose detail was dropped ([`LiveOptions::max_counterexamples`])
     /// while their stale event may still be kept, so that finding one again changes nothing:
     /// (stale event time, xxh3-64 of the id) -> the epoch reuse group's hash (0 for other
@@ -198,6 +203,11 @@ pub struct Live {
     pub(super) seq_fragments: usize,
     /// The bound on them ([`Live::set_max_seq_fragments`]).
     pub(super) max_seq_fragments: usize,
+    /// Counterexamples settled (final, or withdrawn for good) since the last
+    /// [`Live::take_settled_counterexamples`], when [`Live::collect_settled`] asked for them.
+    pub(super) settled: Option<Vec<super::Settled>>,
+    /// The receive time of the event being pushed (a counterexample's `found_at`).
+    pub(super) received_at: i64,
 }
 
 /// A checkpoint that does not belong to this contract.
@@ -252,6 +262,7 @@ impl Live {
                 pending: Default::default(),
                 provisional: Default::default(),
                 withdrawn: 0,
+                withdrawn_due: Default::default(),
                 dropped: BTreeMap::new(),
                 keyed_attests: BTreeMap::new(),
             })
@@ -320,6 +331,8 @@ impl Live {
             full_decisions: 0,
             seq_fragments: 0,
             max_seq_fragments: DEFAULT_MAX_SEQ_FRAGMENTS,
+            settled: None,
+            received_at: 0,
         };
         live.seq_fragments = (live.state.emitters.values())
             .map(|e| e.runs.fragments())
