@@ -48,6 +48,9 @@ enum Command {
     /// Post one attestation of a premise to a running service (token from
     /// FENCEWATCH_AUTH_TOKEN or FENCEWATCH_AUTH_TOKEN_FILE; exit 0 taken, 3 error).
     Attest(crate::attest::AttestArgs),
+    /// Read-only SQL over the evidence archive: offline over a data directory, or against a
+    /// running service (exit 0, or 3 when refused, invalid or ended by a limit).
+    Query(crate::query_cmd::QueryArgs),
 }
 
 #[derive(Debug, Args)]
@@ -257,6 +260,7 @@ pub fn run_with<I: IntoIterator<Item = OsString>>(args: I, clock: SharedClock) -
         }
         Command::Wal(cmd) => crate::wal_cmd::run(cmd, &*clock),
         Command::Attest(args) => crate::attest::run(args, &*clock),
+        Command::Query(args) => crate::query_cmd::run(args),
         Command::Simulate(args) => match run_simulate(args, &*clock) {
             Ok(()) => 0,
             Err(e) => {

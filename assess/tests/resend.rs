@@ -11,27 +11,12 @@
 
 mod common;
 
+use common::commit_from as commit;
 use common::contract_with;
 use fencewatch_assess::event::{Epoch, Event, Kind, Seq};
 use fencewatch_assess::live::{Live, LiveOptions, Pushed, View};
 use fencewatch_assess::{Contract, EventTime, History, Reason, Verdict, Withdrawal};
 use std::collections::BTreeMap;
-
-fn commit(
-    ts: i64,
-    scope: &'static str,
-    epoch: u64,
-    emitter: &'static str,
-    seq: u64,
-) -> Event<'static> {
-    let mut e = Event::new(Kind::Commit, EventTime(ts));
-    e.scope = Some(scope);
-    e.epoch = Some(Epoch(epoch));
-    e.route = Some("r1");
-    e.emitter = Some(emitter);
-    e.seq = Some(Seq(seq));
-    e
-}
 
 fn beat(ts: i64, route: &'static str) -> Event<'static> {
     let mut e = Event::new(Kind::Heartbeat, EventTime(ts));

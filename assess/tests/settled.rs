@@ -5,28 +5,12 @@
 
 mod common;
 
+use common::commit_from as commit;
 use common::{arb_history_with_resends, contract, contract_with, event, seqs};
-use fencewatch_assess::event::{Epoch, Event, Kind, Seq};
+use fencewatch_assess::Withdrawal;
 use fencewatch_assess::live::{Live, LiveOptions};
-use fencewatch_assess::{EventTime, Withdrawal};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
-
-fn commit(
-    ts: i64,
-    scope: &'static str,
-    epoch: u64,
-    emitter: &'static str,
-    seq: u64,
-) -> Event<'static> {
-    let mut e = Event::new(Kind::Commit, EventTime(ts));
-    e.scope = Some(scope);
-    e.epoch = Some(Epoch(epoch));
-    e.route = Some("r1");
-    e.emitter = Some(emitter);
-    e.seq = Some(Seq(seq));
-    e
-}
 
 fn collecting(retention: Option<i64>) -> Live {
     let c = contract_with(false, 5, "10ns", "1000000ns");

@@ -14,9 +14,13 @@
 //! - [`report`]: internal events, each emitting its log line and its metrics.
 //! - [`wal`], [`checkpoint`]: the storage under the local partition and every checkpoint.
 //! - [`clock`]: wall time, passed in.
+//! - `archive` (feature `archive`): the evidence archive, every applied event, malformed
+//!   line, settled counterexample and final window as Parquet under the data directory.
 //! - [`simulate`]: the workload generator: NDJSON, produced to Kafka
 //!   (`source::kafka::produce`, feature `kafka`), or live into the WAL source (`demo`).
 
+#[cfg(feature = "archive")]
+pub mod archive;
 pub mod batch;
 pub mod checkpoint;
 pub mod clock;

@@ -70,6 +70,9 @@ pub struct Registry {
     remote: RwLock<BTreeMap<String, Remote>>,
     /// Whether a streamed source is configured (even with no partition assigned yet).
     streamed: AtomicBool,
+    /// The evidence archive every partition feeds, when on.
+    #[cfg(feature = "archive")]
+    archive: std::sync::OnceLock<Arc<crate::archive::Archive>>,
 }
 
 impl Registry {
@@ -80,7 +83,30 @@ impl Registry {
             parts: RwLock::new(Vec::new()),
             remote: RwLock::new(BTreeMap::new()),
             streamed: AtomicBool::new(false),
+            #[cfg(feature = "archive")]
+            archive: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Makes every partition prepared from now on ([`Registry::prepare`]) feed `archive`.
+    #[cfg(feature = "archive")]
+    pub fn set_archive(&self, archive: Arc<crate::archive::Archive>) {
+        let _ = self.archive.set(archive);
+    }
+
+    /// The evidence archive, if on.
+    #[cfg(feature = "archive")]
+    pub fn archive(&self) -> Option<&Arc<crate::archive::Archive>> {
+        self.archive.get()
+    }
+
+    /// Readies a partition before anything is applied to it: attaches the evidence archive.
+    pub fn prepare(&self, part: &mut Partition) {
+        #[cfg(feature = "archive")]
+        if let Some(a) = self.archive.get() {
+            part.attach_archive(a.clone());
+        }
+        let _ = part;
     }
 
     /// The contract.
@@ -136,14 +162,39 @@ impl Registry {
 
     /// Answers a query over every partition merged (see the [module docs](self)).
     pub fn query<R>(&self, f: impl FnOnce(&View<'_>) -> R) -> R {
+        self.query_parts(|view, _| f(view))
+    }
+
+    /// [`Registry::query`] with this instance's partitions beside the view, all read at once.
+    pub fn query_parts<R>(&self, f: impl FnOnce(&View<'_>, &[&Partition]) -> R) -> R {
         let parts = self.parts.read().unwrap_or_else(|p| p.into_inner());
         let guards: Vec<(Kind, RwLockReadGuard<'_, Partition>)> =
             parts.iter().map(|e| (e.kind, read(&e.part))).collect();
+        self.merged(&parts, &guards, f)
+    }
+
+    /// [`Registry::query`] unless a partition is being written now (`None`): a source holds
+    /// its partition's write lock for a whole batch.
+    pub fn try_query<R>(&self, f: impl FnOnce(&View<'_>) -> R) -> Option<R> {
+        let parts = self.parts.read().unwrap_or_else(|p| p.into_inner());
+        let mut guards = Vec::with_capacity(parts.len());
+        for e in parts.iter() {
+            guards.push((e.kind, e.part.try_read().ok()?));
+        }
+        Some(self.merged(&parts, &guards, |view, _| f(view)))
+    }
+
+    fn merged<R>(
+        &self,
+        parts: &[Entry],
+        guards: &[(Kind, RwLockReadGuard<'_, Partition>)],
+        f: impl FnOnce(&View<'_>, &[&Partition]) -> R,
+    ) -> R {
         let remote = self.remote.read().unwrap_or_else(|p| p.into_inner());
         let streamed = self.streamed.load(Ordering::Acquire);
         let mut view = View::new(&self.contract);
         let same = "every partition runs under the registry's contract";
-        for (kind, part) in &guards {
+        for (kind, part) in guards {
             let live = part.live();
             match kind {
                 Kind::Local if !streamed => view.add_live(live, true).expect(same),
@@ -163,7 +214,8 @@ impl Registry {
                 let _ = view.add_summary(&r.summary, !r.idle);
             }
         }
-        f(&view)
+        let local: Vec<&Partition> = guards.iter().map(|(_, g)| &**g).collect();
+        f(&view, &local)
     }
 
     /// One scope's resident history: scopes live in one partition each (producers key by

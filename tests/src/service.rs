@@ -241,7 +241,13 @@ impl TestService {
             .arg(&contract)
             .arg("--data-dir")
             .arg(&data_dir)
-            .args(["--listen", "127.0.0.1:0", "--checkpoint-interval", "200ms"])
+            .args(["--listen", "127.0.0.1:0"])
+            // Frequent checkpoints, unless the test sets its own interval.
+            .args(
+                ["--checkpoint-interval", "200ms"]
+                    .iter()
+                    .filter(|_| !args.iter().any(|a| a.as_str() == "--checkpoint-interval")),
+            )
             .args(&args)
             .env_remove("FENCEWATCH_AUTH_TOKEN");
         without_otel(&mut cmd).envs(env);
@@ -309,6 +315,28 @@ impl TestService {
             body.as_bytes(),
         )
         .expect("POST /v1/events")
+    }
+
+    /// `POST /v1/query` of `sql`, answered as `accept`.
+    pub fn query(&self, sql: &str, accept: &str) -> Response {
+        let body = serde_json::json!({ "sql": sql }).to_string();
+        request(
+            self.addr,
+            "POST",
+            "/v1/query",
+            &[("content-type", "application/json"), ("accept", accept)],
+            body.as_bytes(),
+        )
+        .expect("POST /v1/query")
+    }
+
+    /// The rows of a query that must succeed, every one of them.
+    pub fn rows(&self, sql: &str) -> Vec<serde_json::Value> {
+        let r = self.query(sql, "application/json");
+        assert_eq!(r.status, 200, "{sql}: {}", r.text());
+        let doc = r.json();
+        assert_eq!(doc["truncated"], false, "{sql}");
+        doc["rows"].as_array().expect("rows").clone()
     }
 
     /// Kills the process with SIGKILL (no flush, no checkpoint).
@@ -380,6 +408,49 @@ impl TestService {
         }
         panic!("{what}: not within {secs} s\n{}", self.stderr());
     }
+}
+
+/// Posts `batches` in order, each retried until acknowledged, while the service is killed with
+/// SIGKILL at pseudo-random moments (before about one post in `one_in`, `0..max_delay_us` µs
+/// after the request started) and restarted. Returns the service and how many kills there were.
+pub fn post_with_kills(
+    mut svc: TestService,
+    batches: &[String],
+    seed: u64,
+    one_in: u64,
+    max_delay_us: u64,
+) -> (TestService, u32) {
+    let mut rng = seed;
+    let (mut next, mut kills) = (0, 0);
+    while next < batches.len() {
+        crate::xorshift(&mut rng);
+        if rng.is_multiple_of(one_in) {
+            // Kill while a request may be in flight.
+            let (addr, body) = (svc.addr, batches[next].clone());
+            let t = std::thread::spawn(move || {
+                request(
+                    addr,
+                    "POST",
+                    "/v1/events",
+                    &[("content-type", "application/x-ndjson")],
+                    body.as_bytes(),
+                )
+            });
+            std::thread::sleep(Duration::from_micros(rng % max_delay_us));
+            svc = TestService::restart(svc.kill9());
+            kills += 1;
+            if let Ok(Ok(r)) = t.join()
+                && r.status == 200
+            {
+                next += 1;
+            }
+            continue;
+        }
+        let r = svc.post_ndjson(&batches[next]);
+        assert_eq!(r.status, 200, "{}", r.text());
+        next += 1;
+    }
+    (svc, kills)
 }
 
 impl Drop for TestService {

@@ -19,7 +19,10 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
+pub use archive::{ArchiveConfig, QueryConfig};
 pub use fencewatch_ingest::source::kafka::KafkaConfig;
+
+mod archive;
 use std::path::{Path, PathBuf};
 
 /// The embedded defaults, parsed like a config file.
@@ -40,6 +43,13 @@ checkpoint_interval = "10s"
 wal_segment_bytes = 67108864    # 64 MiB
 log_format = "text"
 log_level = "info"
+archive = true                  # the evidence archive: Parquet under <data_dir>/archive (SPEC §9)
+archive_flush_interval = "10s"
+archive_retention = "720h"      # 30 days
+archive_max_bytes = 0           # 0: no limit
+query_timeout = "30s"
+query_max_rows = 100000
+query_memory = 536870912        # 512 MiB
 "#;
 
 /// The smallest accepted `max_body_bytes`.
@@ -158,6 +168,31 @@ pub struct ServeArgs {
     /// partitions back at once instead of waiting out its old session. Ignored without Kafka.
     #[arg(long, env = "FENCEWATCH_KAFKA_INSTANCE_ID", value_name = "ID")]
     pub kafka_instance_id: Option<String>,
+    /// The evidence archive, Parquet under <data_dir>/archive: true or false [default: true].
+    #[arg(long, env = "FENCEWATCH_ARCHIVE", value_name = "BOOL")]
+    pub archive: Option<String>,
+    /// Archive rows wait at most this long before they are written [default: 10s].
+    #[arg(
+        long,
+        env = "FENCEWATCH_ARCHIVE_FLUSH_INTERVAL",
+        value_name = "DURATION"
+    )]
+    pub archive_flush_interval: Option<String>,
+    /// Archive files older than this are deleted [default: 720h].
+    #[arg(long, env = "FENCEWATCH_ARCHIVE_RETENTION", value_name = "DURATION")]
+    pub archive_retention: Option<String>,
+    /// Beyond this many bytes of archive files the oldest are deleted; 0: no limit [default: 0].
+    #[arg(long, env = "FENCEWATCH_ARCHIVE_MAX_BYTES", value_name = "BYTES")]
+    pub archive_max_bytes: Option<String>,
+    /// A SQL query is ended after this [default: 30s].
+    #[arg(long, env = "FENCEWATCH_QUERY_TIMEOUT", value_name = "DURATION")]
+    pub query_timeout: Option<String>,
+    /// Rows a SQL query answers at most, then `truncated` [default: 100000].
+    #[arg(long, env = "FENCEWATCH_QUERY_MAX_ROWS", value_name = "N")]
+    pub query_max_rows: Option<String>,
+    /// Bytes of memory SQL queries may hold together [default: 512 MiB].
+    #[arg(long, env = "FENCEWATCH_QUERY_MEMORY", value_name = "BYTES")]
+    pub query_memory: Option<String>,
 }
 
 /// The validated configuration, passed down by value (no global).
@@ -209,6 +244,10 @@ pub struct ServeConfig {
     pub log_level: String,
     /// Kafka ingest, when brokers and a topic are set.
     pub kafka: Option<KafkaConfig>,
+    /// The evidence archive, unless `archive = false`.
+    pub archive: Option<ArchiveConfig>,
+    /// The limits of SQL queries.
+    pub query: QueryConfig,
 }
 
 /// Every problem found in a configuration, one per line.
@@ -253,6 +292,13 @@ struct Layer {
     kafka_instance_id: Option<String>,
     /// librdkafka settings passed through (`[kafka]` table).
     kafka: Option<BTreeMap<String, toml::Value>>,
+    archive: Option<bool>,
+    archive_flush_interval: Option<String>,
+    archive_retention: Option<String>,
+    archive_max_bytes: Option<u64>,
+    query_timeout: Option<String>,
+    query_max_rows: Option<u64>,
+    query_memory: Option<u64>,
 }
 
 /// Where a value came from, to say so in an error.
@@ -713,6 +759,30 @@ impl ServeConfig {
             }
         };
 
+        let (archive, query) = archive::load(
+            &mut l,
+            (a.archive, f.archive, d.archive),
+            (
+                a.archive_flush_interval,
+                f.archive_flush_interval,
+                d.archive_flush_interval,
+            ),
+            (
+                a.archive_retention,
+                f.archive_retention,
+                d.archive_retention,
+            ),
+            (
+                a.archive_max_bytes,
+                f.archive_max_bytes,
+                d.archive_max_bytes,
+            ),
+            (
+                (a.query_timeout, f.query_timeout, d.query_timeout),
+                (a.query_max_rows, f.query_max_rows, d.query_max_rows),
+                (a.query_memory, f.query_memory, d.query_memory),
+            ),
+        );
         match (contract_path, contract) {
             (Some(contract_path), Some(contract)) if l.errors.is_empty() => Ok(ServeConfig {
                 contract_path,
@@ -738,6 +808,8 @@ impl ServeConfig {
                 log_format,
                 log_level,
                 kafka,
+                archive,
+                query,
             }),
             _ => Err(ConfigErrors { errors: l.errors }),
         }

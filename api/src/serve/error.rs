@@ -106,6 +106,38 @@ pub enum ApiError {
         /// Why.
         detail: String,
     },
+    /// None of the media types the request accepts is one the endpoint answers with.
+    #[error("cannot answer in `{got}`: {offered}")]
+    NotAcceptable {
+        /// The `Accept` header.
+        got: String,
+        /// What the endpoint offers.
+        offered: &'static str,
+    },
+    /// A SQL statement that is not one read-only query (SPEC §9); `refused` names what it was
+    /// (`statements`, `ddl`, `dml`, `copy`, `statement`, `file_table`, `table_function`).
+    #[error("{detail}")]
+    QueryRefused {
+        /// What was refused.
+        refused: &'static str,
+        /// Why.
+        detail: String,
+    },
+    /// The SQL does not parse or plan (syntax, unknown table or column, types).
+    #[error("{detail}")]
+    QueryInvalid {
+        /// DataFusion's message.
+        detail: String,
+    },
+    /// A query ended by one of its limits: `limit` is its key (`query_timeout`,
+    /// `query_memory`).
+    #[error("{detail}")]
+    QueryLimit {
+        /// The key of the limit.
+        limit: &'static str,
+        /// What happened.
+        detail: String,
+    },
     /// A bug or a broken invariant. The detail is logged, never sent to the client.
     #[error("internal error: {detail}")]
     Internal {
@@ -194,6 +226,30 @@ impl ApiError {
                 Some("saturated"),
                 "Ingest saturated",
             ),
+            NotAcceptable { .. } => (
+                StatusCode::NOT_ACCEPTABLE,
+                Some("not-acceptable"),
+                "Not acceptable",
+            ),
+            QueryRefused { .. } => (
+                StatusCode::BAD_REQUEST,
+                Some("query-refused"),
+                "Query refused: SQL is read-only",
+            ),
+            QueryInvalid { .. } => (
+                StatusCode::BAD_REQUEST,
+                Some("query-invalid"),
+                "Invalid query",
+            ),
+            QueryLimit { limit, .. } => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                Some(if *limit == "query_timeout" {
+                    "query-timeout"
+                } else {
+                    "query-memory"
+                }),
+                "Query ended by a limit",
+            ),
             Internal { .. } => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 Some("internal"),
@@ -216,6 +272,15 @@ impl ApiError {
             other => other.to_string(),
         };
         let mut extensions = serde_json::Map::new();
+        match self {
+            ApiError::QueryRefused { refused, .. } => {
+                extensions.insert("refused".into(), (*refused).into());
+            }
+            ApiError::QueryLimit { limit, .. } => {
+                extensions.insert("limit".into(), (*limit).into());
+            }
+            _ => {}
+        }
         if let ApiError::Unprocessable { errors, extra, .. } = self {
             if !errors.is_empty() {
                 extensions.insert("errors".into(), serde_json::Value::Array(errors.clone()));

@@ -165,5 +165,7 @@ fn method_label(m: &Method) -> &'static str {
     }
 }
 
+pub mod archive;
+
 #[cfg(test)]
 mod tests;

@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod otlp;
 pub mod routes;
 pub mod run;
+pub mod sql;
 pub mod submit;
 pub mod telemetry;
 
@@ -147,6 +148,12 @@ async fn metrics_text(State(p): State<Probe>) -> Response {
 /// `api` is where `/v1/*`, `/openapi.json` and `/` are merged in (`routes.rs`): a router with
 /// its state already applied and without a fallback of its own.
 pub fn base_router(base: Base, api: Router) -> Router {
+    base_router_with(base, api, Router::new())
+}
+
+/// [`base_router`], with `untimed` routes that keep a deadline of their own (`/v1/query`,
+/// `query_timeout`) outside the request timeout; every other layer applies to them too.
+pub fn base_router_with(base: Base, api: Router, untimed: Router) -> Router {
     let limit = usize::try_from(base.max_body_bytes).unwrap_or(usize::MAX);
     let timeout = std::time::Duration::from_nanos(base.request_timeout.0.max(0) as u64);
     let problems = ProblemContext {
@@ -175,6 +182,14 @@ pub fn base_router(base: Base, api: Router) -> Router {
             StatusCode::SERVICE_UNAVAILABLE,
             timeout,
         ))
+        .merge(if untimed.has_routes() {
+            untimed
+                .route_layer(from_fn(note_matched_path))
+                .layer(DefaultBodyLimit::max(limit))
+                .layer(RequestBodyLimitLayer::new(limit))
+        } else {
+            untimed
+        })
         .layer(from_fn_with_state(base.auth_token, require_bearer))
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(from_fn_with_state(problems, problem_details))

@@ -48,7 +48,8 @@ const MAX_TIMELINE: u64 = 10_000;
         contract,
         ingest,
         crate::serve::otlp::http::traces,
-        crate::serve::otlp::http::logs
+        crate::serve::otlp::http::logs,
+        crate::serve::sql::query
     )
 )]
 struct ApiDoc;

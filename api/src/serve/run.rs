@@ -9,7 +9,7 @@ use crate::serve::config::{ServeArgs, ServeConfig};
 use crate::serve::metrics::{HttpMetrics, Metrics};
 use crate::serve::otlp::{self, Otlp, OtlpMetrics};
 use crate::serve::{
-    Base, Refresh, Upstream, base_router, init_tracing, listener, routes, shutdown_signal,
+    Base, Refresh, Upstream, base_router_with, init_tracing, listener, routes, shutdown_signal,
     telemetry,
 };
 use fencewatch_assess::live::LiveOptions;
@@ -106,6 +106,15 @@ enum Failed {
     /// A blocking task did not complete.
     #[error("{0}")]
     Join(#[from] tokio::task::JoinError),
+    /// The evidence archive did not open.
+    #[error("the evidence archive: {0}")]
+    Archive(#[from] fencewatch_ingest::archive::Error),
+    /// The archive's thread stopped with an error (a flush failed).
+    #[error("the evidence archive: {0}")]
+    ArchiveThread(String),
+    /// The query runtime did not start.
+    #[error("cannot start the query runtime: {0}")]
+    QueryRuntime(std::io::Error),
 }
 
 fn run_checked(
@@ -196,7 +205,17 @@ async fn serve(
         metrics.register_kafka(&mut metric_registry);
     }
     let http_metrics = HttpMetrics::register(&mut metric_registry);
+    let archive_metrics =
+        crate::serve::metrics::archive::ArchiveMetrics::register(&mut metric_registry);
     let registry = Arc::new(Registry::new(config.contract.clone()));
+    let archive = match &config.archive {
+        Some(a) => {
+            let archive = Arc::new(open_archive(&config, a)?);
+            registry.set_archive(archive.clone());
+            Some(archive)
+        }
+        None => None,
+    };
     let ready = Ready::new();
     let live = LiveOptions {
         retention: config.retention.map(|d| d.0),
@@ -256,6 +275,15 @@ async fn serve(
     );
     let _ = std::io::stdout().flush();
     tracing::info!(%addr, data_dir = %config.data_dir.display(), contract = %config.contract_path.display(), max_connections, fd_limit, "listening");
+    let archiver = archive
+        .clone()
+        .map(|a| crate::serve::sql::start(a, registry.clone(), wal.clone()));
+    let queries = crate::query::Queries::new(crate::query::Limits {
+        timeout: std::time::Duration::from_nanos(config.query.timeout.0 as u64),
+        max_rows: usize::try_from(config.query.max_rows).unwrap_or(usize::MAX),
+        memory: usize::try_from(config.query.memory).unwrap_or(usize::MAX),
+    })
+    .map_err(Failed::QueryRuntime)?;
     let mut base = Base::new(
         &config,
         ready,
@@ -269,11 +297,15 @@ async fn serve(
         clock.clone(),
     );
     let k = kafka.as_ref().map(|(k, _)| k.clone());
+    let am = archive_metrics.clone();
     base.refresh = Some(Refresh(Arc::new(move || {
         let d = w.durability();
         r.refresh_gauges(&m, d, w.budget().used(), c.now());
         if let Some(k) = &k {
             k.refresh_metrics(&m);
+        }
+        if let Some(a) = r.archive() {
+            am.refresh(a);
         }
     })));
     if let Some((k, _)) = &kafka {
@@ -295,7 +327,14 @@ async fn serve(
     };
     let api = routes::router(app).merge(otlp::http::router(otlp));
     let template: Option<Arc<str>> = config.trace_url_template.as_deref().map(Arc::from);
-    let mut app = base_router(base, api);
+    let sql = crate::serve::sql::router(crate::serve::sql::Sql {
+        registry: registry.clone(),
+        wal: wal.clone(),
+        data_dir: config.data_dir.clone(),
+        queries: Arc::new(queries),
+        metrics: archive_metrics,
+    });
+    let mut app = base_router_with(base, api, sql);
     if traced {
         app = app.layer(axum::middleware::from_fn(telemetry::trace_requests));
     }
@@ -352,8 +391,41 @@ async fn serve(
     wal.close();
     tokio::task::spawn_blocking(move || writer.join()).await??;
     kafka_result?;
+    if let (Some(a), Some(t)) = (&archive, archiver) {
+        tracing::info!("shutting down: flushing the evidence archive");
+        a.close();
+        tokio::task::spawn_blocking(move || t.join())
+            .await?
+            .map_err(|_| Failed::ArchiveThread("panicked".into()))?
+            .map_err(Failed::ArchiveThread)?;
+    }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Opens the evidence archive in `<data_dir>/archive` (SPEC §9).
+fn open_archive(
+    config: &ServeConfig,
+    a: &crate::serve::config::ArchiveConfig,
+) -> Result<fencewatch_ingest::archive::Archive, Failed> {
+    use fencewatch_ingest::archive::{Archive, ArchiveOptions};
+    let ns = |d: fencewatch_assess::Duration| std::time::Duration::from_nanos(d.0.max(0) as u64);
+    let opts = ArchiveOptions {
+        flush_interval: ns(a.flush_interval),
+        retention: Some(ns(a.retention)),
+        max_bytes: a.max_bytes,
+        // Files a compaction or retention drops stay for queries that took a snapshot before.
+        delete_grace: (2 * ns(config.query.timeout)).max(std::time::Duration::from_secs(60)),
+        ..ArchiveOptions::new(config.data_dir.join("archive"))
+    };
+    let archive = Archive::open(opts)?;
+    if archive.orphans_removed() > 0 {
+        tracing::warn!(
+            files = archive.orphans_removed(),
+            "archive: deleted files no manifest lists (an interrupted flush or compaction); their rows are archived again from the log"
+        );
+    }
+    Ok(archive)
 }
 
 /// Binds `at` and serves OTLP/gRPC there until notified; a bind failure is a configuration

@@ -46,7 +46,7 @@ pub use premises::{PremiseState, PremiseView, UnsupportedPremise};
 pub use query::{
     Assurance, Coverage, CxPage, EmitterCoverage, RouteState, ScopeView, WindowBounds,
 };
-pub use spans::SpanId;
+pub use spans::{SpanId, SpanProvenance};
 pub use state::{
     ContractChanged, DEFAULT_MAX_COUNTEREXAMPLES, DEFAULT_MAX_EMITTERS, DEFAULT_MAX_SEQ_FRAGMENTS,
     Live, LiveOptions, LiveState, MAX_NAME_BYTES, NewCounterexample, Pushed, fingerprint,

@@ -387,6 +387,16 @@ impl<'a> View<'a> {
         series.details_with(&extra, self.watermark(p), from, to, each);
     }
 
+    /// Windows `ks` (indices, ascending) of property `p` one by one, as [`View::windows`]
+    /// yields them (those outside its range are left out), deriving reasons once.
+    pub fn windows_at(&self, p: usize, ks: &[i64], mut each: impl FnMut(WindowDetail)) {
+        let (series, extra) = self.derived(p);
+        let wm = self.watermark(p);
+        for &k in ks {
+            series.details_with(&extra, wm, k, k, &mut each);
+        }
+    }
+
     /// Counterexamples of property `p` (every property when `None`), optionally of one scope
     /// and with stale event time in `[from, to)`, after `cursor`, at most `limit`.
     pub fn counterexamples(

@@ -98,18 +98,35 @@ impl Spans {
 
 /// `<source>:<trace_id>/<span_id>`, lower-case hex.
 pub(super) fn render(source: &str, id: &SpanId) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(source.len() + 50);
-    s.push_str(source);
-    s.push(':');
-    for (i, b) in id.iter().enumerate() {
-        if i == 16 {
-            s.push('/');
-        }
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
-    }
+    std::fmt::Write::write_fmt(&mut s, format_args!("{}", SpanProvenance(source, id)))
+        .expect("a String");
     s
+}
+
+/// A span's provenance, displayed `<source>:<trace_id>/<span_id>` in lower-case hex (as
+/// findings name it) without allocating.
+#[derive(Debug, Clone, Copy)]
+pub struct SpanProvenance<'a>(pub &'a str, pub &'a SpanId);
+
+impl std::fmt::Display for SpanProvenance<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        f.write_str(self.0)?;
+        let mut hex = [0u8; 50];
+        hex[0] = b':';
+        let mut j = 1;
+        for (i, b) in self.1.iter().enumerate() {
+            if i == 16 {
+                hex[j] = b'/';
+                j += 1;
+            }
+            hex[j] = DIGITS[(b >> 4) as usize];
+            hex[j + 1] = DIGITS[(b & 15) as usize];
+            j += 2;
+        }
+        f.write_str(std::str::from_utf8(&hex[..j]).expect("ascii"))
+    }
 }
 
 /// The position of a span's record: its span id's bytes.

@@ -235,3 +235,20 @@ pub(crate) fn live(c: &Contract, evs: &[E], order: &[usize], retention: Option<i
 
 /// A retention beyond any history: nothing is folded.
 pub(crate) const NEVER_FOLD: Option<i64> = Some(i64::MAX / 4);
+
+/// A committed commit on route `r1` of `scope` at `ts` with `epoch`, from `emitter` at `seq`.
+pub(crate) fn commit_from(
+    ts: i64,
+    scope: &'static str,
+    epoch: u64,
+    emitter: &'static str,
+    seq: u64,
+) -> Event<'static> {
+    let mut e = Event::new(Kind::Commit, EventTime(ts));
+    e.scope = Some(scope);
+    e.epoch = Some(Epoch(epoch));
+    e.route = Some("r1");
+    e.emitter = Some(emitter);
+    e.seq = Some(Seq(seq));
+    e
+}

@@ -1,49 +1,127 @@
 //! Applying one decoded batch to an assessor: each item pushed in order, what it came to
-//! counted, a malformed item's error worded again from its text.
+//! counted, a malformed item's error worded again from its text, and an [`Observer`] (the
+//! evidence archive) told of each item.
 
 use super::Applied;
 use crate::batch::{Batch, DecodedItems, Format, decode_item, for_each_item};
 use crate::decode::json::{self, DecodeError};
-use fencewatch_assess::live::{Live, Pushed};
+use fencewatch_assess::live::{Live, Pushed, SpanId};
+use fencewatch_assess::{Event, EventTime};
+
+/// Where the items of a batch being applied sit: item `i` is at offset `base + i`, and at
+/// position [`Applying::position`] of its source (its provenance).
+#[derive(Debug, Clone, Copy)]
+pub struct Applying<'a> {
+    /// Offset of the batch's first item.
+    pub base: u64,
+    /// The batch.
+    pub batch: &'a Batch<'a>,
+}
+
+impl Applying<'_> {
+    /// The position of item `i` in its source: its line (file ingest) or offset.
+    pub fn position(&self, i: u64) -> u64 {
+        self.batch.first_line.map_or(self.base + i, |l| l + i)
+    }
+}
+
+/// What applying a batch tells an observer (the evidence archive), item by item, in order.
+/// Every method does nothing by default.
+pub trait Observer {
+    /// Whether it is told each item's text (else the items of a batch without decoding
+    /// errors are applied without walking its text).
+    const TEXT: bool = false;
+    /// Item `i` decoded to `ev`, and `live` made `pushed` of it just now; `span` is its own
+    /// provenance (an OTLP span), if it has one. When the assessor found it malformed,
+    /// [`Observer::malformed`] follows with its text.
+    fn event(
+        &mut self,
+        _live: &mut Live,
+        _at: &Applying<'_>,
+        _i: u64,
+        _span: Option<&SpanId>,
+        _ev: &Event<'_>,
+        _pushed: Pushed,
+    ) {
+    }
+    /// Item `i` is malformed: why, its time if that parsed, and its text (empty for OTLP).
+    #[allow(clippy::too_many_arguments)]
+    fn malformed(
+        &mut self,
+        _at: &Applying<'_>,
+        _i: u64,
+        _span: Option<&SpanId>,
+        _ts: Option<EventTime>,
+        _reason: &str,
+        _text: &[u8],
+    ) {
+    }
+}
+
+/// The observer that observes nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Unobserved;
+
+impl Observer for Unobserved {}
 
 /// Feeds a batch decoded by [`batch::decode_items`] (with the same `max_line_bytes`) at
 /// offset `base` to the assessor, in item order. A malformed item's error is worded again
 /// from its text, in one pass over the items, and only when the batch has some.
-pub(super) fn apply_decoded(
+pub(super) fn apply_decoded<O: Observer>(
     live: &mut Live,
     base: u64,
     batch: &Batch<'_>,
     items: DecodedItems<'_>,
     max_line_bytes: usize,
+    obs: &mut O,
 ) -> Applied {
     if batch.format.is_otlp() {
-        return otlp_apply(live, base, batch, items);
+        return otlp_apply(live, base, batch, items, obs);
     }
     let source = live.add_source(batch.source);
     let mut out = Applied::default();
-    let position = |i: u64| batch.first_line.map_or(base + i, |l| l + i);
-    let push_event = |live: &mut Live, out: &mut Applied, i: u32, d: &json::Decoded<'_>| {
+    let at = Applying { base, batch };
+    let push_event = |live: &mut Live,
+                      out: &mut Applied,
+                      obs: &mut O,
+                      i: u32,
+                      d: &json::Decoded<'_>,
+                      text: Option<&[u8]>| {
         let i = u64::from(i);
         let ev = d.event();
-        let pushed = live.push(&ev, source, position(i), batch.received_at);
+        let pushed = live.push(&ev, source, at.position(i), batch.received_at);
+        obs.event(live, &at, i, None, &ev, pushed);
+        if pushed == Pushed::Malformed
+            && let Some(t) = text
+        {
+            let reason = live.view().last_malformed().unwrap_or_default();
+            obs.malformed(&at, i, None, Some(ev.ts), reason, t);
+        }
         // Partitioning by scope is what keeps a scope's events together.
         if pushed == Pushed::Assessed
             && let Some(key) = batch.key
             && ev.scope.is_some_and(|s| s.as_bytes() != key)
         {
             let key = String::from_utf8_lossy(key);
-            live.note_misrouted(&ev, source, position(i), &key);
+            live.note_misrouted(&ev, source, at.position(i), &key);
         }
         count_pushed(live, out, pushed, i, base + i, ev.ts);
     };
-    let push_bad = |live: &mut Live, out: &mut Applied, i: u32, error: DecodeError| {
+    let push_bad = |live: &mut Live,
+                    out: &mut Applied,
+                    obs: &mut O,
+                    i: u32,
+                    error: DecodeError,
+                    text: &[u8]| {
         let i = u64::from(i);
-        live.push_malformed(source, position(i), error.ts, error.to_string());
+        let reason = error.to_string();
+        obs.malformed(&at, i, None, error.ts, &reason, text);
+        live.push_malformed(source, at.position(i), error.ts, reason);
         out.malformed(i, base + i, error);
     };
-    if items.bad.is_empty() {
+    if items.bad.is_empty() && !O::TEXT {
         for (i, d) in &items.events {
-            push_event(live, &mut out, *i, d);
+            push_event(live, &mut out, obs, *i, d, None);
         }
         return out;
     }
@@ -52,11 +130,11 @@ pub(super) fn apply_decoded(
     let walked = for_each_item(batch, |i, item| {
         if events.peek().is_some_and(|(e, _)| *e == i) {
             let (_, d) = events.next().expect("peeked");
-            push_event(live, &mut out, i, d);
+            push_event(live, &mut out, obs, i, d, Some(item));
         } else if bad.peek() == Some(&i) {
             bad.next();
             match decode_item(batch.format, item, max_line_bytes) {
-                Err(e) => push_bad(live, &mut out, i, e),
+                Err(e) => push_bad(live, &mut out, obs, i, e, item),
                 Ok(_) => unreachable!("an item decodes the same way twice"),
             }
         }
@@ -68,7 +146,7 @@ pub(super) fn apply_decoded(
             reason: e.to_string(),
             ts: None,
         };
-        push_bad(live, &mut out, 0, error);
+        push_bad(live, &mut out, obs, 0, error, batch.body);
     }
     debug_assert!(batch.format != Format::Message || out.accepted + out.malformed == 1);
     out
@@ -77,15 +155,21 @@ pub(super) fn apply_decoded(
 /// Feeds a decoded OTLP body: a span with its own provenance (`otlp:<trace_id>/<span_id>`), a
 /// log record at its offset. A body that does not decode (a build without OTLP, or a record
 /// another build wrote) is one malformed item.
-fn otlp_apply(live: &mut Live, base: u64, batch: &Batch<'_>, items: DecodedItems<'_>) -> Applied {
+fn otlp_apply(
+    live: &mut Live,
+    base: u64,
+    batch: &Batch<'_>,
+    items: DecodedItems<'_>,
+    obs: &mut impl Observer,
+) -> Applied {
     let source = live.add_source(batch.source);
     let mut out = Applied::default();
+    let applying = Applying { base, batch };
     #[cfg(feature = "otlp")]
     if let Some(otlp) = items.otlp {
         use crate::batch::OtlpItems;
-        let received_at = batch.received_at;
         let mut each =
-            |i: usize, entry| otlp_entry(live, &mut out, source, base, received_at, i, entry);
+            |i: usize, entry| otlp_entry(live, &mut out, (source, &applying, obs), i, entry);
         match otlp {
             OtlpItems::Stored(entries) => entries
                 .into_iter()
@@ -97,6 +181,7 @@ fn otlp_apply(live: &mut Live, base: u64, batch: &Batch<'_>, items: DecodedItems
     }
     let _ = items;
     let reason = "an OTLP record this build cannot decode".to_string();
+    obs.malformed(&applying, 0, None, None, &reason, b"");
     live.push_malformed(source, base, None, reason.clone());
     out.malformed(
         0,
@@ -110,29 +195,34 @@ fn otlp_apply(live: &mut Live, base: u64, batch: &Batch<'_>, items: DecodedItems
     out
 }
 
-/// Feeds item `i` of an OTLP body at `base`.
+/// Feeds item `i` of the OTLP body `at` (its source's id `source`), telling `obs`.
 #[cfg(feature = "otlp")]
 fn otlp_entry(
     live: &mut Live,
     out: &mut Applied,
-    source: u32,
-    base: u64,
-    received_at: i64,
+    (source, at, obs): (u32, &Applying<'_>, &mut impl Observer),
     i: usize,
     entry: crate::decode::otlp::Entry<'_>,
 ) {
     use crate::decode::otlp::Entry;
-    let (i, at) = (i as u64, base + i as u64);
+    let (received_at, applying) = (at.batch.received_at, at);
+    let (i, at) = (i as u64, at.base + i as u64);
     match entry {
         Entry::Event(ev, span) => {
             let pushed = match span {
                 Some(s) => live.push_span(&ev, s, source, at, received_at),
                 None => live.push(&ev, source, at, received_at),
             };
+            obs.event(live, applying, i, span, &ev, pushed);
+            if pushed == Pushed::Malformed {
+                let reason = live.view().last_malformed().unwrap_or_default();
+                obs.malformed(applying, i, span, Some(ev.ts), reason, b"");
+            }
             count_pushed(live, out, pushed, i, at, ev.ts);
         }
         Entry::Malformed(e) => {
             let message = e.error.to_string();
+            obs.malformed(applying, i, e.span.as_ref(), e.error.ts, &message, b"");
             match &e.span {
                 Some(s) => live.push_malformed_span(s, source, at, e.error.ts, message),
                 None => live.push_malformed(source, at, e.error.ts, message),

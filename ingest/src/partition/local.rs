@@ -52,6 +52,17 @@ pub struct PartitionOptions {
 /// and replays the log after it. Nothing in the log changes until every check passed: a torn
 /// tail is cut last.
 pub fn open(dir: &Path, contract: Contract, opts: PartitionOptions) -> Result<Opened> {
+    open_with(dir, contract, opts, |_| {})
+}
+
+/// [`open`], with `prepare` called on the partition once restored, before the log is replayed
+/// into it (the registry attaches the evidence archive there).
+pub fn open_with(
+    dir: &Path,
+    contract: Contract,
+    opts: PartitionOptions,
+    prepare: impl FnOnce(&mut Partition),
+) -> Result<Opened> {
     std::fs::create_dir_all(dir).map_err(|source| Error::Io {
         path: dir.to_path_buf(),
         source,
@@ -79,6 +90,7 @@ pub fn open(dir: &Path, contract: Contract, opts: PartitionOptions) -> Result<Op
         });
     }
     let mut partition = Partition::new(NAME, restored.live, from.unwrap_or(0));
+    prepare(&mut partition);
     let mut replayed = 0;
     for rec in wal.read_from(from.unwrap_or(0))? {
         let rec = rec?;

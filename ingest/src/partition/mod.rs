@@ -14,9 +14,15 @@
 //! Checkpoints are taken at batch boundaries: the assessor's state ([`state`]) with the offset
 //! of the next batch. [`local`] is the partition whose batches are in the local write-ahead
 //! log.
+//!
+//! With the evidence archive (feature `archive`), a partition has a sink into it
+//! ([`Partition::attach_archive`]): every item applied is told to it, and its rows are handed
+//! over when the partition reports.
 
 mod apply;
 pub mod local;
+
+pub use apply::{Applying, Observer, Unobserved};
 pub mod restore;
 pub mod state;
 
@@ -161,6 +167,9 @@ pub struct Partition {
     idle: bool,
     /// What the metrics were told of its findings.
     reported: Reported,
+    /// Its sink into the evidence archive, when attached.
+    #[cfg(feature = "archive")]
+    sink: Option<crate::archive::Sink>,
 }
 
 impl Partition {
@@ -175,7 +184,18 @@ impl Partition {
             next,
             checkpointed: next,
             idle: false,
+            #[cfg(feature = "archive")]
+            sink: None,
         }
+    }
+
+    /// Feeds every item applied from now on to the evidence archive, resuming after what
+    /// it holds of this partition (call before replaying anything).
+    #[cfg(feature = "archive")]
+    pub fn attach_archive(&mut self, archive: std::sync::Arc<crate::archive::Archive>) {
+        let sink = crate::archive::Sink::new(archive, &self.name, self.live.contract());
+        sink.attach(&mut self.live);
+        self.sink = Some(sink);
     }
 
     /// Its name.
@@ -242,20 +262,48 @@ impl Partition {
         if base < self.next {
             return None;
         }
-        let applied = apply::apply_decoded(&mut self.live, base, batch, items, max_line_bytes);
-        self.moved_to(base + len.max(1));
+        let next = base + len.max(1);
+        #[cfg(feature = "archive")]
+        if let Some(sink) = &mut self.sink {
+            let a = apply::apply_decoded(&mut self.live, base, batch, items, max_line_bytes, sink);
+            sink.record(&mut self.live, next);
+            self.moved_to(next);
+            return Some(a);
+        }
+        let applied = apply::apply_decoded(
+            &mut self.live,
+            base,
+            batch,
+            items,
+            max_line_bytes,
+            &mut Unobserved,
+        );
+        self.moved_to(next);
         Some(applied)
     }
 
-    /// Counts the item at `offset` of `source` as malformed for `reason` without decoding
-    /// anything (a Kafka message without a value), unless it is already in the state.
-    pub fn reject(&mut self, offset: u64, source: &str, reason: &str) -> Option<Applied> {
+    /// Counts the item at `offset` of `source`, received at `received_at`, as malformed for
+    /// `reason` without decoding anything (a Kafka message without a value), unless it is
+    /// already in the state.
+    pub fn reject(
+        &mut self,
+        offset: u64,
+        source: &str,
+        reason: &str,
+        received_at: i64,
+    ) -> Option<Applied> {
         if offset < self.next {
             return None;
         }
         let id = self.live.add_source(source);
         self.live
             .push_malformed(id, offset, None, reason.to_string());
+        #[cfg(feature = "archive")]
+        if let Some(sink) = &mut self.sink {
+            let src = format_args!("{source}:{offset}");
+            sink.malformed(received_at, src, offset, None, reason, b"");
+            sink.record(&mut self.live, offset + 1);
+        }
         let mut out = Applied::default();
         out.malformed(
             0,
@@ -275,9 +323,21 @@ impl Partition {
         self.idle = false;
     }
 
+    /// Hands the archive rows of the batches applied since the last call to the archive
+    /// ([`Partition::report`] does): call with the partition locked, so a query sees rows and
+    /// state alike.
+    #[cfg(feature = "archive")]
+    pub fn commit_archive(&mut self) {
+        if let Some(sink) = &mut self.sink {
+            sink.commit();
+        }
+    }
+
     /// Emits what the batches applied since the last report found: stale commits the resource
-    /// rejected, and counterexamples found and withdrawn.
+    /// rejected, and counterexamples found and withdrawn; hands their rows to the archive.
     pub fn report(&mut self, metrics: &Metrics) {
+        #[cfg(feature = "archive")]
+        self.commit_archive();
         let found = self.live.take_new_counterexamples();
         let withdrawn = self.live.take_withdrawn_counterexamples();
         let properties = &self.live.contract().properties;
@@ -310,6 +370,9 @@ impl Partition {
     /// Counts what the state holds now as reported: a replay of batches that the process
     /// which first applied them reported. Its findings are dropped, its totals taken as told.
     pub fn reported_all(&mut self) {
+        // The rows of the records replayed past what the archive held.
+        #[cfg(feature = "archive")]
+        self.commit_archive();
         self.live.take_new_counterexamples();
         self.live.take_withdrawn_counterexamples();
         self.reported = Reported::of(&self.live);
@@ -339,6 +402,10 @@ impl Partition {
         self.next = 0;
         self.checkpointed = 0;
         self.idle = false;
+        #[cfg(feature = "archive")]
+        if let Some(sink) = &mut self.sink {
+            sink.rewound();
+        }
     }
 }
 
@@ -418,7 +485,7 @@ pub(crate) mod tests {
         assert!(part.dirty());
         let totals = part.live().totals();
         assert_eq!(part.apply(3, 1, &ndjson(BATCH), 1 << 20), None);
-        assert_eq!(part.reject(2, "http", "nothing"), None);
+        assert_eq!(part.reject(2, "http", "nothing", 0), None);
         assert_eq!(part.live().totals(), totals);
         part.saved(4);
         assert!(!part.dirty());
@@ -444,7 +511,9 @@ pub(crate) mod tests {
         assert_eq!((a.accepted, a.malformed), (1, 0));
         let a = part.apply(2, 1, &msg("{}\n{}", b"o"), 1 << 20).unwrap();
         assert_eq!((a.accepted, a.malformed), (0, 1));
-        let a = part.reject(3, "t/0", "empty message (no payload)").unwrap();
+        let a = part
+            .reject(3, "t/0", "empty message (no payload)", 0)
+            .unwrap();
         assert_eq!(a.errors[0].error.reason, "empty message (no payload)");
         let counts = part.live().view().unknown_counts(0);
         assert_eq!(

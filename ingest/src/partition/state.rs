@@ -6,8 +6,10 @@ use fencewatch_assess::live::LiveState;
 /// The layout of [`LiveState`] that [`encode_state`] writes: raised whenever the state's
 /// serialized shape changes, so that a checkpoint of another build is recognised as such
 /// rather than failing to decode somewhere in the middle. (States written before layouts were
-/// tagged start with no tag at all.) Layout 3: `check` and `serve` keep one record type.
-pub const STATE_LAYOUT: u16 = 3;
+/// tagged start with no tag at all.) Layout 3: `check` and `serve` keep one record type. Layout
+/// 4: counterexamples keep the wall time they were found, withdrawn ones their due time (the
+/// evidence archive).
+pub const STATE_LAYOUT: u16 = 4;
 const STATE_TAG: [u8; 4] = *b"FWS\0";
 
 /// Why a checkpoint's state does not decode.

@@ -257,6 +257,17 @@ pub(crate) fn killed_then_clean(
     let got = svc.cx_ids();
     let unique: BTreeSet<&String> = got.iter().collect();
     assert_eq!(unique.len(), got.len(), "a counterexample twice: {got:?}");
+    // The evidence archive holds every event once, with its topic, partition and offset.
+    let archived = svc.rows(
+        "SELECT count(*), count(DISTINCT source), \
+         sum(CASE WHEN source = partition || ':' || CAST(\"offset\" AS VARCHAR) AND partition LIKE 'events/%' THEN 1 ELSE 0 END) \
+         FROM events",
+    );
+    assert_eq!(
+        archived,
+        [serde_json::json!([total, total, total])],
+        "after {kills} kills"
+    );
 
     // The same topic read once, uninterrupted, by another group.
     let clean = dir.path().join("clean");

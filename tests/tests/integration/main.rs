@@ -1,5 +1,6 @@
 //! Black-box tests of the `fencewatch` binary, compiled into one test executable.
 
+mod archive;
 mod broker;
 mod cases;
 mod cli;

@@ -1,8 +1,8 @@
 //! `fencewatch serve` as a user runs it: the real binary on port 0 with a temporary data
 //! directory, driven over HTTP.
 
-use fencewatch_tests::service::{TestService, now_ns, request};
-use fencewatch_tests::{ORDERS_CONTRACT, bin, check_json, commit_line, xorshift};
+use fencewatch_tests::service::{TestService, now_ns, post_with_kills, request};
+use fencewatch_tests::{ORDERS_CONTRACT, bin, check_json, commit_line};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -314,39 +314,8 @@ fn kill_9_at_random_moments_matches_an_uninterrupted_run() {
     // The interrupted one: a producer posts and retries until acknowledged; the service is
     // killed with SIGKILL at pseudo-random moments and restarted.
     let root = dir.path().join("killed").tap_mkdir();
-    let mut svc = TestService::start(&root, CONTRACT, &[]);
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = 0;
-    let mut kills = 0;
-    while next < batches.len() {
-        xorshift(&mut rng);
-        if rng.is_multiple_of(4) {
-            // Kill while a request may be in flight.
-            let addr = svc.addr;
-            let body = batches[next].clone();
-            let t = std::thread::spawn(move || {
-                request(
-                    addr,
-                    "POST",
-                    "/v1/events",
-                    &[("content-type", "application/x-ndjson")],
-                    body.as_bytes(),
-                )
-            });
-            std::thread::sleep(std::time::Duration::from_micros(rng % 3000));
-            svc = TestService::restart(svc.kill9());
-            kills += 1;
-            if let Ok(Ok(r)) = t.join()
-                && r.status == 200
-            {
-                next += 1;
-            }
-            continue;
-        }
-        let r = svc.post_ndjson(&batches[next]);
-        assert_eq!(r.status, 200, "{}", r.text());
-        next += 1;
-    }
+    let svc = TestService::start(&root, CONTRACT, &[]);
+    let (svc, kills) = post_with_kills(svc, &batches, 0x9e37_79b9_7f4a_7c15, 4, 3000);
     assert!(kills >= 3, "only {kills} kills");
     // A batch that was durable but not acknowledged when the service died was resent and
     // settled as a duplicate delivery (emitter, seq), which shifts later offsets: compare the
@@ -435,6 +404,7 @@ fn openapi_documents_every_route_and_every_documented_route_answers() {
         "/v1/events",
         "/v1/traces",
         "/v1/logs",
+        "/v1/query",
     ]
     .iter()
     .map(|s| s.to_string())

@@ -201,3 +201,55 @@ fn kafka_settings_layer_and_pass_through() {
         ["kafka ingest needs both kafka_brokers and kafka_topic (missing: kafka_brokers)"]
     );
 }
+
+#[test]
+fn defaults_file_and_flags() {
+    let dir = setup(Some(
+        "contract = \"contract.toml\"\narchive_flush_interval = \"2s\"\nquery_max_rows = 10\n",
+    ));
+    let config = path(&dir, "serve.toml");
+    let c = ServeConfig::load(args(&["--config", &config])).unwrap();
+    let a = c.archive.unwrap();
+    assert_eq!(a.flush_interval, Duration::parse("2s").unwrap());
+    assert_eq!(a.retention, Duration::parse("720h").unwrap());
+    assert_eq!(a.max_bytes, None);
+    assert_eq!(c.query.max_rows, 10);
+    assert_eq!(c.query.timeout, Duration::parse("30s").unwrap());
+    assert_eq!(c.query.memory, 512 << 20);
+    let c = ServeConfig::load(args(&[
+        "--config",
+        &config,
+        "--archive",
+        "false",
+        "--query-memory",
+        "1048576",
+    ]))
+    .unwrap();
+    assert_eq!(c.archive, None);
+    assert_eq!(c.query.memory, 1 << 20);
+    let err = ServeConfig::load(args(&[
+        "--config",
+        &config,
+        "--archive",
+        "maybe",
+        "--query-memory",
+        "10",
+        "--query-timeout",
+        "0s",
+    ]))
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("--archive (or FENCEWATCH_ARCHIVE): `maybe` is not true or false"),
+        "{text}"
+    );
+    assert!(
+        text.contains("`query_memory`") || text.contains("--query-memory"),
+        "{text}"
+    );
+    assert!(
+        text.contains("--query-timeout (or FENCEWATCH_QUERY_TIMEOUT): must be greater than zero"),
+        "{text}"
+    );
+    assert_eq!(err.errors.len(), 3, "{text}");
+}

@@ -145,6 +145,19 @@ pub enum Error {
         /// The cause.
         source: crate::checkpoint::Error,
     },
+    /// The evidence archive could not be written: no checkpoint is taken past it.
+    #[cfg(feature = "archive")]
+    #[error(
+        "the evidence archive cannot hold the rows of {partition} below offset {offset} ({source}); no checkpoint is taken past it"
+    )]
+    Archive {
+        /// `topic/partition`.
+        partition: String,
+        /// The offset the checkpoint would have covered.
+        offset: u64,
+        /// The cause.
+        source: crate::archive::Error,
+    },
     /// The dead-letter file could not be written.
     #[error(
         "the dead-letter file {path} cannot be written ({source}); offsets are not committed past {at}"
@@ -433,9 +446,9 @@ impl KafkaSource {
             elapsed: started.elapsed(),
         }
         .emit(&self.metrics);
-        let part = self
-            .registry
-            .register(Kind::Streamed, Partition::new(&name, restored.live, next));
+        let mut partition = Partition::new(&name, restored.live, next);
+        self.registry.prepare(&mut partition);
+        let part = self.registry.register(Kind::Streamed, partition);
         let key = (topic.to_string(), p);
         let assigned = Assigned {
             name,
@@ -493,6 +506,16 @@ impl KafkaSource {
                 part.encode()
             };
             let started = Instant::now();
+            // A checkpoint, and the committed offset, cover only rows the archive holds.
+            #[cfg(feature = "archive")]
+            if let Some(a) = self.registry.archive() {
+                a.flush_through(&name, offset)
+                    .map_err(|source| Error::Archive {
+                        partition: name.clone(),
+                        offset,
+                        source,
+                    })?;
+            }
             let store = stores
                 .get_mut(&(topic.clone(), p))
                 .expect("an assigned partition has a store");
@@ -551,6 +574,11 @@ impl KafkaSource {
                 next = consumer.poll(Duration::ZERO);
             }
             if !batch.is_empty() {
+                #[cfg(feature = "archive")]
+                if let Some(a) = self.registry.archive() {
+                    // Backpressure when the archive falls behind, before a partition is locked.
+                    a.wait_for_room();
+                }
                 self.apply_polled(batch, producer, &mut dead);
             }
             self.rewind(consumer);
@@ -659,13 +687,13 @@ impl KafkaSource {
         msg: &BorrowedMessage<'_>,
     ) -> Option<Applied> {
         let offset = u64::try_from(msg.offset()).ok()?;
-        let Some(body) = msg.payload() else {
-            return part.reject(offset, name, "empty message (no payload)");
-        };
         let received_at = msg
             .timestamp()
             .to_millis()
             .map_or(i64::MAX, |ms| ms.saturating_mul(1_000_000));
+        let Some(body) = msg.payload() else {
+            return part.reject(offset, name, "empty message (no payload)", received_at);
+        };
         let batch = Batch {
             format: Format::Message,
             received_at,

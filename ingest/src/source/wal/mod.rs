@@ -123,6 +123,10 @@ pub enum Error {
     /// A thread could not be started.
     #[error("cannot start the {0} thread: {1}")]
     Spawn(&'static str, std::io::Error),
+    /// The evidence archive could not be written: no checkpoint is taken past it.
+    #[cfg(feature = "archive")]
+    #[error("the evidence archive: {0}")]
+    Archive(crate::archive::Error),
 }
 
 struct Job {

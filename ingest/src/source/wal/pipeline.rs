@@ -80,10 +80,11 @@ pub(super) fn writer(
         max_line_bytes: opts.max_line_bytes,
         live: opts.live,
     };
-    let opened = local::open(
+    let opened = local::open_with(
         &partition_dir(&opts.data_dir),
         registry.contract().clone(),
         popts,
+        |p| registry.prepare(p),
     )
     .map_err(|e| open_failure(&e, &opts.data_dir))?;
     let local::Opened {
@@ -124,16 +125,19 @@ pub(super) fn writer(
     let (snap_tx, snap_rx) = bounded::<Snapshot>(1);
     let (saved_tx, saved_rx) = bounded::<u64>(4);
     let (s, m) = (source.clone(), metrics.clone());
+    let archive = archive_of(registry);
+    let a = archive.clone();
     let checkpointer = spawn("checkpoint", move || {
-        checkpointer(&s, &m, checkpoints, snap_rx, saved_tx)
+        checkpointer(&s, &m, checkpoints, snap_rx, saved_tx, a)
     })?;
     let (group_tx, group_rx) = bounded::<Group>(2);
     let (decoded_tx, decoded_rx) = bounded::<Decoded>(2);
     let max_line = opts.max_line_bytes;
     spawn("decode", move || decoder(group_rx, decoded_tx, max_line))?;
     let (p, m, interval) = (part.clone(), metrics.clone(), opts.checkpoint_interval);
+    let a = archive.clone();
     let applier = spawn("apply", move || {
-        applier(&p, interval, max_line, &m, decoded_rx, snap_tx, dirty)
+        applier(&p, interval, max_line, &m, decoded_rx, snap_tx, dirty, a)
     })?;
     source.ready.set(true);
     let mut jobs: Vec<Job> = Vec::with_capacity(GROUP);
@@ -172,7 +176,7 @@ pub(super) fn writer(
                     checkpoint_failed = true;
                     break;
                 };
-                truncate(&mut wal, offset);
+                truncate(&mut wal, offset, &archive);
                 publish(&wal);
             }
         }
@@ -190,10 +194,10 @@ pub(super) fn writer(
         saved => (result, applied, saved),
     };
     for offset in saved_rx.try_iter() {
-        truncate(&mut wal, offset);
+        truncate(&mut wal, offset, &archive);
     }
     if let Ok(Some(offset)) = &saved {
-        truncate(&mut wal, *offset);
+        truncate(&mut wal, *offset, &archive);
     }
     publish(&wal);
     tracing::info!(next_offset = wal.next_offset(), "writer drained");
@@ -221,9 +225,32 @@ fn log_recovery(torn: Option<&TornTail>, quarantined: &[(PathBuf, String)]) {
     }
 }
 
+/// The evidence archive, if on (a unit without the feature).
+#[cfg(feature = "archive")]
+type ArchiveRef = Option<Arc<crate::archive::Archive>>;
+#[cfg(not(feature = "archive"))]
+type ArchiveRef = Option<()>;
+
+fn archive_of(registry: &Registry) -> ArchiveRef {
+    #[cfg(feature = "archive")]
+    return registry.archive().cloned();
+    #[cfg(not(feature = "archive"))]
+    {
+        let _ = registry;
+        None
+    }
+}
+
 /// Deletes the WAL segments before `keep_from`, the offset of the older of the two kept
-/// checkpoints (so that a damaged newest checkpoint can still fall back and replay).
-fn truncate(wal: &mut Wal, keep_from: u64) {
+/// checkpoints (so that a damaged newest checkpoint can still fall back and replay), and
+/// before the offset below which the archive holds every row (SPEC §9: the lower of the two;
+/// a checkpoint is saved only once the archive holds its rows, so it is the checkpoint's).
+fn truncate(wal: &mut Wal, keep_from: u64, archive: &ArchiveRef) {
+    #[cfg(feature = "archive")]
+    let keep_from = archive
+        .as_ref()
+        .map_or(keep_from, |a| keep_from.min(a.durable(local::NAME)));
+    let _ = archive;
     match wal.remove_before(keep_from) {
         Ok(freed) if freed > 0 => tracing::debug!(freed, "wal segments removed"),
         Ok(_) => {}
@@ -292,6 +319,7 @@ fn decoder(rx: Receiver<Group>, tx: Sender<Decoded>, max_line_bytes: usize) {
 
 /// The apply stage: applies each decoded group in offset order, answers, and snapshots the
 /// state every checkpoint interval.
+#[allow(clippy::too_many_arguments)]
 fn applier(
     part: &Shared,
     interval: Duration,
@@ -300,6 +328,7 @@ fn applier(
     rx: Receiver<Decoded>,
     snapshots: Sender<Snapshot>,
     mut dirty: bool,
+    archive: ArchiveRef,
 ) -> Result<(), Error> {
     let mut last = Instant::now();
     let snapshot = || {
@@ -317,6 +346,11 @@ fn applier(
             .max(Duration::from_millis(1));
         match rx.recv_timeout(wait) {
             Ok(group) => {
+                #[cfg(feature = "archive")]
+                if let Some(a) = &archive {
+                    // Backpressure when the archive falls behind, before the partition is locked.
+                    a.wait_for_room();
+                }
                 apply_group(part, metrics, group, max_line_bytes);
                 dirty = true;
             }
@@ -396,6 +430,7 @@ fn checkpointer(
     mut store: CheckpointStore,
     rx: Receiver<Snapshot>,
     saved: Sender<u64>,
+    archive: ArchiveRef,
 ) -> Result<Option<u64>, Error> {
     let d = &source.durability;
     let mut last = None;
@@ -404,6 +439,16 @@ fn checkpointer(
         let bytes = snap.encode();
         let offset = snap.offset;
         drop(snap);
+        // A checkpoint covers only rows the archive holds (SPEC §9): after a crash the log is
+        // replayed from it, and every row past the archived offset is archived again.
+        #[cfg(feature = "archive")]
+        if let Some(a) = &archive
+            && let Err(e) = a.flush_through(local::NAME, offset)
+        {
+            tracing::error!(offset, error = %e, "the evidence archive cannot be written; no checkpoint is taken past it");
+            return Err(Error::Archive(e));
+        }
+        let _ = &archive;
         if let Err(e) = store.save(offset, &bytes) {
             // The error names the file; the directory is logged too, for a failed rename.
             tracing::error!(

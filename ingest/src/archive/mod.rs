@@ -1,0 +1,34 @@
+//! The evidence archive (SPEC §9): every applied event, malformed line, settled counterexample
+//! and final or revised window, as Parquet under `<data_dir>/archive/<table>/`.
+//!
+//! Rows are collected as they are applied, by a [`Sink`] per partition (the WAL's, each Kafka
+//! partition's) fed by the same batches as the assessor, and by [`Archive::tick_windows`] from
+//! the merged view. They wait in memory, visible to queries ([`Archive::snapshot`]), until a
+//! flush writes them: one file per table, zstd, row groups of ~100k rows, under a temporary
+//! name, fsynced and renamed, then recorded in the manifest ([`manifest`]) together with each
+//! partition's offset below which every row is archived and how far each property's windows
+//! are. Files are immutable; small ones are compacted, old ones dropped by retention, both
+//! crash-safe the same way.
+//!
+//! **Exactly once.** A checkpoint of a partition at offset C is saved only after the archive
+//! holds every row of the records below C ([`Archive::flush_through`]), so after a crash the
+//! assessor restores at C ≤ the archived offset A, replays the log from C, and the sink skips
+//! the rows of records below A: every row exists exactly once. The rows a record produces
+//! depend only on the assessor's state and the record (a counterexample settles in the same
+//! push on replay), so a replay re-archives exactly what was lost. Window rows are not tied to
+//! offsets: how far they are archived is in the manifest itself.
+
+mod maintain;
+pub mod manifest;
+pub mod rows;
+mod sink;
+mod windows;
+mod writer;
+
+pub use maintain::Maintained;
+pub use rows::{Origin, Table};
+pub use sink::Sink;
+pub use writer::{Archive, ArchiveOptions, Due, Error, Snapshot, Stats};
+
+#[cfg(test)]
+mod tests;

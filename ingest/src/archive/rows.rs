@@ -1,0 +1,602 @@
+//! The archive's tables (SPEC §9): their Arrow schemas and the builders that collect rows.
+//!
+//! Column names and types are normative: times are `Timestamp(ns, UTC)`, u64 fields `UInt64`.
+//! `malformed` also has `partition` and `offset`, as `events` has.
+
+use arrow_array::builder::{
+    BooleanBuilder, Int64Builder, StringBuilder, TimestampNanosecondBuilder, UInt64Builder,
+};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use fencewatch_assess::live::Settled;
+use fencewatch_assess::window::WindowDetail;
+use fencewatch_assess::{Event, EventTime, Reason};
+use std::sync::{Arc, LazyLock};
+
+/// The archive's tables, as stored: `windows` is a view over `window_revisions`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Table {
+    /// Every applied event.
+    Events,
+    /// Every malformed line.
+    Malformed,
+    /// Every counterexample, once, when final or withdrawn.
+    Counterexamples,
+    /// Every final window, and each revision of it.
+    WindowRevisions,
+}
+
+impl Table {
+    /// The stored tables.
+    pub const ALL: [Table; 4] = [
+        Table::Events,
+        Table::Malformed,
+        Table::Counterexamples,
+        Table::WindowRevisions,
+    ];
+
+    /// Its name (and folder under `archive/`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Events => "events",
+            Table::Malformed => "malformed",
+            Table::Counterexamples => "counterexamples",
+            Table::WindowRevisions => "window_revisions",
+        }
+    }
+
+    /// Parses a name.
+    pub fn parse(name: &str) -> Option<Table> {
+        Table::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// Its schema.
+    pub fn schema(self) -> SchemaRef {
+        match self {
+            Table::Events => EVENTS.clone(),
+            Table::Malformed => MALFORMED.clone(),
+            Table::Counterexamples => COUNTEREXAMPLES.clone(),
+            Table::WindowRevisions => WINDOW_REVISIONS.clone(),
+        }
+    }
+}
+
+fn ts() -> DataType {
+    DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()))
+}
+
+fn schema(fields: &[(&str, DataType, bool)]) -> SchemaRef {
+    Arc::new(Schema::new(
+        fields
+            .iter()
+            .map(|(n, t, null)| Field::new(*n, t.clone(), *null))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+static EVENTS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    use DataType::{Int64, UInt64, Utf8};
+    schema(&[
+        ("ts", ts(), false),
+        ("received", ts(), false),
+        ("kind", Utf8, false),
+        ("property", Utf8, true),
+        ("scope", Utf8, true),
+        ("epoch", UInt64, true),
+        ("incarnation", UInt64, false),
+        ("route", Utf8, true),
+        ("holder", Utf8, true),
+        ("op_id", Utf8, true),
+        ("outcome", Utf8, false),
+        ("order", UInt64, true),
+        ("emitter", Utf8, true),
+        ("seq", UInt64, true),
+        ("premise", Utf8, true),
+        ("valid_for", Int64, true),
+        ("attester", Utf8, true),
+        ("evidence", Utf8, true),
+        ("source", Utf8, false),
+        ("partition", Utf8, false),
+        ("offset", UInt64, false),
+    ])
+});
+
+static MALFORMED: LazyLock<SchemaRef> = LazyLock::new(|| {
+    use DataType::{UInt64, Utf8};
+    schema(&[
+        ("received", ts(), false),
+        ("ts", ts(), true),
+        ("source", Utf8, false),
+        ("reason", Utf8, false),
+        ("line", Utf8, false),
+        ("partition", Utf8, false),
+        ("offset", UInt64, false),
+    ])
+});
+
+static COUNTEREXAMPLES: LazyLock<SchemaRef> = LazyLock::new(|| {
+    use DataType::{Boolean, UInt64, Utf8};
+    schema(&[
+        ("id", Utf8, false),
+        ("property", Utf8, false),
+        ("kind", Utf8, false),
+        ("scope", Utf8, false),
+        ("incarnation", UInt64, false),
+        ("stale_ts", ts(), false),
+        ("stale_epoch", UInt64, true),
+        ("stale_route", Utf8, true),
+        ("stale_holder", Utf8, true),
+        ("stale_source", Utf8, false),
+        ("superseding_ts", ts(), true),
+        ("superseding_epoch", UInt64, true),
+        ("superseding_source", Utf8, false),
+        ("explanation", Utf8, false),
+        ("found_at", ts(), false),
+        ("final", Boolean, false),
+        ("withdrawn", Utf8, true),
+    ])
+});
+
+static WINDOW_REVISIONS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    use DataType::{Boolean, UInt64, Utf8};
+    schema(&[
+        ("property", Utf8, false),
+        ("start", ts(), false),
+        ("end", ts(), false),
+        ("verdict", Utf8, false),
+        ("final", Boolean, false),
+        ("revised", Boolean, false),
+        ("counterexamples", UInt64, false),
+        ("unknown", Utf8, false),
+        ("revision", UInt64, false),
+    ])
+});
+
+/// The first bytes of a malformed line that are archived.
+pub const MALFORMED_LINE_BYTES: usize = 1024;
+
+fn tsb() -> TimestampNanosecondBuilder {
+    TimestampNanosecondBuilder::new().with_timezone("UTC")
+}
+
+/// Where a row came from: its partition (`wal`, or `<topic>/<partition>`) and the wall time
+/// its batch was received.
+#[derive(Debug, Clone, Copy)]
+pub struct Origin<'a> {
+    /// The partition's name.
+    pub partition: &'a str,
+    /// Receive time of the batch, ns.
+    pub received: i64,
+}
+
+/// Rows of `events` being collected.
+#[derive(Debug)]
+pub struct EventRows {
+    ts: TimestampNanosecondBuilder,
+    received: TimestampNanosecondBuilder,
+    kind: StringBuilder,
+    property: StringBuilder,
+    scope: StringBuilder,
+    epoch: UInt64Builder,
+    incarnation: UInt64Builder,
+    route: StringBuilder,
+    holder: StringBuilder,
+    op_id: StringBuilder,
+    outcome: StringBuilder,
+    order: UInt64Builder,
+    emitter: StringBuilder,
+    seq: UInt64Builder,
+    premise: StringBuilder,
+    valid_for: Int64Builder,
+    attester: StringBuilder,
+    evidence: StringBuilder,
+    source: StringBuilder,
+    partition: StringBuilder,
+    offset: UInt64Builder,
+    len: usize,
+}
+
+impl Default for EventRows {
+    fn default() -> EventRows {
+        EventRows {
+            ts: tsb(),
+            received: tsb(),
+            kind: StringBuilder::new(),
+            property: StringBuilder::new(),
+            scope: StringBuilder::new(),
+            epoch: UInt64Builder::new(),
+            incarnation: UInt64Builder::new(),
+            route: StringBuilder::new(),
+            holder: StringBuilder::new(),
+            op_id: StringBuilder::new(),
+            outcome: StringBuilder::new(),
+            order: UInt64Builder::new(),
+            emitter: StringBuilder::new(),
+            seq: UInt64Builder::new(),
+            premise: StringBuilder::new(),
+            valid_for: Int64Builder::new(),
+            attester: StringBuilder::new(),
+            evidence: StringBuilder::new(),
+            source: StringBuilder::new(),
+            partition: StringBuilder::new(),
+            offset: UInt64Builder::new(),
+            len: 0,
+        }
+    }
+}
+
+impl EventRows {
+    /// Adds one applied event: `property` as the assessor attributed it (`None`:
+    /// unattributed), `source` its provenance, `offset` its offset in its partition.
+    pub fn push(
+        &mut self,
+        at: Origin<'_>,
+        ev: &Event<'_>,
+        property: Option<&str>,
+        source: std::fmt::Arguments<'_>,
+        offset: u64,
+    ) {
+        use std::fmt::Write;
+        self.ts.append_value(ev.ts.0);
+        self.received.append_value(at.received);
+        self.kind.append_value(ev.kind.as_str());
+        self.property.append_option(property);
+        self.scope.append_option(ev.scope);
+        self.epoch.append_option(ev.epoch.map(|e| e.0));
+        self.incarnation.append_value(ev.incarnation.0);
+        self.route.append_option(ev.route);
+        self.holder.append_option(ev.holder);
+        self.op_id.append_option(ev.op_id);
+        self.outcome.append_value(ev.outcome.as_str());
+        self.order.append_option(ev.order.map(|o| o.0));
+        self.emitter.append_option(ev.emitter);
+        self.seq.append_option(ev.seq.map(|s| s.0));
+        // An attestation's fields (SPEC §10) as it gave them: `valid_for` null when it named
+        // none (the premise's `max_age` applies), never the capped value, so that `check`
+        // re-assesses the row as it was sent.
+        self.premise.append_option(ev.premise);
+        self.valid_for.append_option(ev.valid_for.map(|d| d.0));
+        self.attester.append_option(ev.attester);
+        self.evidence.append_option(ev.evidence);
+        let _ = self.source.write_fmt(source);
+        self.source.append_value("");
+        self.partition.append_value(at.partition);
+        self.offset.append_value(offset);
+        self.len += 1;
+    }
+}
+
+/// Rows of `malformed` being collected.
+#[derive(Debug)]
+pub struct MalformedRows {
+    received: TimestampNanosecondBuilder,
+    ts: TimestampNanosecondBuilder,
+    source: StringBuilder,
+    reason: StringBuilder,
+    line: StringBuilder,
+    partition: StringBuilder,
+    offset: UInt64Builder,
+    len: usize,
+}
+
+impl Default for MalformedRows {
+    fn default() -> MalformedRows {
+        MalformedRows {
+            received: tsb(),
+            ts: tsb(),
+            source: StringBuilder::new(),
+            reason: StringBuilder::new(),
+            line: StringBuilder::new(),
+            partition: StringBuilder::new(),
+            offset: UInt64Builder::new(),
+            len: 0,
+        }
+    }
+}
+
+impl MalformedRows {
+    /// Adds one malformed line: `line` is cut to its first [`MALFORMED_LINE_BYTES`] (invalid
+    /// UTF-8 replaced).
+    pub fn push(
+        &mut self,
+        at: Origin<'_>,
+        ts: Option<EventTime>,
+        source: std::fmt::Arguments<'_>,
+        reason: &str,
+        line: &[u8],
+        offset: u64,
+    ) {
+        use std::fmt::Write;
+        self.received.append_value(at.received);
+        self.ts.append_option(ts.map(|t| t.0));
+        let _ = self.source.write_fmt(source);
+        self.source.append_value("");
+        self.reason.append_value(reason);
+        let cut = &line[..line.len().min(MALFORMED_LINE_BYTES)];
+        self.line.append_value(String::from_utf8_lossy(cut));
+        self.partition.append_value(at.partition);
+        self.offset.append_value(offset);
+        self.len += 1;
+    }
+}
+
+/// Rows of `counterexamples` being collected.
+#[derive(Debug)]
+pub struct CounterexampleRows {
+    id: StringBuilder,
+    property: StringBuilder,
+    kind: StringBuilder,
+    scope: StringBuilder,
+    incarnation: UInt64Builder,
+    stale_ts: TimestampNanosecondBuilder,
+    stale_epoch: UInt64Builder,
+    stale_route: StringBuilder,
+    stale_holder: StringBuilder,
+    stale_source: StringBuilder,
+    superseding_ts: TimestampNanosecondBuilder,
+    superseding_epoch: UInt64Builder,
+    superseding_source: StringBuilder,
+    explanation: StringBuilder,
+    found_at: TimestampNanosecondBuilder,
+    is_final: BooleanBuilder,
+    withdrawn: StringBuilder,
+    len: usize,
+}
+
+impl Default for CounterexampleRows {
+    fn default() -> CounterexampleRows {
+        CounterexampleRows {
+            id: StringBuilder::new(),
+            property: StringBuilder::new(),
+            kind: StringBuilder::new(),
+            scope: StringBuilder::new(),
+            incarnation: UInt64Builder::new(),
+            stale_ts: tsb(),
+            stale_epoch: UInt64Builder::new(),
+            stale_route: StringBuilder::new(),
+            stale_holder: StringBuilder::new(),
+            stale_source: StringBuilder::new(),
+            superseding_ts: tsb(),
+            superseding_epoch: UInt64Builder::new(),
+            superseding_source: StringBuilder::new(),
+            explanation: StringBuilder::new(),
+            found_at: tsb(),
+            is_final: BooleanBuilder::new(),
+            withdrawn: StringBuilder::new(),
+            len: 0,
+        }
+    }
+}
+
+impl CounterexampleRows {
+    /// Adds one counterexample.
+    pub fn push(&mut self, s: &Settled) {
+        let c = &s.counterexample;
+        self.id.append_value(&c.id);
+        self.property.append_value(&c.property);
+        self.kind.append_value(c.kind.as_str());
+        self.scope.append_value(&c.scope);
+        self.incarnation.append_value(c.incarnation);
+        self.stale_ts.append_value(c.at);
+        self.stale_epoch.append_option(c.stale.epoch);
+        self.stale_route.append_option(c.stale.route.as_deref());
+        self.stale_holder.append_option(c.stale.holder.as_deref());
+        self.stale_source.append_value(&c.stale.source);
+        let sts = EventTime::parse_rfc3339(&c.superseding.ts)
+            .ok()
+            .map(|t| t.0);
+        self.superseding_ts.append_option(sts);
+        self.superseding_epoch.append_option(c.superseding.epoch);
+        self.superseding_source.append_value(&c.superseding.source);
+        self.explanation.append_value(&c.explanation);
+        self.found_at.append_value(s.found_at);
+        self.is_final.append_value(c.is_final);
+        self.withdrawn
+            .append_option(c.withdrawn.map(|w| w.as_str()));
+        self.len += 1;
+    }
+}
+
+/// Rows of `window_revisions` being collected.
+#[derive(Debug)]
+pub struct WindowRows {
+    property: StringBuilder,
+    start: TimestampNanosecondBuilder,
+    end: TimestampNanosecondBuilder,
+    verdict: StringBuilder,
+    is_final: BooleanBuilder,
+    revised: BooleanBuilder,
+    counterexamples: UInt64Builder,
+    unknown: StringBuilder,
+    revision: UInt64Builder,
+    len: usize,
+}
+
+impl Default for WindowRows {
+    fn default() -> WindowRows {
+        WindowRows {
+            property: StringBuilder::new(),
+            start: tsb(),
+            end: tsb(),
+            verdict: StringBuilder::new(),
+            is_final: BooleanBuilder::new(),
+            revised: BooleanBuilder::new(),
+            counterexamples: UInt64Builder::new(),
+            unknown: StringBuilder::new(),
+            revision: UInt64Builder::new(),
+            len: 0,
+        }
+    }
+}
+
+impl WindowRows {
+    /// Adds one revision of a window of `property`.
+    pub fn push(&mut self, property: &str, w: &WindowDetail, revision: u64) {
+        use std::fmt::Write;
+        self.property.append_value(property);
+        self.start.append_value(w.start);
+        self.end.append_value(w.end);
+        self.verdict.append_value(w.verdict.as_str());
+        self.is_final.append_value(w.is_final);
+        self.revised.append_value(w.revised);
+        self.counterexamples.append_value(w.summary.counterexamples);
+        self.unknown.write_char('{').expect("infallible");
+        let mut first = true;
+        for r in Reason::ALL {
+            let n = w.summary.unknown[r as usize];
+            if n > 0 {
+                let sep = if first { "" } else { "," };
+                write!(self.unknown, "{sep}\"{}\":{n}", r.as_str()).expect("infallible");
+                first = false;
+            }
+        }
+        self.unknown.append_value("}");
+        self.revision.append_value(revision);
+        self.len += 1;
+    }
+}
+
+/// The builders of one table, behind one interface.
+pub trait Rows: Default + Send {
+    /// The table they fill.
+    const TABLE: Table;
+    /// Rows collected.
+    fn len(&self) -> usize;
+    /// Whether none are.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The rows as a batch; the builders start over.
+    fn finish(&mut self) -> RecordBatch;
+}
+
+fn batch(table: Table, columns: Vec<ArrayRef>) -> RecordBatch {
+    RecordBatch::try_new(table.schema(), columns).expect("builders match their schema")
+}
+
+macro_rules! arrays {
+    ($self:ident: $($col:ident),*) => {
+        vec![$(Arc::new($self.$col.finish()) as ArrayRef),*]
+    };
+}
+
+impl Rows for EventRows {
+    const TABLE: Table = Table::Events;
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn finish(&mut self) -> RecordBatch {
+        self.len = 0;
+        let cols = arrays!(self: ts, received, kind, property, scope, epoch, incarnation, route,
+            holder, op_id, outcome, order, emitter, seq, premise, valid_for, attester, evidence,
+            source, partition, offset);
+        batch(Self::TABLE, cols)
+    }
+}
+
+impl Rows for MalformedRows {
+    const TABLE: Table = Table::Malformed;
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn finish(&mut self) -> RecordBatch {
+        self.len = 0;
+        let cols = arrays!(self: received, ts, source, reason, line, partition, offset);
+        batch(Self::TABLE, cols)
+    }
+}
+
+impl Rows for CounterexampleRows {
+    const TABLE: Table = Table::Counterexamples;
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn finish(&mut self) -> RecordBatch {
+        self.len = 0;
+        let cols = arrays!(self: id, property, kind, scope, incarnation, stale_ts, stale_epoch,
+            stale_route, stale_holder, stale_source, superseding_ts, superseding_epoch,
+            superseding_source, explanation, found_at, is_final, withdrawn);
+        batch(Self::TABLE, cols)
+    }
+}
+
+impl Rows for WindowRows {
+    const TABLE: Table = Table::WindowRevisions;
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn finish(&mut self) -> RecordBatch {
+        self.len = 0;
+        let cols = arrays!(self: property, start, end, verdict, is_final, revised,
+            counterexamples, unknown, revision);
+        batch(Self::TABLE, cols)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::cast::AsArray;
+    use fencewatch_assess::Kind;
+
+    #[test]
+    fn builders_fill_their_schema() {
+        let mut e = EventRows::default();
+        let mut ev = Event::new(Kind::Commit, EventTime(5));
+        ev.scope = Some("o-1");
+        ev.epoch = Some(fencewatch_assess::Epoch(3));
+        let at = Origin {
+            partition: "wal",
+            received: 7,
+        };
+        e.push(at, &ev, Some("p"), format_args!("http:{}", 12), 12);
+        e.push(at, &ev, None, format_args!("http:{}", 13), 13);
+        let b = e.finish();
+        assert_eq!(b.num_rows(), 2);
+        assert_eq!(b.schema(), Table::Events.schema());
+        let src = b.column_by_name("source").unwrap().as_string::<i32>();
+        assert_eq!((src.value(0), src.value(1)), ("http:12", "http:13"));
+        assert!(b.column_by_name("property").unwrap().is_null(1));
+        assert_eq!(e.len(), 0);
+        assert_eq!(e.finish().num_rows(), 0);
+
+        let mut m = MalformedRows::default();
+        m.push(
+            at,
+            None,
+            format_args!("f.ndjson:{}", 3),
+            "bad",
+            &[b'x'; 5000],
+            40,
+        );
+        let b = m.finish();
+        let line = b.column_by_name("line").unwrap().as_string::<i32>();
+        assert_eq!(line.value(0).len(), MALFORMED_LINE_BYTES);
+    }
+
+    #[test]
+    fn window_unknown_is_a_json_object_of_reason_counts() {
+        let mut w = WindowRows::default();
+        let mut summary = fencewatch_assess::window::WindowSummary::default();
+        summary.unknown[Reason::MissingEpoch as usize] = 2;
+        summary.unknown[Reason::RouteSilent as usize] = 1;
+        let d = WindowDetail {
+            index: 1,
+            start: 60,
+            end: 120,
+            verdict: fencewatch_assess::Verdict::Unknown,
+            is_final: true,
+            revised: false,
+            summary: summary.clone(),
+        };
+        w.push("p", &d, 0);
+        summary.unknown = Default::default();
+        w.push("p", &WindowDetail { summary, ..d }, 1);
+        let b = w.finish();
+        let u = b.column_by_name("unknown").unwrap().as_string::<i32>();
+        assert_eq!(u.value(0), r#"{"missing_epoch":2,"route_silent":1}"#);
+        assert_eq!(u.value(1), "{}");
+        let v: serde_json::Value = serde_json::from_str(u.value(0)).unwrap();
+        assert_eq!(v["missing_epoch"], 2);
+    }
+}

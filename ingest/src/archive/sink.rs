@@ -1,0 +1,246 @@
+//! The sink of one partition: collects the rows of the items applied to its assessor and
+//! hands them to the [`Archive`], every [`CHUNK_ROWS`] rows and when a group is applied.
+//!
+//! Every item (event, malformed line, Kafka message) has its own offset, and the rows it
+//! produces (its event or malformed row, the counterexamples its push settled) depend only on
+//! the assessor's state before it and on the item: so the archive's progress is kept per item,
+//! and rows can be handed over in the middle of a record (a body of two million malformed
+//! lines costs a bounded buffer, not two million rows in memory).
+
+use super::rows::{CounterexampleRows, EventRows, MalformedRows, Origin, Rows, Table};
+use super::writer::Archive;
+use crate::partition::{Applying, Observer};
+use fencewatch_assess::live::{Live, Pushed, SpanId, SpanProvenance};
+use fencewatch_assess::{Contract, Event, EventTime};
+use std::sync::Arc;
+
+/// Rows a sink collects before it hands them over, even inside a record.
+pub(super) const CHUNK_ROWS: usize = 8192;
+
+/// The sink of one partition (`wal`, or `<topic>/<partition>`). Items whose offset is below
+/// the archived offset it started from were archived before a restart: their rows are
+/// skipped (the module doc of [`crate::archive`]).
+#[derive(Debug)]
+pub struct Sink {
+    archive: Arc<Archive>,
+    partition: String,
+    skip_below: u64,
+    /// The property of events that name none, when the contract has exactly one.
+    only_property: Option<String>,
+    events: EventRows,
+    malformed: MalformedRows,
+    cxs: CounterexampleRows,
+    /// Every row of the items below this is collected.
+    next: u64,
+}
+
+impl Sink {
+    /// The sink of `partition`, resuming after what the archive holds of it.
+    pub fn new(archive: Arc<Archive>, partition: &str, contract: &Contract) -> Sink {
+        let skip_below = archive.archived(partition);
+        Sink {
+            archive,
+            partition: partition.to_string(),
+            skip_below,
+            only_property: (contract.properties.len() == 1)
+                .then(|| contract.properties[0].name.clone()),
+            events: EventRows::default(),
+            malformed: MalformedRows::default(),
+            cxs: CounterexampleRows::default(),
+            next: skip_below,
+        }
+    }
+
+    /// The partition's name.
+    pub fn partition(&self) -> &str {
+        &self.partition
+    }
+
+    /// The offset below which rows were archived before this sink started.
+    pub fn skip_below(&self) -> u64 {
+        self.skip_below
+    }
+
+    /// Makes `live` report the counterexamples it settles (call once, before it takes events).
+    pub fn attach(&self, live: &mut Live) {
+        live.collect_settled();
+    }
+
+    /// The event at `offset` of the partition, with its provenance `source` (`http:17`,
+    /// `events.ndjson:3`, `orders/2:40`, `otlp:…/…`), that `live` just made `pushed` of.
+    pub fn event(
+        &mut self,
+        live: &mut Live,
+        received: i64,
+        source: std::fmt::Arguments<'_>,
+        offset: u64,
+        ev: &Event<'_>,
+        pushed: Pushed,
+    ) {
+        // Pushing it may have settled counterexamples: they are this item's rows too.
+        let settled = live.take_settled_counterexamples();
+        if offset < self.skip_below {
+            return;
+        }
+        let property = match pushed {
+            Pushed::Assessed => ev.property.or(self.only_property.as_deref()),
+            Pushed::Unattributed => None,
+            // A duplicate delivery was not applied; a malformed one is a `malformed` row.
+            Pushed::Duplicate | Pushed::Malformed => None,
+        };
+        if matches!(pushed, Pushed::Assessed | Pushed::Unattributed) {
+            let at = Origin {
+                partition: &self.partition,
+                received,
+            };
+            self.events.push(at, ev, property, source, offset);
+        }
+        for s in &settled {
+            self.cxs.push(s);
+        }
+        self.done(offset);
+    }
+
+    /// The malformed item at `offset`, with its provenance `source`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn malformed(
+        &mut self,
+        received: i64,
+        source: std::fmt::Arguments<'_>,
+        offset: u64,
+        ts: Option<EventTime>,
+        reason: &str,
+        text: &[u8],
+    ) {
+        if offset < self.skip_below {
+            return;
+        }
+        let at = Origin {
+            partition: &self.partition,
+            received,
+        };
+        self.malformed.push(at, ts, source, reason, text, offset);
+        self.done(offset);
+    }
+
+    /// Item `offset` is collected: hands the rows over when there are enough.
+    fn done(&mut self, offset: u64) {
+        self.next = self.next.max(offset + 1);
+        if self.events.len() + self.malformed.len() + self.cxs.len() >= CHUNK_ROWS {
+            self.archive.wait_for_room_briefly();
+            self.hand_over();
+        }
+    }
+
+    /// After the record ending before `next` was applied to `live`: what it settled outside
+    /// a push, and its end.
+    pub fn record(&mut self, live: &mut Live, next: u64) {
+        let settled = live.take_settled_counterexamples();
+        if next > self.skip_below {
+            for s in &settled {
+                self.cxs.push(s);
+            }
+        }
+        self.next = self.next.max(next);
+    }
+
+    /// Hands the rows collected to the archive, with the offset every row below which is
+    /// now in it. Call while the assessor is still locked, so a query sees rows and state
+    /// alike.
+    pub fn commit(&mut self) {
+        self.hand_over();
+    }
+
+    fn hand_over(&mut self) {
+        let mut out = Vec::with_capacity(3);
+        for (t, rows) in [
+            (Table::Events, &mut self.events as &mut dyn Finish),
+            (Table::Malformed, &mut self.malformed),
+            (Table::Counterexamples, &mut self.cxs),
+        ] {
+            if rows.count() > 0 {
+                out.push((t, rows.take()));
+            }
+        }
+        self.archive.commit(&self.partition, self.next, out);
+    }
+
+    /// Waits while the archive holds too much not yet written (backpressure): call before
+    /// locking the assessor.
+    pub fn wait_for_room(&self) {
+        self.archive.wait_for_room();
+    }
+
+    /// The partition's log started over from offset 0 (a Kafka topic recreated): its rows are
+    /// taken from there on.
+    pub fn rewound(&mut self) {
+        self.skip_below = 0;
+        self.next = 0;
+        self.archive.rewound(&self.partition);
+    }
+}
+
+/// A table's builders, whatever the table.
+trait Finish {
+    fn count(&self) -> usize;
+    fn take(&mut self) -> arrow_array::RecordBatch;
+}
+
+impl<R: Rows> Finish for R {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn take(&mut self) -> arrow_array::RecordBatch {
+        self.finish()
+    }
+}
+
+impl Observer for Sink {
+    const TEXT: bool = true;
+
+    fn event(
+        &mut self,
+        live: &mut Live,
+        at: &Applying<'_>,
+        i: u64,
+        span: Option<&SpanId>,
+        ev: &Event<'_>,
+        pushed: Pushed,
+    ) {
+        let (b, p, o) = (at.batch, at.position(i), at.base + i);
+        let r = b.received_at;
+        match span {
+            Some(s) => {
+                let src = format_args!("{}", SpanProvenance(b.source, s));
+                Sink::event(self, live, r, src, o, ev, pushed);
+            }
+            None => {
+                let src = format_args!("{}:{p}", b.source);
+                Sink::event(self, live, r, src, o, ev, pushed);
+            }
+        }
+    }
+
+    fn malformed(
+        &mut self,
+        at: &Applying<'_>,
+        i: u64,
+        span: Option<&SpanId>,
+        ts: Option<EventTime>,
+        reason: &str,
+        text: &[u8],
+    ) {
+        let (b, p, o) = (at.batch, at.position(i), at.base + i);
+        let r = b.received_at;
+        match span {
+            Some(s) => {
+                let src = format_args!("{}", SpanProvenance(b.source, s));
+                Sink::malformed(self, r, src, o, ts, reason, text);
+            }
+            None => {
+                let src = format_args!("{}:{p}", b.source);
+                Sink::malformed(self, r, src, o, ts, reason, text);
+            }
+        }
+    }
+}

@@ -1,0 +1,609 @@
+//! The archive's buffers, flushes, snapshots, retention and compaction.
+
+use super::manifest::{self, FileEntry, Manifest, WindowsArchived, sync_dir};
+use super::rows::{CounterexampleRows, Rows, Table, WindowRows};
+use super::windows;
+use arrow_array::RecordBatch;
+use fencewatch_assess::live::{Settled, View};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+const TABLES: usize = Table::ALL.len();
+
+fn slot(t: Table) -> usize {
+    t as usize
+}
+
+/// Options of the archive.
+#[derive(Debug, Clone)]
+pub struct ArchiveOptions {
+    /// The archive folder (`<data_dir>/archive`).
+    pub dir: PathBuf,
+    /// Rows wait at most this long before they are written (`archive_flush_interval`).
+    pub flush_interval: Duration,
+    /// Rows waiting in memory (Arrow bytes) that cut a file before the interval.
+    pub flush_bytes: usize,
+    /// Rows per Parquet row group.
+    pub row_group_rows: usize,
+    /// Files older than this are dropped (`archive_retention`).
+    pub retention: Option<Duration>,
+    /// Beyond this many bytes of files the oldest are dropped (`archive_max_bytes`).
+    pub max_bytes: Option<u64>,
+    /// How long a file no longer listed is kept for queries that took a snapshot before.
+    pub delete_grace: Duration,
+    /// Files smaller than this are compacted.
+    pub compact_below: u64,
+}
+
+impl ArchiveOptions {
+    /// The defaults for the archive folder `dir`.
+    pub fn new(dir: PathBuf) -> ArchiveOptions {
+        ArchiveOptions {
+            dir,
+            flush_interval: Duration::from_secs(10),
+            flush_bytes: 32 << 20,
+            row_group_rows: 100_000,
+            retention: Some(Duration::from_secs(30 * 24 * 3600)),
+            max_bytes: None,
+            delete_grace: Duration::from_secs(120),
+            compact_below: 8 << 20,
+        }
+    }
+}
+
+/// Errors of the archive.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An I/O error on a path.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Parquet could not be written or read.
+    #[error("{path}: {source}")]
+    Parquet {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        source: parquet::errors::ParquetError,
+    },
+    /// The manifest.
+    #[error(transparent)]
+    Manifest(#[from] manifest::Error),
+    /// An earlier flush failed: nothing more is written until a restart.
+    #[error("the archive failed earlier: {0}")]
+    Failed(String),
+}
+
+pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+pub(super) fn pq(path: &Path) -> impl FnOnce(parquet::errors::ParquetError) -> Error + '_ {
+    move |source| Error::Parquet {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Counters of the archive, for metrics.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Rows written per table (in [`Table::ALL`] order), compactions not counted.
+    pub rows: [AtomicU64; TABLES],
+    /// Files written by flushes.
+    pub files: AtomicU64,
+    /// Bytes written by flushes.
+    pub bytes: AtomicU64,
+    /// Flushes that wrote something.
+    pub flushes: AtomicU64,
+    /// Microseconds the last flush took.
+    pub last_flush_micros: AtomicU64,
+    /// Wall time (ns) of the last flush that committed, 0 before the first.
+    pub last_flush_at: AtomicI64,
+    /// Compactions done.
+    pub compactions: AtomicU64,
+    /// Files dropped by retention.
+    pub expired: AtomicU64,
+}
+
+/// What the archive holds as one query sees it: the files of the manifest, and the rows not
+/// written yet.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Per table, its files (absolute paths).
+    pub files: BTreeMap<Table, Vec<PathBuf>>,
+    /// Per table, the rows not in those files.
+    pub batches: BTreeMap<Table, Vec<RecordBatch>>,
+}
+
+impl Snapshot {
+    /// The files listed in the manifest of the archive in `dir` (what `fencewatch query
+    /// --data-dir` reads, also while `serve` runs on it).
+    pub fn of_dir(dir: &Path) -> Result<Snapshot, Error> {
+        Ok(snapshot_of(dir, &Manifest::load(dir)?))
+    }
+}
+
+fn snapshot_of(dir: &Path, m: &Manifest) -> Snapshot {
+    let mut s = Snapshot::default();
+    for t in Table::ALL {
+        s.files
+            .insert(t, m.files_of(t.name()).map(|f| dir.join(&f.path)).collect());
+    }
+    s
+}
+
+#[derive(Debug, Default)]
+pub(super) struct State {
+    pending: [Vec<RecordBatch>; TABLES],
+    pending_bytes: usize,
+    in_flight: [Vec<RecordBatch>; TABLES],
+    in_flight_bytes: usize,
+    /// Per partition, the offset below which every row is held (written or waiting).
+    buffered: BTreeMap<String, u64>,
+    /// How far windows are held (written or waiting).
+    windows: BTreeMap<String, WindowsArchived>,
+    /// The manifest last committed.
+    pub(super) manifest: Manifest,
+    failed: Option<String>,
+    closing: bool,
+    wake: bool,
+}
+
+/// The archive of one data directory.
+#[derive(Debug)]
+pub struct Archive {
+    pub(super) opts: ArchiveOptions,
+    state: Mutex<State>,
+    changed: Condvar,
+    /// One flush, compaction or retention pass at a time: each replaces the manifest.
+    pub(super) flush_lock: Mutex<()>,
+    /// Leftover files deleted when the archive was opened.
+    orphans: usize,
+    /// Counters.
+    pub stats: Stats,
+}
+
+impl Archive {
+    /// Opens (or creates) the archive: reads the manifest, deletes files it does not list
+    /// (leftovers of an interrupted flush or compaction) and obsolete ones past their grace.
+    pub fn open(opts: ArchiveOptions) -> Result<Archive, Error> {
+        let dir = &opts.dir;
+        for t in Table::ALL {
+            let d = dir.join(t.name());
+            std::fs::create_dir_all(&d).map_err(io(&d))?;
+        }
+        let mut m = Manifest::load(dir)?;
+        let listed: BTreeSet<&str> = m
+            .files
+            .iter()
+            .map(|f| f.path.as_str())
+            .chain(m.obsolete.iter().map(|o| o.path.as_str()))
+            .collect();
+        let mut orphans = 0;
+        for t in Table::ALL {
+            let d = dir.join(t.name());
+            for e in std::fs::read_dir(&d).map_err(io(&d))? {
+                let e = e.map_err(io(&d))?;
+                let rel = format!("{}/{}", t.name(), e.file_name().to_string_lossy());
+                if !listed.contains(rel.as_str()) {
+                    std::fs::remove_file(e.path()).map_err(io(&e.path()))?;
+                    orphans += 1;
+                }
+            }
+        }
+        let _ = std::fs::remove_file(dir.join(format!("{}.tmp", manifest::MANIFEST)));
+        if super::maintain::delete_obsolete(dir, &mut m, now_ns()) {
+            m.store(dir)?;
+        }
+        let state = State {
+            buffered: m.partitions.clone(),
+            windows: m.windows.clone(),
+            manifest: m,
+            ..State::default()
+        };
+        Ok(Archive {
+            opts,
+            state: Mutex::new(state),
+            changed: Condvar::new(),
+            flush_lock: Mutex::new(()),
+            orphans,
+            stats: Stats::default(),
+        })
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Its options.
+    pub fn options(&self) -> &ArchiveOptions {
+        &self.opts
+    }
+
+    /// Files deleted on open because the manifest did not list them.
+    pub fn orphans_removed(&self) -> usize {
+        self.orphans
+    }
+
+    /// The offset below which every row of `partition` is archived or waiting to be.
+    pub fn archived(&self, partition: &str) -> u64 {
+        self.lock().buffered.get(partition).copied().unwrap_or(0)
+    }
+
+    /// The offset below which every row of `partition` is written and in the manifest.
+    pub fn durable(&self, partition: &str) -> u64 {
+        self.lock()
+            .manifest
+            .partitions
+            .get(partition)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Why the archive stopped writing, if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.lock().failed.clone()
+    }
+
+    /// Files and bytes in the manifest, and rows and bytes waiting in memory.
+    pub fn sizes(&self) -> Sizes {
+        let s = self.lock();
+        let rows = |bs: &[Vec<RecordBatch>; TABLES]| {
+            bs.iter()
+                .flatten()
+                .map(|b| b.num_rows() as u64)
+                .sum::<u64>()
+        };
+        Sizes {
+            files: s.manifest.files.len() as u64,
+            bytes: s.manifest.files.iter().map(|f| f.bytes).sum(),
+            pending_rows: rows(&s.pending) + rows(&s.in_flight),
+            pending_bytes: (s.pending_bytes + s.in_flight_bytes) as u64,
+        }
+    }
+
+    /// Takes the rows of a partition's records up to `next` (exclusive).
+    pub(super) fn commit(&self, partition: &str, next: u64, batches: Vec<(Table, RecordBatch)>) {
+        let mut s = self.lock();
+        for (t, b) in batches {
+            s.pending_bytes += b.get_array_memory_size();
+            s.pending[slot(t)].push(b);
+        }
+        let at = s.buffered.entry(partition.to_string()).or_insert(0);
+        *at = (*at).max(next);
+        if s.pending_bytes >= self.opts.flush_bytes && !s.wake {
+            s.wake = true;
+            self.changed.notify_all();
+        }
+    }
+
+    /// A partition's log started over from 0.
+    pub(super) fn rewound(&self, partition: &str) {
+        self.lock().buffered.insert(partition.to_string(), 0);
+    }
+
+    /// Blocks while more than two files' worth of rows wait (the writer fell behind): call
+    /// with no assessor locked.
+    pub fn wait_for_room(&self) {
+        self.wait_for_room_until(None);
+    }
+
+    /// [`Archive::wait_for_room`] for at most a second: inside a batch, with its assessor
+    /// locked, the wait must end whatever the archive's thread does.
+    pub fn wait_for_room_briefly(&self) {
+        self.wait_for_room_until(Some(Instant::now() + Duration::from_secs(1)));
+    }
+
+    fn wait_for_room_until(&self, deadline: Option<Instant>) {
+        let max = self.opts.flush_bytes.saturating_mul(2);
+        let mut s = self.lock();
+        while s.pending_bytes + s.in_flight_bytes > max && s.failed.is_none() && !s.closing {
+            s = match deadline {
+                None => self.changed.wait(s).unwrap_or_else(|p| p.into_inner()),
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return;
+                    }
+                    let (s, _) = self
+                        .changed
+                        .wait_timeout(s, left)
+                        .unwrap_or_else(|p| p.into_inner());
+                    s
+                }
+            };
+        }
+    }
+
+    /// Waits until a flush is due: enough rows wait, the interval since `since` passed, or
+    /// the archive is closing.
+    pub fn wait_due(&self, since: Instant) -> Due {
+        let mut s = self.lock();
+        loop {
+            if s.closing {
+                return Due::Closing;
+            }
+            if s.wake {
+                s.wake = false;
+                return Due::Size;
+            }
+            let left = self.opts.flush_interval.saturating_sub(since.elapsed());
+            if left.is_zero() {
+                return Due::Interval;
+            }
+            s = self
+                .changed
+                .wait_timeout(s, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// Asks the thread in [`Archive::wait_due`] to do its last flush and stop.
+    pub fn close(&self) {
+        self.lock().closing = true;
+        self.changed.notify_all();
+    }
+
+    /// Collects the rows of windows that became final or were revised (from `view`, the merged
+    /// view of every partition); returns how many.
+    pub fn tick_windows(&self, view: &View<'_>) -> usize {
+        let mut archived = self.lock().windows.clone();
+        let mut rows = WindowRows::default();
+        let n = windows::tick(view, &mut archived, &mut rows, windows::TICK_ROWS);
+        let mut s = self.lock();
+        s.windows = archived;
+        if n > 0 {
+            let b = rows.finish();
+            s.pending_bytes += b.get_array_memory_size();
+            s.pending[slot(Table::WindowRevisions)].push(b);
+        }
+        n
+    }
+
+    /// Writes every row waiting (one file per table) and commits it to the manifest with the
+    /// partitions' offsets and the windows' progress. Returns whether anything changed.
+    pub fn flush(&self) -> Result<bool, Error> {
+        let _one = self.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let started = Instant::now();
+        let (batches, partitions, windows, mut m) = {
+            let mut s = self.lock();
+            if let Some(f) = &s.failed {
+                return Err(Error::Failed(f.clone()));
+            }
+            let nothing = s.pending.iter().all(Vec::is_empty)
+                && s.buffered == s.manifest.partitions
+                && s.windows == s.manifest.windows;
+            if nothing {
+                return Ok(false);
+            }
+            for i in 0..TABLES {
+                let b = std::mem::take(&mut s.pending[i]);
+                s.in_flight[i] = b;
+            }
+            s.in_flight_bytes = std::mem::take(&mut s.pending_bytes);
+            (
+                s.in_flight.clone(),
+                s.buffered.clone(),
+                s.windows.clone(),
+                s.manifest.clone(),
+            )
+        };
+        let dir = &self.opts.dir;
+        let written = (|| {
+            m.generation += 1;
+            let mut files = Vec::new();
+            for t in Table::ALL {
+                let bs = &batches[slot(t)];
+                if bs.iter().all(|b| b.num_rows() == 0) {
+                    continue;
+                }
+                let rel = format!("{}/{:020}.parquet", t.name(), m.generation);
+                let (rows, bytes) = self.write(t, &rel, bs.iter().cloned().map(Ok))?;
+                files.push((t, rows, bytes));
+                m.files.push(FileEntry {
+                    table: t.name().to_string(),
+                    path: rel,
+                    rows,
+                    bytes,
+                    created: now_ns(),
+                });
+            }
+            m.partitions = partitions;
+            m.windows = windows;
+            m.store(dir)?;
+            Ok::<_, Error>(files)
+        })();
+        let mut s = self.lock();
+        match written {
+            Ok(files) => {
+                s.manifest = m;
+                s.in_flight = Default::default();
+                s.in_flight_bytes = 0;
+                let st = &self.stats;
+                for (t, rows, bytes) in files {
+                    st.rows[slot(t)].fetch_add(rows, Ordering::Relaxed);
+                    st.files.fetch_add(1, Ordering::Relaxed);
+                    st.bytes.fetch_add(bytes, Ordering::Relaxed);
+                }
+                st.flushes.fetch_add(1, Ordering::Relaxed);
+                st.last_flush_micros
+                    .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                st.last_flush_at.store(now_ns(), Ordering::Relaxed);
+                self.changed.notify_all();
+                Ok(true)
+            }
+            Err(e) => {
+                // The rows stay visible in memory; nothing more is written (a restart replays
+                // the log into the archive from the offsets the manifest holds).
+                s.failed = Some(e.to_string());
+                self.changed.notify_all();
+                Err(e)
+            }
+        }
+    }
+
+    /// Makes sure every row of `partition`'s records below `offset` is written and in the
+    /// manifest (flushing if needed): a checkpoint at `offset` may be saved after this.
+    pub fn flush_through(&self, partition: &str, offset: u64) -> Result<(), Error> {
+        if self.durable(partition) >= offset {
+            return Ok(());
+        }
+        self.flush()?;
+        let durable = self.durable(partition);
+        if durable >= offset {
+            Ok(())
+        } else {
+            // The sink did not hand over the rows below `offset`: a bug, never a silent loss.
+            Err(Error::Failed(format!(
+                "partition {partition}: rows are archived below offset {durable}, a checkpoint at {offset} would skip the rest"
+            )))
+        }
+    }
+
+    /// Writes `batches` of table `t` as Parquet at `rel` (a temporary name, fsync, rename,
+    /// fsync of the folder). Returns rows and bytes.
+    pub(super) fn write(
+        &self,
+        t: Table,
+        rel: &str,
+        batches: impl Iterator<Item = Result<RecordBatch, Error>>,
+    ) -> Result<(u64, u64), Error> {
+        let path = self.opts.dir.join(rel);
+        let folder = path.parent().expect("a table folder").to_path_buf();
+        let tmp = folder.join(format!(
+            ".{}.tmp",
+            path.file_name().expect("a name").to_string_lossy()
+        ));
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_max_row_group_row_count(Some(self.opts.row_group_rows))
+            .build();
+        let file = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+        let mut w = ArrowWriter::try_new(
+            std::io::BufWriter::with_capacity(1 << 20, file),
+            t.schema(),
+            Some(props),
+        )
+        .map_err(pq(&tmp))?;
+        let mut rows = 0;
+        for b in batches {
+            let b = b?;
+            rows += b.num_rows() as u64;
+            w.write(&b).map_err(pq(&tmp))?;
+        }
+        let file = w
+            .into_inner()
+            .map_err(pq(&tmp))?
+            .into_inner()
+            .map_err(|e| io(&tmp)(e.into_error()))?;
+        file.sync_all().map_err(io(&tmp))?;
+        let bytes = file.metadata().map_err(io(&tmp))?.len();
+        drop(file);
+        std::fs::rename(&tmp, &path).map_err(io(&path))?;
+        sync_dir(&folder)?;
+        Ok((rows, bytes))
+    }
+
+    /// What a query sees: the manifest's files, the rows waiting, and from `view` (the merged
+    /// view, if the service runs) the windows not archived yet and the `unsettled`
+    /// counterexamples (provisional, or withdrawn and not settled) as rows not yet flushed.
+    /// Call with the assessors locked for reading, so rows and state agree.
+    pub fn snapshot(&self, view: Option<&View<'_>>, unsettled: &[Settled]) -> Snapshot {
+        let s = self.lock();
+        let mut snap = snapshot_of(&self.opts.dir, &s.manifest);
+        for t in Table::ALL {
+            let mut bs: Vec<RecordBatch> = s.in_flight[slot(t)].clone();
+            bs.extend(s.pending[slot(t)].iter().cloned());
+            snap.batches.insert(t, bs);
+        }
+        if let Some(view) = view {
+            let mut rows = WindowRows::default();
+            windows::unarchived(view, &s.windows, &mut rows);
+            if rows.len() > 0 {
+                let b = rows.finish();
+                snap.batches
+                    .entry(Table::WindowRevisions)
+                    .or_default()
+                    .push(b);
+            }
+        }
+        drop(s);
+        if !unsettled.is_empty() {
+            let mut rows = CounterexampleRows::default();
+            for c in unsettled {
+                rows.push(c);
+            }
+            snap.batches
+                .entry(Table::Counterexamples)
+                .or_default()
+                .push(rows.finish());
+        }
+        snap
+    }
+
+    /// Rows per table in the manifest's files.
+    pub fn manifest_rows(&self) -> BTreeMap<Table, u64> {
+        let s = self.lock();
+        let mut out = BTreeMap::new();
+        for f in &s.manifest.files {
+            if let Some(t) = Table::parse(&f.table) {
+                *out.entry(t).or_default() += f.rows;
+            }
+        }
+        out
+    }
+
+    /// Stores `m` (built from the committed manifest under the flush lock) and makes it the
+    /// committed one, keeping the partitions and windows it was built with.
+    pub(super) fn commit_manifest(&self, m: &mut Manifest) -> Result<(), Error> {
+        m.store(&self.opts.dir)?;
+        self.lock().manifest = m.clone();
+        Ok(())
+    }
+}
+
+/// Why [`Archive::wait_due`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Due {
+    /// Enough rows wait to cut a file.
+    Size,
+    /// `archive_flush_interval` passed.
+    Interval,
+    /// [`Archive::close`]: the last flush.
+    Closing,
+}
+
+/// Sizes of the archive, for metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sizes {
+    /// Files in the manifest.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Rows waiting in memory.
+    pub pending_rows: u64,
+    /// Their Arrow bytes.
+    pub pending_bytes: u64,
+}
+
+/// Wall time now, ns since the Unix epoch.
+pub(super) fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
