@@ -304,33 +304,9 @@ fn windows_are_written_when_final_and_again_when_revised() {
     );
     assert_eq!(archive.tick_windows(&o.partition.live().view()), 0);
     archive.flush().unwrap();
-    let rows = read(dir.path(), Table::WindowRevisions);
-    let revs: Vec<(i64, u64, String)> = rows
-        .iter()
-        .flat_map(|b| {
-            let start = b
-                .column_by_name("start")
-                .unwrap()
-                .as_primitive::<arrow_array::types::TimestampNanosecondType>()
-                .clone();
-            let rev = b
-                .column_by_name("revision")
-                .unwrap()
-                .as_primitive::<arrow_array::types::UInt64Type>()
-                .clone();
-            let v = b
-                .column_by_name("verdict")
-                .unwrap()
-                .as_string::<i32>()
-                .clone();
-            (0..b.num_rows()).map(move |i| {
-                (
-                    start.value(i) / 1_000_000_000,
-                    rev.value(i),
-                    v.value(i).to_string(),
-                )
-            })
-        })
+    let revs: Vec<(i64, u64, String)> = window_rows(dir.path())
+        .into_iter()
+        .map(|(k, r, v, _)| (k, r, v))
         .collect();
     assert_eq!(revs.len(), 10);
     assert!(revs.contains(&(5, 0, "holds".into())), "{revs:?}");

@@ -60,6 +60,18 @@ fn history(now: i64) -> Vec<String> {
     lines
 }
 
+/// The 60 commits of [`history`], and a heartbeat near now: the watermark passes the windows
+/// of the history.
+fn history_to_now(now: i64) -> Vec<String> {
+    let mut lines = history(now)[..60].to_vec();
+    lines.push(format!(
+        r#"{{"kind":"heartbeat","ts":{},"route":"{}"}}"#,
+        now - SEC,
+        ROUTES[0]
+    ));
+    lines
+}
+
 #[test]
 fn a_forensic_session_over_the_archive() {
     let dir = tempfile::tempdir().unwrap();
@@ -324,14 +336,7 @@ fn sigterm_flushes_the_archive_and_archive_false_turns_it_off() {
             "1h",
         ],
     );
-    let now = now_ns();
-    let mut lines = history(now)[..60].to_vec();
-    // A heartbeat near now: the watermark passes the windows of the history.
-    lines.push(format!(
-        r#"{{"kind":"heartbeat","ts":{},"route":"{}"}}"#,
-        now - SEC,
-        ROUTES[0]
-    ));
+    let lines = history_to_now(now_ns());
     assert_eq!(svc.post_ndjson(&lines.join("\n")).status, 200);
     assert_eq!(
         offline(&svc.data_dir, "SELECT count(*) FROM events"),
@@ -421,4 +426,75 @@ impl Tap for std::path::PathBuf {
         std::fs::create_dir_all(&self).unwrap();
         self
     }
+}
+
+#[test]
+fn attestations_are_archived_and_a_late_one_revises_the_archived_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    let contract = format!(
+        "{ORDERS_CONTRACT}  [[property.premise]]\n  name = \"durable_fence\"\n  max_age = \"24h\"\n"
+    );
+    let svc = TestService::start(
+        dir.path(),
+        &contract,
+        &["--archive-flush-interval", "200ms"],
+    );
+    let now = now_ns();
+    let lines = history_to_now(now);
+    assert_eq!(svc.post_ndjson(&lines.join("\n")).status, 200);
+    let unattested = "SELECT count(*) FROM window_revisions WHERE final AND revision = 0 AND unknown LIKE '%\"premise_unattested\":1%'";
+    // `live`: through the service (rows not yet written included); else only what is
+    // flushed, read offline.
+    let wait_for = |sql: &str, live: bool, ok: &dyn Fn(i64) -> bool| {
+        let until = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let n = if live {
+                one(&svc, sql)
+            } else {
+                offline(&svc.data_dir, sql)[0][0].clone()
+            };
+            let n = n.as_i64().unwrap();
+            if ok(n) {
+                return n;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "{sql}: {n}; {:?}",
+                rows(&svc, "SELECT start, revision, revised, final, verdict, unknown FROM window_revisions ORDER BY start, revision")
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    // Unattested: every final window says so, archived (flushed) as revision 0.
+    let finals = wait_for(unattested, false, &|n| n > 0);
+    // A late attestation covering the history: the archived windows are revised, premise
+    // reasons only, and rise.
+    let t0 = now - 300 * SEC;
+    let att = format!(
+        r#"{{"kind":"attestation","premise":"durable_fence","ts":{t0},"valid_for":"1h","attester":"deploy","evidence":"sha256:00ff"}}"#
+    );
+    assert_eq!(svc.post_ndjson(&att).status, 200);
+    let revised = "SELECT count(*) FROM window_revisions WHERE revised AND revision = 1 AND unknown NOT LIKE '%premise%'";
+    assert!(wait_for(revised, false, &|n| n >= finals) >= finals);
+    assert_eq!(
+        one(&svc, "SELECT count(*) FROM windows WHERE unknown LIKE '%premise%'"),
+        0,
+        "each window's latest revision is supported"
+    );
+    let a = rows(
+        &svc,
+        "SELECT kind, property, premise, outcome, valid_for, attester, evidence FROM events WHERE kind = 'attestation'",
+    );
+    assert_eq!(
+        a,
+        [json!([
+            "attestation",
+            "order-mutation",
+            "durable_fence",
+            "holds",
+            3_600_000_000_000i64,
+            "deploy",
+            "sha256:00ff"
+        ])]
+    );
 }
