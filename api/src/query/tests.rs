@@ -209,7 +209,10 @@ fn the_session_itself_reads_no_file_and_writes_nothing() {
         format!("SELECT * FROM read_csv('{c}')"),
         format!("SELECT * FROM parquet_metadata('{p}')"),
         format!("CREATE EXTERNAL TABLE t STORED AS CSV LOCATION '{c}'"),
-        format!("COPY (SELECT 1) TO '{}'", dir.path().join("out.csv").display()),
+        format!(
+            "COPY (SELECT 1) TO '{}'",
+            dir.path().join("out.csv").display()
+        ),
         "CREATE TABLE t AS SELECT 1".to_string(),
         "INSERT INTO events SELECT * FROM events".to_string(),
         "SET datafusion.execution.batch_size = 1".to_string(),

@@ -40,8 +40,8 @@ mod tally;
 mod view;
 
 pub use crate::rules::{MALFORMED_SAMPLES, SAMPLES_PER_REASON};
-pub use emitters::SeqRuns;
 pub use cxs::Settled;
+pub use emitters::SeqRuns;
 pub use premises::{PremiseState, PremiseView, UnsupportedPremise};
 pub use query::{
     Assurance, Coverage, CxPage, EmitterCoverage, RouteState, ScopeView, WindowBounds,

@@ -69,8 +69,16 @@ fn window_rows(dir: &Path) -> Vec<(i64, u64, String, String)> {
                 .unwrap()
                 .as_primitive::<arrow_array::types::UInt64Type>()
                 .clone();
-            let v = b.column_by_name("verdict").unwrap().as_string::<i32>().clone();
-            let u = b.column_by_name("unknown").unwrap().as_string::<i32>().clone();
+            let v = b
+                .column_by_name("verdict")
+                .unwrap()
+                .as_string::<i32>()
+                .clone();
+            let u = b
+                .column_by_name("unknown")
+                .unwrap()
+                .as_string::<i32>()
+                .clone();
             (0..b.num_rows()).map(move |i| {
                 (
                     start.value(i) / 1_000_000_000,
@@ -392,7 +400,11 @@ fn late_attestations_revise_archived_windows_in_either_direction() {
     let premise: Vec<Option<String>> = ev
         .iter()
         .flat_map(|b| {
-            let a = b.column_by_name("premise").unwrap().as_string::<i32>().clone();
+            let a = b
+                .column_by_name("premise")
+                .unwrap()
+                .as_string::<i32>()
+                .clone();
             (0..a.len()).map(move |i| a.is_valid(i).then(|| a.value(i).to_string()))
         })
         .collect();
@@ -407,11 +419,16 @@ fn late_attestations_revise_archived_windows_in_either_direction() {
         })
         .collect();
     let outcomes = strings(&ev, "outcome");
-    let at: Vec<usize> = (0..kinds.len()).filter(|&i| kinds[i] == "attestation").collect();
+    let at: Vec<usize> = (0..kinds.len())
+        .filter(|&i| kinds[i] == "attestation")
+        .collect();
     assert_eq!(at.len(), 2, "{kinds:?}");
     assert_eq!(premise[at[0]].as_deref(), Some("linearizable_lease"));
     assert_eq!(valid_for[at[0]], Some(3_000_000_000));
-    assert_eq!(valid_for[at[1]], None, "as sent: the premise's max_age applies");
+    assert_eq!(
+        valid_for[at[1]], None,
+        "as sent: the premise's max_age applies"
+    );
     assert_eq!((&*outcomes[at[0]], &*outcomes[at[1]]), ("holds", "failed"));
     assert!(strings(&ev, "attester").contains(&"ci".to_string()));
     // A restart reads the placement from the manifest: nothing is written twice.

@@ -460,7 +460,10 @@ fn attestations_are_archived_and_a_late_one_revises_the_archived_windows() {
             assert!(
                 std::time::Instant::now() < until,
                 "{sql}: {n}; {:?}",
-                rows(&svc, "SELECT start, revision, revised, final, verdict, unknown FROM window_revisions ORDER BY start, revision")
+                rows(
+                    &svc,
+                    "SELECT start, revision, revised, final, verdict, unknown FROM window_revisions ORDER BY start, revision"
+                )
             );
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -477,7 +480,10 @@ fn attestations_are_archived_and_a_late_one_revises_the_archived_windows() {
     let revised = "SELECT count(*) FROM window_revisions WHERE revised AND revision = 1 AND unknown NOT LIKE '%premise%'";
     assert!(wait_for(revised, false, &|n| n >= finals) >= finals);
     assert_eq!(
-        one(&svc, "SELECT count(*) FROM windows WHERE unknown LIKE '%premise%'"),
+        one(
+            &svc,
+            "SELECT count(*) FROM windows WHERE unknown LIKE '%premise%'"
+        ),
         0,
         "each window's latest revision is supported"
     );

@@ -2,8 +2,40 @@
 //! `archive_flush_interval`, `archive_retention`, `archive_max_bytes`, `query_timeout`,
 //! `query_max_rows`, `query_memory`.
 
-use super::{Loader, Origin, pick};
+use super::{Layer, Loader, Origin, pick};
+use clap::Args;
 use fencewatch_assess::Duration;
+
+/// The flags of the archive's and the queries' keys (in `fencewatch serve`); each also reads a
+/// `FENCEWATCH_*` variable.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ArchiveArgs {
+    /// The evidence archive, Parquet under <data_dir>/archive: true or false [default: true].
+    #[arg(long, env = "FENCEWATCH_ARCHIVE", value_name = "BOOL")]
+    pub archive: Option<String>,
+    /// Archive rows wait at most this long before they are written [default: 10s].
+    #[arg(
+        long,
+        env = "FENCEWATCH_ARCHIVE_FLUSH_INTERVAL",
+        value_name = "DURATION"
+    )]
+    pub archive_flush_interval: Option<String>,
+    /// Archive files older than this are deleted [default: 720h].
+    #[arg(long, env = "FENCEWATCH_ARCHIVE_RETENTION", value_name = "DURATION")]
+    pub archive_retention: Option<String>,
+    /// Beyond this many bytes of archive files the oldest are deleted; 0: no limit [default: 0].
+    #[arg(long, env = "FENCEWATCH_ARCHIVE_MAX_BYTES", value_name = "BYTES")]
+    pub archive_max_bytes: Option<String>,
+    /// A SQL query is ended after this [default: 30s].
+    #[arg(long, env = "FENCEWATCH_QUERY_TIMEOUT", value_name = "DURATION")]
+    pub query_timeout: Option<String>,
+    /// Rows a SQL query answers at most, then `truncated` [default: 100000].
+    #[arg(long, env = "FENCEWATCH_QUERY_MAX_ROWS", value_name = "N")]
+    pub query_max_rows: Option<String>,
+    /// Bytes of memory SQL queries may hold together [default: 512 MiB].
+    #[arg(long, env = "FENCEWATCH_QUERY_MEMORY", value_name = "BYTES")]
+    pub query_memory: Option<String>,
+}
 
 /// The archive's settings; `None` in [`super::ServeConfig`] when `archive = false`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,17 +63,41 @@ pub struct QueryConfig {
 pub(super) const MIN_QUERY_MEMORY: u64 = 1 << 20;
 
 /// The three layers of one key: flag (a string, checked here), file, default.
-pub(super) type Keys<T> = (Option<String>, Option<T>, Option<T>);
+type Keys<T> = (Option<String>, Option<T>, Option<T>);
 
-/// Reads the keys of the archive and of queries.
+/// Reads the keys of the archive and of queries from the flags `a`, the file `f` and the
+/// defaults `d`.
 pub(super) fn load(
     l: &mut Loader,
-    archive: Keys<bool>,
-    flush_interval: Keys<String>,
-    retention: Keys<String>,
-    max_bytes: Keys<u64>,
-    query: (Keys<String>, Keys<u64>, Keys<u64>),
+    a: ArchiveArgs,
+    f: &Layer,
+    d: &Layer,
 ) -> (Option<ArchiveConfig>, QueryConfig) {
+    let archive: Keys<bool> = (a.archive, f.archive, d.archive);
+    let flush_interval: Keys<String> = (
+        a.archive_flush_interval,
+        f.archive_flush_interval.clone(),
+        d.archive_flush_interval.clone(),
+    );
+    let retention: Keys<String> = (
+        a.archive_retention,
+        f.archive_retention.clone(),
+        d.archive_retention.clone(),
+    );
+    let max_bytes: Keys<u64> = (
+        a.archive_max_bytes,
+        f.archive_max_bytes,
+        d.archive_max_bytes,
+    );
+    let query: (Keys<String>, Keys<u64>, Keys<u64>) = (
+        (
+            a.query_timeout,
+            f.query_timeout.clone(),
+            d.query_timeout.clone(),
+        ),
+        (a.query_max_rows, f.query_max_rows, d.query_max_rows),
+        (a.query_memory, f.query_memory, d.query_memory),
+    );
     let flag = archive
         .0
         .and_then(|s| match s.trim().to_ascii_lowercase().as_str() {
