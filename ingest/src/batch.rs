@@ -11,6 +11,9 @@
 
 use crate::decode::json::{self, DecodeError};
 
+mod observe;
+pub use observe::{Applying, Observer, Unobserved};
+
 const PAYLOAD_VERSION: u8 = 1;
 
 /// How a batch body is framed.

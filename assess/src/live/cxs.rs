@@ -64,20 +64,11 @@
 //! batches; [`Live::collect_settled`] turns the collection on (off by default: nothing is
 //! rendered). The unsettled ones are [`Live::unsettled_counterexamples`].
 
-use super::state::{Cx, CxKey, Live, NewCounterexample};
+use super::state::{Cx, CxKey, Live, NewCounterexample, Settled};
 use super::tally::Obs;
 use crate::event::Kind;
-use crate::finding::{Counterexample, CounterexampleKind, Withdrawal};
+use crate::finding::{CounterexampleKind, Withdrawal};
 use crate::rules::Rec;
-
-/// A counterexample as the archive writes it: rendered, with the wall time it was found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settled {
-    /// The counterexample (`is_final`, or `withdrawn`, once settled).
-    pub counterexample: Counterexample,
-    /// Wall time (ns) of the batch in which it was found (received).
-    pub found_at: i64,
-}
 
 /// A counterexample id's hash, as a dropped one is remembered.
 fn id_hash(id: &str) -> u64 {

@@ -40,7 +40,6 @@ mod tally;
 mod view;
 
 pub use crate::rules::{MALFORMED_SAMPLES, SAMPLES_PER_REASON};
-pub use cxs::Settled;
 pub use emitters::SeqRuns;
 pub use premises::{PremiseState, PremiseView, UnsupportedPremise};
 pub use query::{
@@ -49,7 +48,7 @@ pub use query::{
 pub use spans::{SpanId, SpanProvenance};
 pub use state::{
     ContractChanged, DEFAULT_MAX_COUNTEREXAMPLES, DEFAULT_MAX_EMITTERS, DEFAULT_MAX_SEQ_FRAGMENTS,
-    Live, LiveOptions, LiveState, MAX_NAME_BYTES, NewCounterexample, Pushed, fingerprint,
+    Live, LiveOptions, LiveState, MAX_NAME_BYTES, NewCounterexample, Pushed, Settled, fingerprint,
 };
 pub use summary::Summary;
 pub use tally::{OTHER_UNDECLARED_ROUTES, UNDECLARED_ROUTES_KEPT};

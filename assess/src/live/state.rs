@@ -140,6 +140,15 @@ pub enum Pushed {
     Malformed,
 }
 
+/// A counterexample as the archive writes it: rendered, with the wall time it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settled {
+    /// The counterexample (`is_final`, or `withdrawn`, once settled).
+    pub counterexample: crate::finding::Counterexample,
+    /// Wall time (ns) of the batch in which it was found (received).
+    pub found_at: i64,
+}
+
 /// A counterexample found by the last pushes, for metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewCounterexample {
@@ -205,7 +214,7 @@ pub struct Live {
     pub(super) max_seq_fragments: usize,
     /// Counterexamples settled (final, or withdrawn for good) since the last
     /// [`Live::take_settled_counterexamples`], when [`Live::collect_settled`] asked for them.
-    pub(super) settled: Option<Vec<super::Settled>>,
+    pub(super) settled: Option<Vec<Settled>>,
     /// The receive time of the event being pushed (a counterexample's `found_at`).
     pub(super) received_at: i64,
 }

@@ -1,13 +1,12 @@
 //! The archive's upkeep: retention, compaction of small files, deletion of files no longer
 //! listed once their grace has passed. Each step replaces the manifest as a flush does.
 
-use super::manifest::{FileEntry, Manifest, Obsolete};
+use super::manifest::{FileEntry, Obsolete};
 use super::rows::Table;
 use super::writer::{Archive, Error, io, now_ns, pq};
 use arrow_array::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::sync::atomic::Ordering;
 
 /// Small files merged by one compaction at least and at most.
@@ -29,7 +28,7 @@ impl Archive {
         }
         let _one = self.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
         let mut m = self.lock().manifest.clone();
-        if delete_obsolete(&self.opts.dir, &mut m, now) {
+        if m.delete_obsolete(&self.opts.dir, now) {
             self.commit_manifest(&mut m)?;
         }
         Ok(done)
@@ -169,20 +168,4 @@ pub struct Maintained {
     pub expired: usize,
     /// Small files compacted.
     pub compacted: usize,
-}
-
-/// Deletes the obsolete files of `m` whose grace passed; returns whether any was.
-pub(super) fn delete_obsolete(dir: &Path, m: &mut Manifest, now: i64) -> bool {
-    let before = m.obsolete.len();
-    m.obsolete.retain(|o| {
-        if o.delete_after > now {
-            return true;
-        }
-        match std::fs::remove_file(dir.join(&o.path)) {
-            Ok(()) => false,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-            Err(_) => true,
-        }
-    });
-    m.obsolete.len() != before
 }

@@ -206,6 +206,23 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
 }
 
 impl Manifest {
+    /// Deletes the obsolete files (in the archive folder `dir`) whose grace passed; returns
+    /// whether any was.
+    pub fn delete_obsolete(&mut self, dir: &Path, now: i64) -> bool {
+        let before = self.obsolete.len();
+        self.obsolete.retain(|o| {
+            if o.delete_after > now {
+                return true;
+            }
+            match std::fs::remove_file(dir.join(&o.path)) {
+                Ok(()) => false,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+                Err(_) => true,
+            }
+        });
+        self.obsolete.len() != before
+    }
+
     /// Reads the manifest of the archive in `dir` (empty when there is none).
     pub fn load(dir: &Path) -> Result<Manifest, Error> {
         let path = dir.join(MANIFEST);

@@ -27,8 +27,6 @@ mod writer;
 
 pub use maintain::Maintained;
 pub use rows::{Origin, Table};
-pub use sink::Sink;
+pub use sink::{CHUNK_ROWS, Sink};
 pub use writer::{Archive, ArchiveOptions, Due, Error, Snapshot, Stats};
 
-#[cfg(test)]
-mod tests;

@@ -9,13 +9,13 @@
 
 use super::rows::{CounterexampleRows, EventRows, MalformedRows, Origin, Rows, Table};
 use super::writer::Archive;
-use crate::partition::{Applying, Observer};
+use crate::batch::{Applying, Observer};
 use fencewatch_assess::live::{Live, Pushed, SpanId, SpanProvenance};
 use fencewatch_assess::{Contract, Event, EventTime};
 use std::sync::Arc;
 
 /// Rows a sink collects before it hands them over, even inside a record.
-pub(super) const CHUNK_ROWS: usize = 8192;
+pub const CHUNK_ROWS: usize = 8192;
 
 /// The sink of one partition (`wal`, or `<topic>/<partition>`). Items whose offset is below
 /// the archived offset it started from were archived before a restart: their rows are

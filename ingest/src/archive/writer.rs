@@ -206,7 +206,7 @@ impl Archive {
             }
         }
         let _ = std::fs::remove_file(dir.join(format!("{}.tmp", manifest::MANIFEST)));
-        if super::maintain::delete_obsolete(dir, &mut m, now_ns()) {
+        if m.delete_obsolete(dir, now_ns()) {
             m.store(dir)?;
         }
         let state = State {

@@ -3,66 +3,10 @@
 //! evidence archive) told of each item.
 
 use super::Applied;
+use crate::batch::{Applying, Observer};
 use crate::batch::{Batch, DecodedItems, Format, decode_item, for_each_item};
 use crate::decode::json::{self, DecodeError};
-use fencewatch_assess::live::{Live, Pushed, SpanId};
-use fencewatch_assess::{Event, EventTime};
-
-/// Where the items of a batch being applied sit: item `i` is at offset `base + i`, and at
-/// position [`Applying::position`] of its source (its provenance).
-#[derive(Debug, Clone, Copy)]
-pub struct Applying<'a> {
-    /// Offset of the batch's first item.
-    pub base: u64,
-    /// The batch.
-    pub batch: &'a Batch<'a>,
-}
-
-impl Applying<'_> {
-    /// The position of item `i` in its source: its line (file ingest) or offset.
-    pub fn position(&self, i: u64) -> u64 {
-        self.batch.first_line.map_or(self.base + i, |l| l + i)
-    }
-}
-
-/// What applying a batch tells an observer (the evidence archive), item by item, in order.
-/// Every method does nothing by default.
-pub trait Observer {
-    /// Whether it is told each item's text (else the items of a batch without decoding
-    /// errors are applied without walking its text).
-    const TEXT: bool = false;
-    /// Item `i` decoded to `ev`, and `live` made `pushed` of it just now; `span` is its own
-    /// provenance (an OTLP span), if it has one. When the assessor found it malformed,
-    /// [`Observer::malformed`] follows with its text.
-    fn event(
-        &mut self,
-        _live: &mut Live,
-        _at: &Applying<'_>,
-        _i: u64,
-        _span: Option<&SpanId>,
-        _ev: &Event<'_>,
-        _pushed: Pushed,
-    ) {
-    }
-    /// Item `i` is malformed: why, its time if that parsed, and its text (empty for OTLP).
-    #[allow(clippy::too_many_arguments)]
-    fn malformed(
-        &mut self,
-        _at: &Applying<'_>,
-        _i: u64,
-        _span: Option<&SpanId>,
-        _ts: Option<EventTime>,
-        _reason: &str,
-        _text: &[u8],
-    ) {
-    }
-}
-
-/// The observer that observes nothing.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Unobserved;
-
-impl Observer for Unobserved {}
+use fencewatch_assess::live::{Live, Pushed};
 
 /// Feeds a batch decoded by [`batch::decode_items`] (with the same `max_line_bytes`) at
 /// offset `base` to the assessor, in item order. A malformed item's error is worded again

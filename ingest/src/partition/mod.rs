@@ -22,7 +22,7 @@
 mod apply;
 pub mod local;
 
-pub use apply::{Applying, Observer, Unobserved};
+pub use crate::batch::{Applying, Observer, Unobserved};
 pub mod restore;
 pub mod state;
 

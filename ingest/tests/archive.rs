@@ -1,14 +1,15 @@
-//! The archive writer: flushes, the manifest, exactly-once across a crash and replay, windows,
+//! The archive writer over a real partition (so outside the archive module, which the
+//! partition imports): flushes, the manifest, exactly-once across a crash and replay, windows,
 //! snapshots, retention and compaction.
 
-use super::manifest::Manifest;
-use super::*;
-use crate::batch::{self, Format};
-use crate::partition::local::{self, Opened, PartitionOptions};
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, RecordBatch};
 use fencewatch_assess::Contract;
 use fencewatch_assess::live::LiveOptions;
+use fencewatch_ingest::archive::manifest::Manifest;
+use fencewatch_ingest::archive::*;
+use fencewatch_ingest::batch::{self, Format};
+use fencewatch_ingest::partition::local::{self, Opened, PartitionOptions};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -487,7 +488,7 @@ fn small_files_are_compacted_and_old_ones_expire() {
 #[test]
 fn rows_are_handed_over_inside_a_record_and_a_crash_there_loses_or_repeats_none() {
     let dir = tempfile::tempdir().unwrap();
-    let lines = 3 * super::sink::CHUNK_ROWS as u64 + 100;
+    let lines = 3 * fencewatch_ingest::archive::CHUNK_ROWS as u64 + 100;
     {
         let (archive, mut o) = open(dir.path());
         // One record: events and malformed lines alternating.
