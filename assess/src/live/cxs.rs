@@ -61,7 +61,8 @@
 //! withdrawn and the horizon has passed its due time (before that it could be found again with
 //! the same id); a withdrawn one whose detail is dropped is settled then. Each settles once per
 //! id, in the push that settles it, so replaying a log settles the same ones in the same
-//! batches; [`Live::collect_settled`] turns the collection on (off by default: nothing is
+//! batches (an epoch reuse's representative that takes over a final one settles under its
+//! own id, unless the group settled under that id before); [`Live::collect_settled`] turns the collection on (off by default: nothing is
 //! rendered). The unsettled ones are [`Live::unsettled_counterexamples`].
 
 use super::state::{Cx, CxKey, Live, NewCounterexample, Settled};
@@ -119,6 +120,7 @@ impl Live {
         if let Some(old) = prop.cxs.get(&key) {
             let (was_final, was_withdrawn, old_due) = (old.is_final, old.withdrawn, old.due());
             cx.former = old.former.clone();
+            cx.settled_ids = old.settled_ids.clone();
             cx.is_final = was_final || closed || cx.due() < horizon;
             if was_withdrawn.is_none() {
                 cx.found_at = old.found_at;
@@ -174,6 +176,11 @@ impl Live {
                 prop.provisional.remove(&(old.due(), k.clone()));
                 prop.withdrawn_due.remove(&(old.due(), k));
                 cx.is_final |= old.is_final;
+                // The ids the group settled under: the old one's too, once final.
+                cx.settled_ids = old.settled_ids.clone();
+                if old.is_final {
+                    cx.settled_ids.push(id_hash(&old.id));
+                }
                 report = old.withdrawn.is_some();
                 if report {
                     // Its windows were taken back when it was withdrawn.
@@ -202,6 +209,7 @@ impl Live {
                     }
                 }
                 cx.is_final = true;
+                cx.settled_ids = vec![dk.1];
                 report = false;
                 if dk.0 >= horizon {
                     old_window = Some(k);
@@ -231,7 +239,7 @@ impl Live {
             let note = cx.note(p, self);
             self.new_cxs.push(note);
         }
-        let settles = cx.is_final;
+        let settles = cx.is_final && !cx.settled_ids.contains(&id_hash(&cx.id));
         self.state.props[p].cxs.insert(key.clone(), cx);
         if settles {
             self.settle(p, &key);

@@ -249,6 +249,7 @@ impl Live {
             withdrawn: None,
             former: Vec::new(),
             found_at: self.received_at,
+            settled_ids: Vec::new(),
         }
     }
 }

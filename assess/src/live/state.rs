@@ -81,6 +81,9 @@ pub(super) struct Cx {
     pub(super) former: Vec<Rec>,
     /// Wall time (ns) of the batch in which it was found: the time the batch was received.
     pub(super) found_at: i64,
+    /// An epoch reuse's: xxh3-64 of the ids its group settled under before this
+    /// representative took over (the `cxs` module), so that no id settles twice.
+    pub(super) settled_ids: Vec<u64>,
 }
 
 impl Cx {
