@@ -147,7 +147,7 @@ fn quarantined(dir: &Path) -> Vec<(PathBuf, String)> {
     out
 }
 
-/// Saves a checkpoint (`state` from [`super::Snapshot::encode`]) at `offset` (the next
+/// Saves a checkpoint (`state` from [`super::Partition::encode`]) at `offset` (the next
 /// record's base) and deletes the WAL segments every kept checkpoint covers. Returns the WAL
 /// bytes freed.
 pub fn checkpoint(

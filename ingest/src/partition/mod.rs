@@ -33,7 +33,7 @@ use crate::report::{
     CounterexampleFound, CounterexampleWithdrawn, InternalEvent, Metrics, StaleRejected,
 };
 use crate::wal;
-use fencewatch_assess::live::{ContractChanged, Live, LiveState};
+use fencewatch_assess::live::{ContractChanged, Live};
 use std::path::PathBuf;
 
 /// Errors of a partition.
@@ -135,22 +135,6 @@ impl Applied {
                 error,
             });
         }
-    }
-}
-
-/// A state snapshot taken at a batch boundary, to be saved off the partition's lock.
-#[derive(Debug, Clone)]
-pub struct Snapshot {
-    /// The offset of the next batch: the checkpoint covers everything below.
-    pub offset: u64,
-    /// The assessor's state.
-    pub state: LiveState,
-}
-
-impl Snapshot {
-    /// The checkpoint bytes ([`state::encode_state`]).
-    pub fn encode(&self) -> Vec<u8> {
-        state::encode_state(&self.state)
     }
 }
 
@@ -378,15 +362,9 @@ impl Partition {
         self.reported = Reported::of(&self.live);
     }
 
-    /// A copy of the state at the next offset, to encode and save off the lock.
-    pub fn snapshot(&self) -> Snapshot {
-        Snapshot {
-            offset: self.next,
-            state: self.live.state().clone(),
-        }
-    }
-
-    /// The checkpoint bytes of the state now, with the offset they cover.
+    /// The checkpoint bytes of the state now, with the offset they cover: encoded in place
+    /// (under the caller's read lock) rather than cloned and encoded off it, so a checkpoint
+    /// costs the encoded bytes beside the state, not a second copy of the state.
     pub fn encode(&self) -> (u64, Vec<u8>) {
         (self.next, state::encode_state(self.live.state()))
     }

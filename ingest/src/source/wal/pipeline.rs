@@ -5,8 +5,9 @@
 //!    cover. The fsync of one group overlaps the applying of the previous one.
 //! 2. **decode**: decodes each durable group's items, while the previous group is applied.
 //! 3. **apply**: applies each group to the local partition under its write lock, reports what
-//!    it found, answers each batch, and every `checkpoint_interval` snapshots the state.
-//! 4. **checkpoint**: encodes and saves the snapshots, and tells the writer which segments
+//!    it found, answers each batch, and every `checkpoint_interval` encodes the state
+//!    (under a read lock: no copy of it).
+//! 4. **checkpoint**: saves the encoded states, and tells the writer which segments
 //!    may go. On shutdown the queue is drained and a last checkpoint taken.
 
 use super::{
@@ -14,7 +15,6 @@ use super::{
 };
 use crate::batch::{self, Batch, DecodedItems};
 use crate::checkpoint::CheckpointStore;
-use crate::partition::Snapshot;
 use crate::partition::local::{self, PartitionOptions};
 use crate::registry::{Kind, Registry, Shared, read, write};
 use crate::report::{
@@ -122,7 +122,7 @@ pub(super) fn writer(
         d.checkpoint_at
             .store(source.clock.now().0, Ordering::Release);
     }
-    let (snap_tx, snap_rx) = bounded::<Snapshot>(1);
+    let (snap_tx, snap_rx) = bounded::<(u64, Vec<u8>)>(1);
     let (saved_tx, saved_rx) = bounded::<u64>(4);
     let (s, m) = (source.clone(), metrics.clone());
     let archive = archive_of(registry);
@@ -317,7 +317,7 @@ fn decoder(rx: Receiver<Group>, tx: Sender<Decoded>, max_line_bytes: usize) {
     }
 }
 
-/// The apply stage: applies each decoded group in offset order, answers, and snapshots the
+/// The apply stage: applies each decoded group in offset order, answers, and encodes the
 /// state every checkpoint interval.
 #[allow(clippy::too_many_arguments)]
 fn applier(
@@ -326,17 +326,18 @@ fn applier(
     max_line_bytes: usize,
     metrics: &Metrics,
     rx: Receiver<Decoded>,
-    snapshots: Sender<Snapshot>,
+    snapshots: Sender<(u64, Vec<u8>)>,
     mut dirty: bool,
     archive: ArchiveRef,
 ) -> Result<(), Error> {
     let mut last = Instant::now();
     let snapshot = || {
         let started = Instant::now();
-        let snap = read(part).snapshot();
+        let snap = read(part).encode();
         tracing::debug!(
-            clone_ms = started.elapsed().as_millis() as u64,
-            "state cloned for a checkpoint"
+            encode_ms = started.elapsed().as_millis() as u64,
+            bytes = snap.1.len(),
+            "state encoded for a checkpoint"
         );
         snap
     };
@@ -422,23 +423,20 @@ fn report_batch(metrics: &Metrics, source: &str, applied: &crate::partition::App
     .emit(metrics);
 }
 
-/// The checkpoint stage: encodes and saves each snapshot, and reports the offset before
+/// The checkpoint stage: saves each encoded state, and reports the offset before
 /// which WAL segments may go (the older of the two kept checkpoints). Returns the last.
 fn checkpointer(
     source: &WalSource,
     metrics: &Metrics,
     mut store: CheckpointStore,
-    rx: Receiver<Snapshot>,
+    rx: Receiver<(u64, Vec<u8>)>,
     saved: Sender<u64>,
     archive: ArchiveRef,
 ) -> Result<Option<u64>, Error> {
     let d = &source.durability;
     let mut last = None;
-    for snap in rx {
+    for (offset, bytes) in rx {
         let started = Instant::now();
-        let bytes = snap.encode();
-        let offset = snap.offset;
-        drop(snap);
         // A checkpoint covers only rows the archive holds (SPEC §9): after a crash the log is
         // replayed from it, and every row past the archived offset is archived again.
         #[cfg(feature = "archive")]
