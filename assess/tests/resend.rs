@@ -13,7 +13,7 @@ mod common;
 
 use common::commit_from as commit;
 use common::contract_with;
-use fencewatch_assess::event::{Epoch, Event, Kind, Seq};
+use fencewatch_assess::event::{Event, Kind};
 use fencewatch_assess::live::{Live, LiveOptions, Pushed, View};
 use fencewatch_assess::{Contract, EventTime, History, Reason, Verdict, Withdrawal};
 use std::collections::BTreeMap;

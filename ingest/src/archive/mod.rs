@@ -29,4 +29,3 @@ pub use maintain::Maintained;
 pub use rows::{Origin, Table};
 pub use sink::{CHUNK_ROWS, Sink};
 pub use writer::{Archive, ArchiveOptions, Due, Error, Snapshot, Stats};
-

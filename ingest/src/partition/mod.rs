@@ -274,7 +274,7 @@ impl Partition {
         offset: u64,
         source: &str,
         reason: &str,
-        received_at: i64,
+        #[cfg_attr(not(feature = "archive"), allow(unused_variables))] received_at: i64,
     ) -> Option<Applied> {
         if offset < self.next {
             return None;

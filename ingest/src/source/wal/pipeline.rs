@@ -328,7 +328,7 @@ fn applier(
     rx: Receiver<Decoded>,
     snapshots: Sender<(u64, Vec<u8>)>,
     mut dirty: bool,
-    archive: ArchiveRef,
+    #[cfg_attr(not(feature = "archive"), allow(unused_variables))] archive: ArchiveRef,
 ) -> Result<(), Error> {
     let mut last = Instant::now();
     let snapshot = || {
