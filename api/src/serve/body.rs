@@ -47,6 +47,9 @@ pub fn encoding(headers: &HeaderMap) -> Result<Encoding, ApiError> {
     }
 }
 
+/// The largest zstd window a body may use: 2^23 bytes (8 MiB).
+const ZSTD_WINDOW_LOG_MAX: u32 = 23;
+
 /// Why a body was not taken; nothing of it is stored.
 #[derive(Debug)]
 pub enum Refused {
@@ -164,8 +167,13 @@ pub fn decode(
             Ok(())
         }
         // Every frame, to the end of the body (a truncated frame or trailing bytes are errors).
+        // A frame may ask for a window of up to 2 GiB (128 MiB by the library's default), which
+        // the decoder allocates: capped at 8 MiB (every compression level up to 19 fits), so a
+        // request costs bounded memory whatever its header says.
         Encoding::Zstd => {
             let mut d = zstd::stream::read::Decoder::with_buffer(raw)
+                .map_err(|e| bad(format!("zstd: {e}")))?;
+            d.window_log_max(ZSTD_WINDOW_LOG_MAX)
                 .map_err(|e| bad(format!("zstd: {e}")))?;
             copy(&mut d, "zstd")
         }
@@ -218,6 +226,23 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(header::CONTENT_ENCODING, "zstd".parse().unwrap());
         assert_eq!(encoding(&h).unwrap(), Encoding::Zstd);
+        // A frame asking for a 16 MiB window is refused, under any body limit: the decoder
+        // would allocate it. The same data in 8 MiB windows is taken.
+        let data = vec![7u8; 12 << 20];
+        let wide = |log: u32| {
+            let mut e = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+            e.window_log(log).unwrap();
+            e.write_all(&data).unwrap();
+            e.finish().unwrap()
+        };
+        assert_eq!(
+            run(Encoding::Zstd, &wide(24), 1 << 30),
+            Err(StatusCode::BAD_REQUEST)
+        );
+        assert_eq!(
+            run(Encoding::Zstd, &wide(23), 1 << 30).unwrap().len(),
+            data.len()
+        );
     }
 
     fn run(enc: Encoding, raw: &[u8], limit: u64) -> Result<Vec<u8>, StatusCode> {
