@@ -342,13 +342,11 @@ impl Live {
             let Some(e) = self.state.emitters.get_mut(&id) else {
                 continue;
             };
-            let before = e.runs.len();
+            let (before, fragments) = (e.runs.len(), e.runs.fragments());
             e.runs = merge_runs([&e.runs, runs].into_iter());
             removed += before.saturating_sub(e.runs.len());
+            self.seq_fragments = self.seq_fragments - fragments + e.runs.fragments();
         }
-        self.seq_fragments = (self.state.emitters.values())
-            .map(|e| e.runs.fragments())
-            .sum();
         removed
     }
 
