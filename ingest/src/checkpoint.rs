@@ -77,10 +77,6 @@ fn sync_dir(dir: &Path) -> Result<()> {
 pub struct Loaded {
     /// The partition offset the state covers: replay from here.
     pub offset: u64,
-    /// The state as saved, from [`CheckpointStore::latest`]; empty from
-    /// [`CheckpointStore::latest_decoded`], whose caller has the decoded state (a copy of the
-    /// bytes would add the checkpoint's size to the restore's peak memory).
-    pub state: Vec<u8>,
     /// Newer checkpoint files that failed to verify (or to decode) and were passed over.
     pub skipped_corrupt: usize,
     /// Why newer checkpoints that verified were passed over (their state did not decode).
@@ -258,12 +254,10 @@ impl CheckpointStore {
         Ok(())
     }
 
-    /// The newest checkpoint whose header and crc verify, passing over damaged newer ones;
-    /// `None` when there is no checkpoint at all.
-    pub fn latest(&mut self) -> Result<Option<Loaded>> {
-        Ok(self
-            .latest_decoded(|state| Ok::<_, String>(state.to_vec()))?
-            .map(|(loaded, state)| Loaded { state, ..loaded }))
+    /// The newest checkpoint whose header and crc verify, passing over damaged newer ones, with
+    /// its state as saved; `None` when there is no checkpoint at all.
+    pub fn latest(&mut self) -> Result<Option<(Loaded, Vec<u8>)>> {
+        self.latest_decoded(|state| Ok::<_, String>(state.to_vec()))
     }
 
     /// The newest checkpoint whose header and crc verify and whose state `decode` accepts
@@ -297,7 +291,6 @@ impl CheckpointStore {
                     self.damaged = self.offsets[self.offsets.len() - skipped..].to_vec();
                     let loaded = Loaded {
                         offset,
-                        state: Vec::new(),
                         skipped_corrupt: skipped,
                         undecodable,
                         passed_over,
@@ -414,9 +407,9 @@ mod tests {
             (Some(40), Some(41))
         );
         let mut store = CheckpointStore::open(dir.path()).unwrap();
-        let loaded = store.latest().unwrap().unwrap();
+        let (loaded, state) = store.latest().unwrap().unwrap();
         assert_eq!(
-            (loaded.offset, loaded.state, loaded.skipped_corrupt),
+            (loaded.offset, state, loaded.skipped_corrupt),
             (41, vec![], 0)
         );
     }
@@ -433,9 +426,9 @@ mod tests {
             let mut bad = bytes.clone();
             bad[damage] ^= 1; // magic, state, offset field
             fs::write(&newest, &bad).unwrap();
-            let loaded = store.latest().unwrap().unwrap();
+            let (loaded, state) = store.latest().unwrap().unwrap();
             assert_eq!(
-                (loaded.offset, &loaded.state[..], loaded.skipped_corrupt),
+                (loaded.offset, &state[..], loaded.skipped_corrupt),
                 (7, &b"seven"[..], 1)
             );
             let passed = &loaded.passed_over[..];
@@ -458,7 +451,7 @@ mod tests {
         );
         bytes.truncate(HEADER_BYTES + 2); // torn
         fs::write(&newest, &bytes).unwrap();
-        assert_eq!(store.latest().unwrap().unwrap().offset, 7);
+        assert_eq!(store.latest().unwrap().unwrap().0.offset, 7);
         fs::write(store.path(7), b"FWCK").unwrap();
         let err = store.latest().unwrap_err();
         assert!(
@@ -481,8 +474,8 @@ mod tests {
                 "checkpoint-00000000000000000008.ckpt"
             ]
         );
-        let loaded = store.latest().unwrap().unwrap();
-        assert_eq!((loaded.offset, &loaded.state[..]), (8, &b"eight"[..]));
+        let (loaded, state) = store.latest().unwrap().unwrap();
+        assert_eq!((loaded.offset, &state[..]), (8, &b"eight"[..]));
     }
 
     #[test]
@@ -497,7 +490,7 @@ mod tests {
         bytes[last] ^= 0xff;
         fs::write(&nine, bytes).unwrap();
         let mut store = CheckpointStore::open(dir.path()).unwrap();
-        assert_eq!(store.latest().unwrap().unwrap().offset, 7);
+        assert_eq!(store.latest().unwrap().unwrap().0.offset, 7);
         // Replay from 7 went past 9; the next checkpoint is at 12.
         store.save(12, b"twelve").unwrap();
         assert_eq!(
@@ -526,7 +519,7 @@ mod tests {
             files(dir.path()),
             ["checkpoint-00000000000000000003.ckpt", "unrelated.txt"]
         );
-        assert_eq!(store.latest().unwrap().unwrap().state, b"three");
+        assert_eq!(store.latest().unwrap().unwrap().1, b"three");
     }
 
     #[test]
@@ -540,6 +533,6 @@ mod tests {
             (store.oldest_offset(), store.latest_offset()),
             (Some(1), Some(2))
         );
-        assert_eq!(store.latest().unwrap().unwrap().state, b"c");
+        assert_eq!(store.latest().unwrap().unwrap().1, b"c");
     }
 }
