@@ -8,29 +8,17 @@
 
 mod common;
 
-use common::{count_arg, rss_bytes};
+use common::{STEP, count_arg, idle_live, rss_bytes};
 
+use fencewatch_assess::EventTime;
 use fencewatch_assess::event::{Event, Kind, Seq};
-use fencewatch_assess::live::{Live, LiveOptions};
-use fencewatch_assess::{Contract, EventTime};
 
 fn main() {
     let n = count_arg();
-    let contract = Contract::parse(
-        "idle.toml",
-        "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"1s\"\nallowed_lateness=\"1s\"\n[[property.route]]\nname=\"r\"\n",
-    )
-    .expect("contract");
-    let mut live = Live::new(
-        contract,
-        LiveOptions {
-            retention: Some(1_000_000_000),
-            ..LiveOptions::default()
-        },
-    );
+    let mut live = idle_live();
     let src = live.add_source("bench");
     let before = rss_bytes();
-    let step = 10_000_000; // 10 ms apart
+    let step = STEP;
     let mut pos = 0u64;
     for i in 0..n {
         let emitter = format!("pod-{i:012}"); // 16 bytes

@@ -1,4 +1,5 @@
-//! What the examples share: the process's resident set and the count to run.
+//! What the examples share: the process's resident set, the count to run, and the live
+//! assessor of idle scopes they measure.
 
 #![allow(dead_code)]
 
@@ -24,4 +25,48 @@ pub(crate) fn count_arg_or(default: usize) -> usize {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(default)
+}
+
+use fencewatch_assess::event::{Epoch, Event, Kind};
+use fencewatch_assess::live::{Live, LiveOptions};
+use fencewatch_assess::{Contract, EventTime};
+
+/// Time between the examples' events (ns): 10 ms, 100 per second of event time.
+pub(crate) const STEP: i64 = 10_000_000;
+
+/// A live assessor of one property (1 s windows, 1 s lateness) and route `r`, keeping 1 s.
+pub(crate) fn idle_live() -> Live {
+    let contract = Contract::parse(
+        "idle.toml",
+        "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"1s\"\nallowed_lateness=\"1s\"\n[[property.route]]\nname=\"r\"\n",
+    )
+    .expect("contract");
+    Live::new(
+        contract,
+        LiveOptions {
+            retention: Some(1_000_000_000),
+            ..LiveOptions::default()
+        },
+    )
+}
+
+/// Pushes into `live` one commit for each of `n` scopes (16-byte ids, one incarnation, no
+/// grants) at rising times, then a heartbeat far ahead: everything older than the horizon
+/// folds into the scopes' high-water marks, as in a running service.
+pub(crate) fn fill_idle_scopes(live: &mut Live, n: usize) {
+    let src = live.add_source("bench");
+    for i in 0..n {
+        let scope = format!("order-{i:010}"); // 16 bytes
+        let mut ev = Event::new(Kind::Commit, EventTime(1_000_000_000 + i as i64 * STEP));
+        ev.scope = Some(&scope);
+        ev.epoch = Some(Epoch(1 + i as u64 % 7));
+        ev.route = Some("r");
+        live.push(&ev, src, i as u64, i64::MAX / 2);
+    }
+    let mut hb = Event::new(
+        Kind::Heartbeat,
+        EventTime(1_000_000_000 + (n as i64 + 1000) * STEP),
+    );
+    hb.route = Some("r");
+    live.push(&hb, src, n as u64, i64::MAX / 2);
 }
