@@ -1,7 +1,8 @@
 //! What `check` keeps of an attestation beyond its record (SPEC §10): its content, which the
 //! Duplicates rule compares, and what its support needs.
 
-use crate::event::{Event, Outcome};
+use crate::event::{Event, Kind, Outcome};
+use crate::rules::Rec;
 
 /// What an attestation holds beyond a record (SPEC §10): its content for the Duplicates rule
 /// and what its support needs.
@@ -38,4 +39,18 @@ fn find(attests: &[(u32, AttestRec)], idx: u32) -> Option<&AttestRec> {
 /// under the Duplicates rule); two records that are no attestations do.
 pub(super) fn same_attestation(attests: &[(u32, AttestRec)], a: u32, b: u32) -> bool {
     find(attests, a) == find(attests, b)
+}
+
+/// Keeps the admitted record `rec` of `ev`, with its attestation content when it is one (the
+/// batch's and the history's push alike).
+pub(super) fn keep(
+    recs: &mut Vec<Rec>,
+    attests: &mut Vec<(u32, AttestRec)>,
+    rec: Rec,
+    ev: &Event<'_>,
+) {
+    if rec.kind == Kind::Attestation {
+        attests.push((recs.len() as u32, AttestRec::of(ev)));
+    }
+    recs.push(rec);
 }

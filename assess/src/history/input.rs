@@ -235,13 +235,7 @@ impl Batch {
             &mut self.strings,
             &mut self.scopes,
         ) {
-            Ok(Some(rec)) => {
-                if rec.kind == Kind::Attestation {
-                    let a = super::attest::AttestRec::of(ev);
-                    self.attests.push((self.recs.len() as u32, a));
-                }
-                self.recs.push(rec);
-            }
+            Ok(Some(rec)) => super::attest::keep(&mut self.recs, &mut self.attests, rec, ev),
             Ok(None) => {}
             Err(why) => self.push_malformed(position, Some(ev.ts), why.to_string()),
         }

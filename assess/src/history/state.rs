@@ -127,12 +127,8 @@ impl History {
             &mut self.scopes,
         ) {
             Ok(Some(rec)) => {
-                if rec.kind == Kind::Attestation {
-                    let a = super::attest::AttestRec::of(ev);
-                    self.attests.push((self.recs.len() as u32, a));
-                }
                 SeqTrack::note(&mut self.seqs, &rec, self.recs.len() as u32);
-                self.recs.push(rec);
+                super::attest::keep(&mut self.recs, &mut self.attests, rec, ev);
             }
             Ok(None) => {}
             Err(why) => self.push_malformed(source, position, Some(ev.ts), why.to_string()),

@@ -32,6 +32,17 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// `fencewatch attest` with `args` that must succeed: exit 0, the attestation durable.
+fn attest_ok(url: &str, token: Option<&str>, args: &[&str]) {
+    let out = attest(url, token, args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("durable and assessed"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
 #[test]
 fn attest_against_a_running_service() {
     let dir = tempfile::tempdir().unwrap();
@@ -119,13 +130,7 @@ fn attest_against_a_running_service() {
             &ts,
         ],
     ] {
-        let out = attest(&url, Some("s3cret"), args);
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-        assert!(
-            text(&out.stdout).contains("durable and assessed"),
-            "{}",
-            text(&out.stdout)
-        );
+        attest_ok(&url, Some("s3cret"), args);
     }
     let p = premises();
     let list = p["premises"].as_array().unwrap();
@@ -174,12 +179,11 @@ fn attest_against_a_running_service() {
         "{a}"
     );
     // A failed attestation now: the premise is failed, the verdict unknown, never refuted.
-    let out = attest(
+    attest_ok(
         &url,
         Some("s3cret"),
         &["--premise", "durable_fence", "--outcome", "failed"],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let p = premises();
     let fence = p["premises"]
         .as_array()
@@ -563,12 +567,9 @@ fn premise_support_survives_a_restart_in_the_middle_of_its_interval() {
         doc.as_object_mut().unwrap().remove("at");
         doc
     };
-    let attest_ok = |url: &str, args: &[&str]| {
-        let out = attest(url, None, args);
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    };
     attest_ok(
         &url,
+        None,
         &[
             "--premise",
             "conditional_commit",
@@ -599,7 +600,7 @@ fn premise_support_survives_a_restart_in_the_middle_of_its_interval() {
     assert_eq!(view(&svc), before);
     // Another attestation after the checkpoint, then SIGKILL: replayed from the log.
     let url = format!("http://{}", svc.addr);
-    attest_ok(&url, &["--premise", "durable_fence", "--ts", &ts]);
+    attest_ok(&url, None, &["--premise", "durable_fence", "--ts", &ts]);
     let before = view(&svc);
     let svc = TestService::restart(svc.kill9());
     let after = view(&svc);
