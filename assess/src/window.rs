@@ -5,6 +5,12 @@
 //! telemetry gap), so a history spanning years costs memory in proportion to its findings,
 //! not to its number of windows. Two series of the same property (two partitions, two
 //! processes) merge by adding counts; verdicts are always derived from the merged summaries.
+//!
+//! Findings are kept at their own window even when it lies outside the range of windows with
+//! events (an attestation's duplicate before the first commit, say), and are read in the edge
+//! window nearest to them, the range as it is when read: so where a finding counts does not
+//! depend on whether it arrived before or after the events that widen the range (`serve` sees
+//! the range grow, `check` places after every event; both must say the same).
 
 use crate::finding::{Reason, Verdict};
 use crate::time::EventTime;
@@ -164,13 +170,13 @@ impl WindowSeries {
 
     /// Places a counterexample whose stale event is at `t`.
     pub fn add_counterexample(&mut self, t: i64) {
-        let k = self.clamp(self.index(t));
+        let k = self.index(t);
         self.lower(k, |s| s.counterexamples += 1);
     }
 
     /// Places a reason at `t`.
     pub fn add_reason(&mut self, t: i64, reason: Reason) {
-        let k = self.clamp(self.index(t));
+        let k = self.index(t);
         self.lower(k, |s| s.unknown[reason as usize] += 1);
     }
 
@@ -178,27 +184,45 @@ impl WindowSeries {
     /// order now decides, a grant that arrived). Only provisional windows change: a final
     /// window's verdict never rises.
     pub fn retract_reason(&mut self, t: i64, reason: Reason) {
-        let k = self.clamp(self.index(t));
-        if self.is_final(k) {
+        let k = self.index(t);
+        if self.is_final(self.clamp(k)) {
             return;
         }
-        if let Some(p) = self.points.get_mut(&k) {
+        if let Some(p) = self.placed(k, |p| p.unknown[reason as usize] > 0) {
             let n = &mut p.unknown[reason as usize];
             *n = n.saturating_sub(1);
         }
+    }
+
+    /// The point where a finding at window `k` was placed: its own window, or (in a series
+    /// restored from a checkpoint written before findings kept their own window) the edge
+    /// window it was clamped to then.
+    fn placed(
+        &mut self,
+        k: i64,
+        has: impl Fn(&WindowSummary) -> bool,
+    ) -> Option<&mut WindowSummary> {
+        let k = if self.points.get(&k).is_some_and(&has) {
+            k
+        } else {
+            self.clamp(k)
+        };
+        self.points.get_mut(&k)
     }
 
     /// Withdraws a counterexample placed at `t` (SPEC §4 "Provisional counterexamples"): its
     /// window gets `reason` instead, and a final window whose verdict changes (`refuted` →
     /// `unknown`) is marked `revised` — one of the two exceptions to "verdicts only drop".
     pub fn withdraw_counterexample(&mut self, t: i64, reason: Reason) {
-        let k = self.clamp(self.index(t));
-        let before = self.summary(k).verdict();
-        let p = self.points.entry(k).or_default();
-        p.counterexamples = p.counterexamples.saturating_sub(1);
-        p.unknown[reason as usize] += 1;
-        if self.is_final(k) && self.summary(k).verdict() != before {
-            self.revised.insert(k);
+        let k = self.index(t);
+        let e = self.clamp(k);
+        let before = self.summary(e).verdict();
+        if let Some(p) = self.placed(k, |p| p.counterexamples > 0) {
+            p.counterexamples -= 1;
+        }
+        self.points.entry(k).or_default().unknown[reason as usize] += 1;
+        if self.is_final(e) && self.summary(e).verdict() != before {
+            self.revised.insert(e);
         }
     }
 
@@ -206,12 +230,12 @@ impl WindowSeries {
     /// as its own evidence says; a final window keeps it (use
     /// [`WindowSeries::withdraw_counterexample`] there).
     pub fn retract_counterexample(&mut self, t: i64) {
-        let k = self.clamp(self.index(t));
-        if self.is_final(k) {
+        let k = self.index(t);
+        if self.is_final(self.clamp(k)) {
             return;
         }
-        if let Some(p) = self.points.get_mut(&k) {
-            p.counterexamples = p.counterexamples.saturating_sub(1);
+        if let Some(p) = self.placed(k, |p| p.counterexamples > 0) {
+            p.counterexamples -= 1;
         }
     }
 
@@ -221,27 +245,95 @@ impl WindowSeries {
     pub fn add_reason_span(&mut self, a: i64, b: i64, reason: Reason) {
         let (a, b) = (a.min(b), a.max(b));
         self.add_reason(a, reason);
-        let (ka, kb) = (self.clamp(self.index(a)), self.clamp(self.index(b)));
+        let (ka, kb) = (self.index(a), self.index(b));
         if kb != ka {
             self.add_reason(b, reason);
             self.add_span(ka + 1, kb - 1, reason);
         }
     }
 
-    /// Sum of the point summaries of windows `from..=to` (spans excluded).
+    /// Sum of the point summaries of windows `from..=to` (spans excluded), findings outside
+    /// the range read in its edge windows.
     pub fn points_between(&self, from: i64, to: i64) -> WindowSummary {
         let mut s = WindowSummary::default();
-        if from <= to {
+        if from > to {
+            return s;
+        }
+        let Some((first, last)) = self.range() else {
             for p in self.points.range(from..=to).map(|(_, p)| p) {
                 s.merge(p);
+            }
+            return s;
+        };
+        let (a, b) = (from.max(first), to.min(last));
+        if a <= b {
+            for p in self.points.range(a..=b).map(|(_, p)| p) {
+                s.merge(p);
+            }
+            let (below, above) = self.outside();
+            if a == first {
+                s.merge(&below);
+            }
+            if b == last {
+                s.merge(&above);
             }
         }
         s
     }
 
-    /// The spans.
-    pub fn spans(&self) -> &[Span] {
-        &self.spans
+    /// Sums of the point summaries below and above the range (see the module's note).
+    fn outside(&self) -> (WindowSummary, WindowSummary) {
+        let (mut below, mut above) = (WindowSummary::default(), WindowSummary::default());
+        if let Some((first, last)) = self.range() {
+            for p in self.points.range(..first).map(|(_, p)| p) {
+                below.merge(p);
+            }
+            for p in self.points.range(last.saturating_add(1)..).map(|(_, p)| p) {
+                above.merge(p);
+            }
+        }
+        (below, above)
+    }
+
+    /// The point summary of window `k` as read: with the findings outside the range when `k`
+    /// is an edge window (`outside` is [`WindowSeries::outside`]).
+    fn point(
+        &self,
+        k: i64,
+        outside: &(WindowSummary, WindowSummary),
+    ) -> Option<std::borrow::Cow<'_, WindowSummary>> {
+        use std::borrow::Cow;
+        let own = self.points.get(&k);
+        let Some((first, last)) = self.range() else {
+            return own.map(Cow::Borrowed);
+        };
+        let edge = |v: &WindowSummary| *v != WindowSummary::default();
+        let add_below = k == first && edge(&outside.0);
+        let add_above = k == last && edge(&outside.1);
+        if !add_below && !add_above {
+            return own.map(Cow::Borrowed);
+        }
+        let mut s = own.cloned().unwrap_or_default();
+        if add_below {
+            s.merge(&outside.0);
+        }
+        if add_above {
+            s.merge(&outside.1);
+        }
+        Some(Cow::Owned(s))
+    }
+
+    /// The spans, each as read: clamped to the range (see the module's note).
+    pub fn spans(&self) -> impl Iterator<Item = Span> + '_ {
+        self.spans.iter().map(|sp| self.clamp_span(*sp))
+    }
+
+    fn clamp_span(&self, sp: Span) -> Span {
+        Span {
+            from: self.clamp(sp.from),
+            to: self.clamp(sp.to),
+            reason: sp.reason,
+        }
     }
 
     /// Advances the watermark (it never goes back): windows ending at or before it are final.
@@ -288,10 +380,11 @@ impl WindowSeries {
     /// Applies late evidence to window `k`, marking a final window `revised` when its verdict
     /// drops (holds → unknown → refuted). Verdicts only ever drop: nothing is retracted.
     fn lower(&mut self, k: i64, f: impl FnOnce(&mut WindowSummary)) {
-        let before = self.summary(k).verdict();
+        let e = self.clamp(k);
+        let before = self.summary(e).verdict();
         f(self.points.entry(k).or_default());
-        if self.is_final(k) && self.summary(k).verdict() > before {
-            self.revised.insert(k);
+        if self.is_final(e) && self.summary(e).verdict() > before {
+            self.revised.insert(e);
         }
     }
 
@@ -304,8 +397,8 @@ impl WindowSeries {
 
     /// Places a reason on every window intersecting `[a, b]` (times in ns).
     pub fn add_time_span(&mut self, a: i64, b: i64, reason: Reason) {
-        let sp = self.time_span(a, b, reason);
-        self.add_span(sp.from, sp.to, reason);
+        let (a, b) = (a.min(b), a.max(b));
+        self.add_span(self.index(a), self.index(b), reason);
     }
 
     /// The span of every window intersecting `[a, b]` (times in ns, either order), clamped to
@@ -351,10 +444,14 @@ impl WindowSeries {
         }
     }
 
-    /// The summary of window `k`, spans included.
+    /// The summary of window `k`, spans included, as read (see the module's note).
     pub fn summary(&self, k: i64) -> WindowSummary {
-        let mut s = self.points.get(&k).cloned().unwrap_or_default();
-        for sp in &self.spans {
+        let outside = self.outside();
+        let mut s = self
+            .point(k, &outside)
+            .map(|p| p.into_owned())
+            .unwrap_or_default();
+        for sp in self.spans() {
             if sp.from <= k && k <= sp.to {
                 s.unknown[sp.reason as usize] += 1;
             }
@@ -384,7 +481,9 @@ impl WindowSeries {
             self.spans
                 .iter()
                 .chain(extra.iter().filter(|sp| sp.from <= sp.to))
+                .map(|sp| self.clamp_span(*sp))
         };
+        let outside = self.outside();
         let n_spans = self.spans.len() + extra.len();
         let total = (last - first) as u64 + 1;
         let merge_runs = total > max_windows;
@@ -429,7 +528,7 @@ impl WindowSeries {
                 bi += 1;
             }
             let span_unknown = active.iter().any(|&n| n > 0);
-            let verdict = match self.points.get(&a) {
+            let verdict = match self.point(a, &outside).as_deref() {
                 Some(p) if p.verdict() == Verdict::Refuted => Verdict::Refuted,
                 Some(p) if p.verdict() == Verdict::Unknown || span_unknown => Verdict::Unknown,
                 _ if span_unknown => Verdict::Unknown,
@@ -467,8 +566,13 @@ impl WindowSeries {
             return;
         }
         let mut bounds: Vec<(i64, i64, usize)> = Vec::new();
+        let outside = self.outside();
         for sp in self.spans.iter().chain(extra) {
-            if sp.from <= sp.to && sp.to >= from && sp.from <= to {
+            if sp.from > sp.to {
+                continue;
+            }
+            let sp = self.clamp_span(*sp);
+            if sp.to >= from && sp.from <= to {
                 bounds.push((sp.from.max(from), 1, sp.reason as usize));
                 bounds.push((sp.to.saturating_add(1), -1, sp.reason as usize));
             }
@@ -488,6 +592,12 @@ impl WindowSeries {
                 _ => None,
             };
             let mut s = point.unwrap_or(&empty).clone();
+            if k == first {
+                s.merge(&outside.0);
+            }
+            if k == last {
+                s.merge(&outside.1);
+            }
             for (u, a) in s.unknown.iter_mut().zip(active) {
                 *u += a.max(0) as u64;
             }
@@ -726,6 +836,58 @@ mod tests {
         let mut part = Vec::new();
         s.details_with(&extra, EventTime(3 * MIN), 5, 6, |d| part.push(d));
         assert_eq!(part, got[5..=6]);
+    }
+
+    #[test]
+    fn a_finding_outside_the_range_reads_at_the_edge_until_the_range_reaches_it() {
+        // `serve`: the reason arrives while the range is [2, 2], then events widen it.
+        let mut early = WindowSeries::new(MIN);
+        early.add_event(2 * MIN);
+        early.add_reason(0, Reason::ConflictingDuplicate);
+        early.add_time_span(-MIN, 0, Reason::TelemetryGap);
+        assert_eq!(
+            early.summary(2).verdict(),
+            Verdict::Unknown,
+            "read at the edge"
+        );
+        assert_eq!(early.points_between(2, 2).unknown.iter().sum::<u64>(), 1);
+        early.add_event(MIN);
+        // `check`: every event first.
+        let mut late = WindowSeries::new(MIN);
+        late.add_event(2 * MIN);
+        late.add_event(MIN);
+        late.add_reason(0, Reason::ConflictingDuplicate);
+        late.add_time_span(-MIN, 0, Reason::TelemetryGap);
+        for s in [&early, &late] {
+            let t = s.timeline(EventTime::MAX, 100);
+            assert_eq!(
+                t.iter().map(|r| r.verdict).collect::<Vec<_>>(),
+                [Verdict::Unknown, Verdict::Holds]
+            );
+            let mut d = Vec::new();
+            s.details_with(&[], EventTime::MAX, 0, 5, |w| d.push(w.summary));
+            assert_eq!(d[0].unknown[Reason::ConflictingDuplicate as usize], 1);
+            assert_eq!(d[0].unknown[Reason::TelemetryGap as usize], 1);
+            assert_eq!(d[1].verdict(), Verdict::Holds);
+            assert_eq!(s.spans().next().map(|sp| (sp.from, sp.to)), Some((1, 1)));
+        }
+        // Once the range reaches the finding's own window, it is read there.
+        early.add_event(0);
+        let t = early.timeline(EventTime::MAX, 100);
+        assert_eq!(
+            t.iter().map(|r| r.verdict).collect::<Vec<_>>(),
+            [Verdict::Unknown, Verdict::Holds, Verdict::Holds]
+        );
+    }
+
+    #[test]
+    fn a_reason_clamped_by_an_older_checkpoint_is_still_retracted() {
+        let mut s = WindowSeries::new(MIN);
+        s.add_event(2 * MIN);
+        // As a series restored from a layout that clamped at insertion holds it.
+        s.points.entry(2).or_default().unknown[Reason::MissingEpoch as usize] += 1;
+        s.retract_reason(0, Reason::MissingEpoch);
+        assert_eq!(s.summary(2).verdict(), Verdict::Holds);
     }
 
     #[test]
