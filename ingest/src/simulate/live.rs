@@ -5,7 +5,7 @@
 //! counterexample, the first one a few seconds in), a commit without an epoch every minute
 //! (`unknown(missing_epoch)`), and a declared route that never emits (`unknown(route_silent)`).
 //! Its contract requires one premise, `durable_fence` (SPEC §10), which the demo attests at
-//! start and renews every minute (each attestation supports it for its `max_age`, 2 minutes),
+//! start (dated one assurance window back) and renews every minute (each attestation supports it for its `max_age`, 2 minutes),
 //! as a deploy pipeline or a scheduled failover drill would: the page's premise table shows the
 //! time left.
 
@@ -39,6 +39,8 @@ assurance_window = "1m"
 const RENEW_EVERY: i64 = 60_000_000_000;
 /// The demo contract's window (ns).
 const WINDOW: i64 = 10_000_000_000;
+/// The demo contract's `assurance_window` (ns).
+const ASSURANCE_WINDOW: i64 = 60_000_000_000;
 
 /// Scopes of the demo workload.
 const SCOPES: u64 = 500;
@@ -59,10 +61,17 @@ pub fn demo(start: EventTime, rate: u64, stale_every_ns: i64, seed: u64) -> Gene
         attest: &[],
     };
     let first_stale = start.0 + stale_every_ns.min(3_000_000_000);
-    // The first attestation covers the first window from its start.
+    // The first attestation is dated one assurance window before the first window's start,
+    // as a deploy pipeline's would be from before the service came up: the assessment of the
+    // first minute covers time before the demo started, and SPEC §10 counts any unsupported
+    // part of it (a newcomer's first look would read `unknown(premise_unattested)`).
     let first_window = start.0.div_euclid(WINDOW) * WINDOW;
     Generator::new(&wl)
-        .renew("durable_fence", first_window, RENEW_EVERY)
+        .renew(
+            "durable_fence",
+            first_window - ASSURANCE_WINDOW,
+            RENEW_EVERY,
+        )
         .every(Fault::PausedOldOwner, first_stale, stale_every_ns)
         .every(Fault::MissingEpoch, start.0 + 5_000_000_000, 60_000_000_000)
 }

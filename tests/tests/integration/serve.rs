@@ -532,6 +532,10 @@ fn demo_runs_with_zero_setup_and_finds_its_resumed_old_owners() {
         .json();
     assert!(found.len() >= 2, "{} counterexamples", found.len());
     assert_eq!(a["verdict"], "refuted", "{a}");
+    // Its premise is supported from the first look on, over the whole assurance window.
+    let p = &a["properties"][0];
+    assert_eq!(p["unsupported_premises"], serde_json::json!([]), "{a}");
+    assert!(p["unknown"].get("premise_unattested").is_none(), "{a}");
     assert!(dir.path().join("contract.toml").exists());
 }
 
