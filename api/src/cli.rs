@@ -4,6 +4,7 @@
 
 use crate::exit::{EXIT_ERROR, EXIT_USAGE};
 use crate::render;
+use crate::spill;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use fencewatch_assess::Contract;
 use fencewatch_assess::history::History;
@@ -105,9 +106,40 @@ struct CheckArgs {
     /// The `valid_for` of those attestations [default: the premise's max_age, else 24h].
     #[arg(long, value_name = "DURATION", requires = "attestations_out", value_parser = positive_duration)]
     attestation_valid_for: Option<fencewatch_assess::Duration>,
+    /// Assess within about this much memory (bytes, or with a unit: 512MiB, 2GiB): a history
+    /// larger than that is kept in temporary files by scope and assessed a part at a time,
+    /// with the same report (README, "check within a memory budget").
+    #[arg(long, value_name = "SIZE", value_parser = byte_size)]
+    max_memory: Option<u64>,
+    /// Where `--max-memory` keeps its temporary files [default: the system's temporary
+    /// directory]; they are removed when the check ends.
+    #[arg(long, value_name = "DIR", requires = "max_memory")]
+    spill_dir: Option<PathBuf>,
     /// NDJSON (or JSON array) files, read as one stream in order; `-` is stdin.
     #[arg(required = true)]
     files: Vec<String>,
+}
+
+/// A size in bytes: digits, optionally followed by K, M, G or T (powers of 1024; `KiB`, `KB`
+/// and the like mean the same).
+fn byte_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    let (n, unit) = t.split_at(digits);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size (e.g. 536870912, 512MiB, 2GiB)"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(format!("`{s}`: unknown unit (use K, M, G or T)")),
+    };
+    n.checked_mul(1 << shift)
+        .filter(|&b| b > 0)
+        .ok_or_else(|| format!("`{s}` must be greater than zero and below 2^64 bytes"))
 }
 
 fn positive_duration(s: &str) -> Result<fencewatch_assess::Duration, String> {
@@ -323,7 +355,11 @@ fn check(args: CheckArgs) -> i32 {
     }
     let total = total_size(&inputs);
     let show_progress = args.format == Format::Text && std::io::stderr().is_terminal();
-    let mut bar = render::ProgressBar::new(total);
+    let spill_budget = args.max_memory.filter(|&b| spill::needed(&inputs, b));
+    let mut bar = match spill_budget {
+        Some(_) => render::ProgressBar::labelled(total, "reading (1/2)"),
+        None => render::ProgressBar::new(total),
+    };
     let mut progress = |n: u64| bar.update(n);
     let timings = std::env::var_os("FENCEWATCH_TIMINGS").is_some();
     let started = std::time::Instant::now();
@@ -348,29 +384,55 @@ fn check(args: CheckArgs) -> i32 {
         }
     };
     let kept_contract = evidence.as_ref().map(|_| contract.clone());
-    let mut history = History::new(contract);
-    if evidence.is_some() {
-        history.note_conformance();
-    }
-    let read = read_into(
-        &mut history,
-        &inputs,
-        opts,
-        if show_progress {
-            Some(&mut progress)
-        } else {
-            None
-        },
-    );
-    if show_progress {
-        bar.finish();
-    }
-    if let Err(e) = read {
-        eprintln!("fencewatch check: {e}");
-        return EXIT_ERROR;
-    }
-    let read_done = std::time::Instant::now();
-    let report = history.finish();
+    let progress = if show_progress {
+        Some(&mut progress as &mut dyn FnMut(u64))
+    } else {
+        None
+    };
+    let read_done;
+    let report = match spill_budget {
+        None => {
+            let mut history = History::new(contract);
+            if evidence.is_some() {
+                history.note_conformance();
+            }
+            let read = read_into(&mut history, &inputs, opts, progress);
+            if show_progress {
+                bar.finish();
+            }
+            if let Err(e) = read {
+                eprintln!("fencewatch check: {e}");
+                return EXIT_ERROR;
+            }
+            read_done = std::time::Instant::now();
+            history.finish()
+        }
+        Some(budget) => {
+            let spilled = spill::check(
+                contract,
+                &inputs,
+                opts,
+                budget,
+                args.spill_dir.as_deref(),
+                evidence.is_some(),
+                progress,
+                show_progress,
+            );
+            if show_progress {
+                bar.finish();
+            }
+            match spilled {
+                Ok((report, read)) => {
+                    read_done = read;
+                    report
+                }
+                Err(e) => {
+                    eprintln!("fencewatch check: {e}");
+                    return EXIT_ERROR;
+                }
+            }
+        }
+    };
     if timings {
         eprintln!(
             "timings: read+decode+push {:?}, finish {:?}",

@@ -17,4 +17,5 @@ pub mod query_cmd;
 pub mod render;
 pub mod serve;
 pub mod simulate_otlp;
+mod spill;
 pub mod wal_cmd;

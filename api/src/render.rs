@@ -231,15 +231,22 @@ pub struct ProgressBar {
     total: u64,
     started: Instant,
     last: Option<Instant>,
+    label: &'static str,
 }
 
 impl ProgressBar {
     /// A bar for `total` bytes (0 when unknown).
     pub fn new(total: u64) -> ProgressBar {
+        ProgressBar::labelled(total, "")
+    }
+
+    /// A bar for `total` bytes shown after `label` (a phase's name).
+    pub fn labelled(total: u64, label: &'static str) -> ProgressBar {
         ProgressBar {
             total,
             started: Instant::now(),
             last: None,
+            label,
         }
     }
 
@@ -268,7 +275,8 @@ impl ProgressBar {
         } else {
             format!("{mib:.0} MiB {:.0} MiB/s", mib / secs)
         };
-        eprint!("\r{line}\x1b[K");
+        let sep = if self.label.is_empty() { "" } else { " " };
+        eprint!("\r{}{sep}{line}\x1b[K", self.label);
     }
 
     /// Clears the bar.

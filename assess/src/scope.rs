@@ -388,6 +388,36 @@ pub(crate) fn silent_windows(
     first: i64,
     last: i64,
 ) -> Vec<(i64, i64)> {
+    let pairs = obs.windows(2).map(|p| (p[0], p[1]));
+    let ends = (obs.first().copied(), obs.last().copied());
+    silent_between(ends, pairs, freshness, width, first, last)
+}
+
+/// [`silent_windows`] of observations given as sorted, disjoint runs `(first, last)` within
+/// which no two consecutive observations are more than `freshness` apart: only the gaps
+/// between runs can silence a window, so the windows are those of every observation.
+pub(crate) fn silent_windows_of_runs(
+    runs: &[(i64, i64)],
+    freshness: i64,
+    width: i64,
+    first: i64,
+    last: i64,
+) -> Vec<(i64, i64)> {
+    let pairs = runs.windows(2).map(|p| (p[0].1, p[1].0));
+    let ends = (runs.first().map(|r| r.0), runs.last().map(|r| r.1));
+    silent_between(ends, pairs, freshness, width, first, last)
+}
+
+/// The silent windows given the first and last observation and each pair of consecutive ones
+/// that may be more than `freshness` apart.
+fn silent_between(
+    ends: (Option<i64>, Option<i64>),
+    pairs: impl Iterator<Item = (i64, i64)>,
+    freshness: i64,
+    width: i64,
+    first: i64,
+    last: i64,
+) -> Vec<(i64, i64)> {
     let w = i128::from(width);
     let ceil = |a: i128| -> i128 { -((-a).div_euclid(w)) };
     // Silent window ends E form intervals [x, y); window k ends at (k+1)*width.
@@ -400,18 +430,18 @@ pub(crate) fn silent_windows(
         }
     };
     let f = i128::from(freshness);
-    match (obs.first(), obs.last()) {
-        (None, _) | (_, None) => push(None, None),
-        (Some(&o1), Some(&on)) => {
+    match ends {
+        (Some(o1), Some(on)) => {
             push(None, Some(i128::from(o1)));
-            for pair in obs.windows(2) {
-                let (x, y) = (i128::from(pair[0]) + f, i128::from(pair[1]));
+            for (a, b) in pairs {
+                let (x, y) = (i128::from(a) + f, i128::from(b));
                 if x < y {
                     push(Some(x), Some(y));
                 }
             }
             push(Some(i128::from(on) + f), None);
         }
+        _ => push(None, None),
     }
     out
 }

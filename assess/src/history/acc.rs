@@ -36,7 +36,34 @@ pub(super) struct Acc {
     pub(super) events: u64,
     pub(super) stale_rejections: u64,
     pub(super) route_obs: Vec<Vec<i64>>,
+    /// Observations already folded into runs ([`Acc::compact_routes`]), per declared route.
+    pub(super) route_runs: Vec<Vec<ObsRun>>,
     pub(super) undeclared: BTreeMap<u32, u64>,
+}
+
+/// Observations of a route from `from` to `to` (ns), `n` of them, no two consecutive ones more
+/// than the route's freshness apart: what route silence needs to know of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ObsRun {
+    pub(super) from: i64,
+    pub(super) to: i64,
+    pub(super) n: u64,
+}
+
+/// Sorts `runs` and joins those no more than `freshness` apart.
+pub(super) fn coalesce_runs(runs: &mut Vec<ObsRun>, freshness: i64) {
+    runs.sort_unstable_by_key(|r| (r.from, r.to));
+    let mut out: Vec<ObsRun> = Vec::with_capacity(runs.len());
+    for r in runs.drain(..) {
+        match out.last_mut() {
+            Some(last) if i128::from(r.from) <= i128::from(last.to) + i128::from(freshness) => {
+                last.to = last.to.max(r.to);
+                last.n += r.n;
+            }
+            _ => out.push(r),
+        }
+    }
+    *runs = out;
 }
 
 impl Acc {
@@ -54,6 +81,7 @@ impl Acc {
             events: 0,
             stale_rejections: 0,
             route_obs: vec![Vec::new(); routes],
+            route_runs: vec![Vec::new(); routes],
             undeclared: BTreeMap::new(),
         }
     }
@@ -86,8 +114,26 @@ impl Acc {
         for (mine, theirs) in self.route_obs.iter_mut().zip(other.route_obs) {
             mine.extend(theirs);
         }
+        for (mine, theirs) in self.route_runs.iter_mut().zip(other.route_runs) {
+            mine.extend(theirs);
+        }
         for (route, n) in other.undeclared {
             *self.undeclared.entry(route).or_default() += n;
+        }
+    }
+
+    /// Folds the route observations into runs ([`ObsRun`]) joined with those folded before:
+    /// memory in proportion to a route's silences rather than to its events, for a check that
+    /// assesses its history part by part.
+    pub(super) fn compact_routes(&mut self, freshness: i64) {
+        for (obs, runs) in self.route_obs.iter_mut().zip(&mut self.route_runs) {
+            runs.extend(obs.drain(..).map(|t| ObsRun {
+                from: t,
+                to: t,
+                n: 1,
+            }));
+            *obs = Vec::new();
+            coalesce_runs(runs, freshness);
         }
     }
 

@@ -6,7 +6,7 @@ use crate::rules::Rec;
 
 /// What an attestation holds beyond a record (SPEC §10): its content for the Duplicates rule
 /// and what its support needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct AttestRec {
     pub(super) premise: Box<str>,
     pub(super) valid_for: Option<i64>,

@@ -36,18 +36,41 @@ impl History {
             .map(|(prop, mut acc)| {
                 let mut routes = Vec::with_capacity(prop.routes.len());
                 let range = acc.series.range();
+                let freshness = prop.route_freshness.0;
+                if acc.route_runs.iter().any(|r| !r.is_empty()) {
+                    acc.compact_routes(freshness);
+                }
                 for (i, route) in prop.routes.iter().enumerate() {
                     let mut obs = std::mem::take(&mut acc.route_obs[i]);
                     obs.sort_unstable();
+                    // Observations folded into runs (a check by parts) stand for themselves.
+                    let runs = std::mem::take(&mut acc.route_runs[i]);
+                    let (count, last_seen) = if runs.is_empty() {
+                        (obs.len() as u64, obs.last().copied())
+                    } else {
+                        (runs.iter().map(|r| r.n).sum(), runs.last().map(|r| r.to))
+                    };
                     let silent = match range {
                         Some((first, last)) => {
-                            let spans = scope::silent_windows(
-                                &obs,
-                                prop.route_freshness.0,
-                                acc.series.width(),
-                                first,
-                                last,
-                            );
+                            let spans = if runs.is_empty() {
+                                scope::silent_windows(
+                                    &obs,
+                                    freshness,
+                                    acc.series.width(),
+                                    first,
+                                    last,
+                                )
+                            } else {
+                                let ends: Vec<(i64, i64)> =
+                                    runs.iter().map(|r| (r.from, r.to)).collect();
+                                scope::silent_windows_of_runs(
+                                    &ends,
+                                    freshness,
+                                    acc.series.width(),
+                                    first,
+                                    last,
+                                )
+                            };
                             let n: i64 = spans.iter().map(|(a, b)| b - a + 1).sum();
                             for &(a, b) in &spans {
                                 acc.series.add_span(a, b, Reason::RouteSilent);
@@ -57,8 +80,8 @@ impl History {
                         None => 1,
                     };
                     if silent > 0 {
-                        let detail = match obs.last() {
-                            Some(&t) => format!(
+                        let detail = match last_seen {
+                            Some(t) => format!(
                                 "route `{}` silent in {silent} window(s); last observed {}",
                                 route.name,
                                 EventTime(t)
@@ -76,8 +99,8 @@ impl History {
                     routes.push(RouteCoverage {
                         name: route.name.clone(),
                         fenced: route.fenced,
-                        observations: obs.len() as u64,
-                        last_seen: obs.last().map(|&t| EventTime(t).to_string()),
+                        observations: count,
+                        last_seen: last_seen.map(|t| EventTime(t).to_string()),
                         silent_windows: silent,
                     });
                 }

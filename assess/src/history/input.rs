@@ -48,7 +48,7 @@ pub(super) struct ScopeTexts {
 }
 
 impl ScopeTexts {
-    fn push(&mut self, s: &str) -> u32 {
+    pub(super) fn push(&mut self, s: &str) -> u32 {
         let i = u32::try_from(self.hashes.len())
             .ok()
             .filter(|&i| i < NONE)

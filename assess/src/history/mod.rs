@@ -20,9 +20,11 @@ mod conclude;
 mod input;
 mod premises;
 mod settle;
+mod spill;
 mod state;
 mod sweep;
 
 pub use crate::rules::{CONTEXT_EVENTS, MALFORMED_SAMPLES, SAMPLES_PER_REASON};
 pub use input::{Batch, SourceId};
+pub use spill::{SpillStore, Spilled};
 pub use state::{History, MAX_LISTED_WINDOWS};

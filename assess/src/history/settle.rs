@@ -58,6 +58,16 @@ impl History {
     }
 
     pub(super) fn settle_duplicates(&mut self, accs: &mut [Acc], by_seq: &[u32]) -> u64 {
+        // Keys settled outside: their conflicting deliveries come set aside, and a key with
+        // one of them is not judged again here (some of its deliveries are elsewhere).
+        let outside = self.seqs_outside.clone();
+        if let Some(aside) = &outside {
+            for r in self.recs.iter_mut() {
+                if r.seq_key().is_some() && aside.contains(&(r.source, r.position)) {
+                    r.flags |= ASIDE;
+                }
+            }
+        }
         let recs = &mut self.recs;
         let scopes = &self.scopes;
         let attests = &self.attests;
@@ -72,14 +82,17 @@ impl History {
         let mut conflicts: Vec<Vec<u32>> = Vec::new();
         let mut groups = |idx: &[u32],
                           same_key: &dyn Fn(&Rec, &Rec) -> bool,
-                          recs: &mut Vec<Rec>| {
+                          recs: &mut Vec<Rec>,
+                          settled_outside: bool| {
             let mut a = 0;
             while a < idx.len() {
                 let mut b = a + 1;
                 while b < idx.len() && same_key(&recs[idx[a] as usize], &recs[idx[b] as usize]) {
                     b += 1;
                 }
-                if b - a > 1 {
+                let elsewhere =
+                    || settled_outside && idx[a..b].iter().any(|&i| recs[i as usize].has(ASIDE));
+                if b - a > 1 && !elsewhere() {
                     let first = recs[idx[a] as usize];
                     if idx[a + 1..b].iter().all(|&i| {
                         let r = &recs[i as usize];
@@ -101,11 +114,17 @@ impl History {
                 a = b;
             }
         };
-        groups(by_seq, &|x, y| x.seq_key() == y.seq_key(), recs);
+        groups(
+            by_seq,
+            &|x, y| x.seq_key() == y.seq_key(),
+            recs,
+            outside.is_some(),
+        );
         groups(
             &by_order,
             &|x, y| scopes.key(x) == scopes.key(y) && x.order_key() == y.order_key(),
             recs,
+            false,
         );
         // A delivery equal to one set aside through its other key is set aside too.
         let mut changed = !conflicts.is_empty();
@@ -120,46 +139,11 @@ impl History {
             }
         }
         for members in &conflicts {
-            let mut props: Vec<u16> = members
+            let members: Vec<Delivery> = members
                 .iter()
-                .map(|&i| self.recs[i as usize].prop)
-                .filter(|&p| p != UNATTRIBUTED)
+                .map(|&i| Delivery::of(&self.recs[i as usize]))
                 .collect();
-            props.sort_unstable();
-            props.dedup();
-            let lo = members
-                .iter()
-                .map(|&i| self.recs[i as usize].ts)
-                .min()
-                .unwrap_or(0);
-            let hi = members
-                .iter()
-                .map(|&i| self.recs[i as usize].ts)
-                .max()
-                .unwrap_or(0);
-            let first = self.recs[members[0] as usize];
-            let others: Vec<String> = members[1..]
-                .iter()
-                .map(|&i| self.prov(&self.recs[i as usize]).to_string())
-                .collect();
-            for p in props {
-                let sample = self.sample(
-                    &first,
-                    format!(
-                        "differs from {} delivered under the same key",
-                        others.join(", ")
-                    ),
-                );
-                let acc = &mut accs[p as usize];
-                acc.hit(
-                    Reason::ConflictingDuplicate,
-                    1,
-                    (first.source, first.position),
-                    || sample,
-                );
-                acc.series
-                    .add_time_span(lo, hi, Reason::ConflictingDuplicate);
-            }
+            hit_conflict(accs, &members, |d| self.shown(d.source, d.position));
         }
         if equal_pairs.is_empty() {
             return 0;
@@ -223,24 +207,12 @@ impl History {
             let name = self.strings.resolve(emitter as u32);
             let mut missing = 0;
             for &(xi, yi) in &found {
-                let (x, y) = (&recs[xi as usize], &recs[yi as usize]);
+                let d = |i: u32| Delivery::of(&recs[i as usize]);
+                let (x, y) = (d(xi), d(yi));
                 missing += y.seq - x.seq - 1;
-                for (p, _) in feeds.iter().enumerate().filter(|(_, f)| **f) {
-                    let detail = format!(
-                        "emitter `{name}` skipped seq {}..={} between {} and {}",
-                        x.seq + 1,
-                        y.seq - 1,
-                        self.prov(x),
-                        self.prov(y)
-                    );
-                    let acc = &mut accs[p];
-                    acc.hit(Reason::TelemetryGap, 1, (y.source, y.position), || Sample {
-                        source: self.prov(y).to_string(),
-                        ts: Some(EventTime(y.ts).to_string()),
-                        detail,
-                    });
-                    acc.series.add_time_span(x.ts, y.ts, Reason::TelemetryGap);
-                }
+                hit_gap(accs, &feeds, name, &x, &y, |d| {
+                    self.shown(d.source, d.position)
+                });
             }
             out.push(EmitterReport {
                 emitter: name.to_string(),
@@ -253,5 +225,91 @@ impl History {
         }
         out.sort_by(|a, b| a.emitter.cmp(&b.emitter));
         out
+    }
+}
+
+/// What judging a duplicate key or a telemetry gap needs of one delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(super) struct Delivery {
+    pub(super) seq: u64,
+    pub(super) ts: i64,
+    pub(super) source: u32,
+    pub(super) position: u64,
+    pub(super) prop: u16,
+}
+
+impl Delivery {
+    pub(super) fn of(r: &Rec) -> Delivery {
+        Delivery {
+            seq: r.seq,
+            ts: r.ts,
+            source: r.source,
+            position: r.position,
+            prop: r.prop,
+        }
+    }
+}
+
+/// Counts the conflicting deliveries `members` of one key (in reading order) for each of their
+/// properties, with the first one's sample naming the others (`shown`: `source:position`).
+pub(super) fn hit_conflict(
+    accs: &mut [Acc],
+    members: &[Delivery],
+    shown: impl Fn(&Delivery) -> String,
+) {
+    let mut props: Vec<u16> = members
+        .iter()
+        .map(|d| d.prop)
+        .filter(|&p| p != UNATTRIBUTED)
+        .collect();
+    props.sort_unstable();
+    props.dedup();
+    let lo = members.iter().map(|d| d.ts).min().unwrap_or(0);
+    let hi = members.iter().map(|d| d.ts).max().unwrap_or(0);
+    let first = &members[0];
+    let others: Vec<String> = members[1..].iter().map(&shown).collect();
+    for p in props {
+        let acc = &mut accs[p as usize];
+        acc.hit(
+            Reason::ConflictingDuplicate,
+            1,
+            (first.source, first.position),
+            || Sample {
+                source: shown(first),
+                ts: Some(EventTime(first.ts).to_string()),
+                detail: format!(
+                    "differs from {} delivered under the same key",
+                    others.join(", ")
+                ),
+            },
+        );
+        acc.series
+            .add_time_span(lo, hi, Reason::ConflictingDuplicate);
+    }
+}
+
+/// Counts emitter `name`'s gap between deliveries `x` and `y` for each property it feeds.
+pub(super) fn hit_gap(
+    accs: &mut [Acc],
+    feeds: &[bool],
+    name: &str,
+    x: &Delivery,
+    y: &Delivery,
+    shown: impl Fn(&Delivery) -> String,
+) {
+    for (p, _) in feeds.iter().enumerate().filter(|(_, f)| **f) {
+        let acc = &mut accs[p];
+        acc.hit(Reason::TelemetryGap, 1, (y.source, y.position), || Sample {
+            source: shown(y),
+            ts: Some(EventTime(y.ts).to_string()),
+            detail: format!(
+                "emitter `{name}` skipped seq {}..={} between {} and {}",
+                x.seq + 1,
+                y.seq - 1,
+                shown(x),
+                shown(y)
+            ),
+        });
+        acc.series.add_time_span(x.ts, y.ts, Reason::TelemetryGap);
     }
 }

@@ -40,6 +40,8 @@ pub struct History {
     pub(super) attests: Vec<(u32, super::attest::AttestRec)>,
     /// Report what a conformance run exercised ([`History::note_conformance`]).
     pub(super) conformance: bool,
+    /// Set when the (emitter, seq) keys are settled outside ([`History::settle_seqs_outside`]).
+    pub(super) seqs_outside: Option<std::sync::Arc<AsideSet>>,
 }
 
 impl History {
@@ -60,6 +62,7 @@ impl History {
             threads: 1,
             attests: Vec::new(),
             conformance: false,
+            seqs_outside: None,
         }
     }
 
@@ -146,11 +149,7 @@ impl History {
             tally,
             attests,
         } = batch;
-        let prior = self.tally.max_valid_ts;
-        for m in malformed {
-            self.note_malformed(source, m.position, m.ts, later(prior, m.prior), m.message);
-        }
-        self.tally.add(tally);
+        self.note_counts(source, malformed, tally);
         let ids: Vec<u32> = (0..strings.len() as u32)
             .map(|i| self.strings.intern(strings.resolve(i)))
             .collect();
@@ -172,6 +171,20 @@ impl History {
         }
     }
 
+    /// Takes a batch's malformed events and counts, read after everything so far.
+    pub(super) fn note_counts(
+        &mut self,
+        source: SourceId,
+        malformed: Vec<super::input::BatchMalformed>,
+        tally: Tally,
+    ) {
+        let prior = self.tally.max_valid_ts;
+        for m in malformed {
+            self.note_malformed(source, m.position, m.ts, later(prior, m.prior), m.message);
+        }
+        self.tally.add(tally);
+    }
+
     /// Adds a malformed event: counted, kept as a sample, placed at its `ts` if that parsed,
     /// else at the greatest valid event time read before it.
     pub fn push_malformed(
@@ -184,7 +197,7 @@ impl History {
         self.note_malformed(source, position, ts, self.tally.max_valid_ts, message);
     }
 
-    fn note_malformed(
+    pub(super) fn note_malformed(
         &mut self,
         source: SourceId,
         position: u64,
@@ -205,6 +218,11 @@ impl History {
         });
     }
 
+    /// `source:position` of a delivery read from a source of this history.
+    pub(super) fn shown(&self, source: u32, position: u64) -> String {
+        format!("{}:{position}", self.sources[source as usize])
+    }
+
     pub(super) fn prov(&self, r: &Rec) -> Provenance {
         r.provenance(self)
     }
@@ -219,20 +237,48 @@ impl History {
 
     /// Assesses the history: the end of input is the end of time, every window is final.
     pub fn finish(mut self) -> Report {
+        let mut accs = self.accs();
+        let judged = self.judge(&mut accs);
+        self.report(accs, judged)
+    }
+
+    /// One empty accumulator per property, its window range covering every valid attributed
+    /// event, duplicates included.
+    pub(super) fn accs(&self) -> Vec<Acc> {
         let mut accs: Vec<Acc> = self.contract.properties.iter().map(Acc::new).collect();
-        // Window ranges first: every valid attributed event, duplicates included.
         for r in &self.recs {
             // Attestations extend no window (SPEC §10).
             if r.prop != UNATTRIBUTED && r.kind != Kind::Attestation {
                 accs[r.prop as usize].series.cover(r.ts);
             }
         }
+        accs
+    }
+
+    /// Judges the records into `accs`: duplicates settled, telemetry gaps found (unless the
+    /// (emitter, seq) keys are settled outside, [`History::settle_seqs_outside`]), what a
+    /// conformance run exercised, every applied event and (property, scope) group.
+    pub(super) fn judge(&mut self, accs: &mut [Acc]) -> Judged {
         let (by_seq, emitter_starts) = self.by_seq();
-        let duplicates = self.settle_duplicates(&mut accs, &by_seq);
-        let emitters = self.telemetry_gaps(&mut accs, &by_seq, &emitter_starts);
+        let duplicates = self.settle_duplicates(accs, &by_seq);
+        let emitters = if self.seqs_outside.is_some() {
+            Vec::new()
+        } else {
+            self.telemetry_gaps(accs, &by_seq, &emitter_starts)
+        };
         drop(by_seq);
         let conformance = self.conformance.then(|| self.exercised());
-        self.assess_events(&mut accs);
+        self.assess_events(accs);
+        Judged {
+            duplicates,
+            emitters,
+            conformance,
+        }
+    }
+
+    /// The report from judged accumulators: malformed events, premises and route silence
+    /// placed, each property concluded.
+    pub(super) fn report(mut self, mut accs: Vec<Acc>, judged: Judged) -> Report {
         self.place_malformed(&mut accs);
         let (attestations_ignored, premises) = self.assess_premises(&mut accs);
         let mut properties = self.conclude(accs);
@@ -251,13 +297,33 @@ impl History {
             attestations_ignored,
             malformed: self.malformed.len() as u64,
             events: self.tally.valid,
-            duplicates,
+            duplicates: judged.duplicates,
             properties,
             malformed_events: std::mem::take(&mut self.malformed_samples),
-            emitters,
-            conformance,
+            emitters: judged.emitters,
+            conformance: judged.conformance,
         }
     }
+
+    /// Leaves the (emitter, seq) keys to be settled outside this history, which holds only
+    /// some of them (`check --max-memory`, by scope): the records at `aside` (source,
+    /// position) are conflicting deliveries set aside there, and no telemetry gap is looked
+    /// for here. A key whose deliveries are all here and equal is settled here as usual: equal
+    /// deliveries share their scope.
+    pub(super) fn settle_seqs_outside(&mut self, aside: std::sync::Arc<AsideSet>) {
+        self.seqs_outside = Some(aside);
+    }
+}
+
+/// (source, position) of conflicting deliveries set aside by a settlement outside a history.
+pub(super) type AsideSet = std::collections::HashSet<(u32, u64)>;
+
+/// What [`History::judge`] found beside the accumulators.
+#[derive(Debug, Default)]
+pub(super) struct Judged {
+    pub(super) duplicates: u64,
+    pub(super) emitters: Vec<crate::report::EmitterReport>,
+    pub(super) conformance: Option<crate::report::Conformance>,
 }
 
 impl Resolve for History {

@@ -9,7 +9,7 @@
 use crate::decode::json::{self, DecodeError};
 use crossbeam_channel::{Receiver, Sender, bounded};
 use fencewatch_assess::Contract;
-use fencewatch_assess::history::{Batch, History, SourceId};
+use fencewatch_assess::history::{Batch, History, SourceId, SpillStore, Spilled};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Read};
@@ -335,10 +335,61 @@ fn read_input(
     Ok(())
 }
 
+/// What [`read_into`] reads into: a whole [`History`], or one assessed part by part within a
+/// memory budget ([`Spilled`], `check --max-memory`).
+pub trait Sink {
+    /// Registers a source (see [`History::add_source`]).
+    fn add_source(&mut self, name: &str) -> SourceId;
+    /// The contract the events are admitted under.
+    fn contract(&self) -> &Contract;
+    /// About `events` events are coming, decoded on `threads` threads.
+    fn prepare(&mut self, events: usize, threads: usize);
+    /// Adds a batch after those read so far.
+    fn append(&mut self, batch: Batch) -> io::Result<()>;
+}
+
+impl Sink for History {
+    fn add_source(&mut self, name: &str) -> SourceId {
+        History::add_source(self, name)
+    }
+
+    fn contract(&self) -> &Contract {
+        History::contract(self)
+    }
+
+    fn prepare(&mut self, events: usize, threads: usize) {
+        self.reserve(events);
+        self.set_threads(threads);
+    }
+
+    fn append(&mut self, batch: Batch) -> io::Result<()> {
+        History::append(self, batch);
+        Ok(())
+    }
+}
+
+impl<S: SpillStore> Sink for Spilled<S> {
+    fn add_source(&mut self, name: &str) -> SourceId {
+        Spilled::add_source(self, name)
+    }
+
+    fn contract(&self) -> &Contract {
+        Spilled::contract(self)
+    }
+
+    fn prepare(&mut self, _events: usize, threads: usize) {
+        self.set_threads(threads);
+    }
+
+    fn append(&mut self, batch: Batch) -> io::Result<()> {
+        Spilled::append(self, batch)
+    }
+}
+
 /// Reads `inputs` as one stream in argument order into `history`. `progress` is called with
 /// the bytes read so far, from the caller's thread.
 pub fn read_into(
-    history: &mut History,
+    history: &mut impl Sink,
     inputs: &[Input],
     opts: ReadOptions,
     progress: Option<Progress<'_>>,
@@ -348,9 +399,11 @@ pub fn read_into(
         .map(|i| history.add_source(&i.name()))
         .collect();
     // Simulated and typical events are 120-200 bytes a line.
-    history.reserve(usize::try_from(total_size(inputs) / 160).unwrap_or(0));
     let threads = opts.threads.max(1);
-    history.set_threads(threads);
+    history.prepare(
+        usize::try_from(total_size(inputs) / 160).unwrap_or(0),
+        threads,
+    );
     let (chunk_tx, chunk_rx): (Sender<Chunk>, Receiver<Chunk>) = bounded(threads * 2);
     let (parsed_tx, parsed_rx): (Sender<Parsed>, Receiver<Parsed>) = bounded(threads * 2);
     let read_bytes = std::sync::atomic::AtomicU64::new(0);
@@ -392,17 +445,30 @@ pub fn read_into(
         drop(parsed_tx);
         let mut pending: BTreeMap<u64, Parsed> = BTreeMap::new();
         let mut next = 0u64;
-        for parsed in &parsed_rx {
+        let mut failed = None;
+        'read: for parsed in &parsed_rx {
             pending.insert(parsed.seq, parsed);
             while let Some(p) = pending.remove(&next) {
-                history.append(p.batch);
+                if let Err(e) = history.append(p.batch) {
+                    failed = Some(e);
+                    break 'read;
+                }
                 next += 1;
             }
             if let Some(f) = progress.as_mut() {
                 f(read_bytes.load(std::sync::atomic::Ordering::Relaxed));
             }
         }
-        reader.join().expect("reader thread")
+        // The workers and then the reader stop once their channel's other end is gone.
+        drop(parsed_rx);
+        let read = reader.join().expect("reader thread");
+        match failed {
+            Some(source) => Err(ReadError {
+                name: "the spill files (--max-memory)".into(),
+                source,
+            }),
+            None => read,
+        }
     })
 }
 

@@ -6,7 +6,7 @@
 //!
 //! | source | batches from | durable offsets | partition |
 //! | --- | --- | --- | --- |
-//! | [`mod@file`] | files and stdin (`fencewatch check`) | none: one pass, in reading order | a `History`, not live |
+//! | [`mod@file`] | files and stdin (`fencewatch check`) | none: one pass, in reading order | a `History`, not live (or, within `--max-memory`, one spilled to [`spill`]'s files) |
 //! | [`wal`] | HTTP bodies, [`tail`], the live simulator | the local write-ahead log | `wal` |
 //! | [`tail`] | `--ingest-file` lines, submitted to [`wal`] | the WAL (resumes after its last line) | `wal` |
 //! | `kafka` (feature `kafka`) | a consumer group's assigned partitions | checkpoints, then the group's committed offsets | `topic/partition` each |
@@ -18,5 +18,6 @@
 pub mod file;
 #[cfg(feature = "kafka")]
 pub mod kafka;
+pub mod spill;
 pub mod tail;
 pub mod wal;
