@@ -59,7 +59,14 @@ struct RunArgs {
     /// Print the result as JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// The Python that runs the DuckDB peer (`bench/duckdb_peer.py`, needs `pip install
+    /// duckdb`); `none` leaves DuckDB out.
+    #[arg(long, default_value = "python3")]
+    duckdb_python: String,
 }
+
+/// The DuckDB peer's script.
+const DUCKDB_PEER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/duckdb_peer.py");
 
 #[derive(Debug, Subcommand)]
 enum Mode {
@@ -270,13 +277,16 @@ fn run(args: &RunArgs) -> Result<()> {
     let mut serde_out: Option<(u64, u64)> = None;
     let mut check_out: Option<CheckOut> = None;
     let mut df_count: Option<u64> = None;
+    let mut duck_s = Vec::new();
+    let mut duck_count: Option<u64> = None;
+    let use_duckdb = args.duckdb_python != "none";
     let mut notes = Vec::new();
 
     // Interleaved, so that drift of the machine hits all three alike.
     for i in 0..args.runs {
         if !args.json {
             eprintln!(
-                "run {}/{}: serde, check, check --threads 1, datafusion",
+                "run {}/{}: serde, check, check --threads 1, datafusion, duckdb",
                 i + 1,
                 args.runs
             );
@@ -328,6 +338,27 @@ fn run(args: &RunArgs) -> Result<()> {
         }
         df_count = Some(o.count);
         df_s.push(s);
+
+        if use_duckdb {
+            let (s, code, out) = timed(
+                Command::new(&args.duckdb_python)
+                    .arg(DUCKDB_PEER)
+                    .arg(file)
+                    .arg(df::sql(skew_ns)?),
+                "duckdb",
+            )?;
+            if code != 0 {
+                bail!(
+                    "the DuckDB peer exited with {code} (is the `duckdb` Python package installed? `--duckdb-python none` leaves it out)"
+                );
+            }
+            let o: DatafusionOut = serde_json::from_slice(&out).context("duckdb run output")?;
+            if duck_count.is_some_and(|p| p != o.count) {
+                notes.push(format!("duckdb counts differ between runs (run {})", i + 1));
+            }
+            duck_count = Some(o.count);
+            duck_s.push(s);
+        }
     }
 
     let (events, parse_errors) = serde_out.context("no run")?;
@@ -351,6 +382,7 @@ fn run(args: &RunArgs) -> Result<()> {
         check: report::Measurement::new(check_s, events),
         check_one_thread: report::Measurement::new(check1_s, events),
         datafusion: report::Measurement::new(df_s, events),
+        duckdb: duck_count.map(|c| (report::Measurement::new(duck_s, events), c)),
         check_verdict: check_out.verdict,
         check_exit_code: check_out.exit_code,
         check_events: check_out.events,

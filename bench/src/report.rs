@@ -63,6 +63,8 @@ pub(crate) struct Report {
     /// `check --threads 1`.
     pub(crate) check_one_thread: Measurement,
     pub(crate) datafusion: Measurement,
+    /// The DuckDB peer's times and count, unless left out.
+    pub(crate) duckdb: Option<(Measurement, u64)>,
     pub(crate) check_verdict: String,
     pub(crate) check_exit_code: i32,
     pub(crate) check_events: u64,
@@ -83,8 +85,19 @@ impl Report {
         100.0 * self.serde.median_s / self.check.median_s
     }
 
+    /// How many times longer DuckDB takes than `check` (issue 16: at least 3).
+    fn duckdb_speedup(&self) -> Option<f64> {
+        self.duckdb
+            .as_ref()
+            .map(|(m, _)| m.median_s / self.check.median_s)
+    }
+
     fn counts_agree(&self) -> bool {
         self.check_stale_commit == self.datafusion_count
+            && self
+                .duckdb
+                .as_ref()
+                .is_none_or(|(_, c)| *c == self.check_stale_commit)
     }
 
     pub(crate) fn to_json(&self) -> Value {
@@ -110,8 +123,13 @@ impl Report {
                 "timing": self.datafusion.to_json(),
                 "count": self.datafusion_count,
             },
+            "duckdb": self.duckdb.as_ref().map(|(m, c)| json!({
+                "timing": m.to_json(),
+                "count": c,
+            })),
             "ratios": {
                 "datafusion_over_check": self.speedup(),
+                "duckdb_over_check": self.duckdb_speedup(),
                 "check_pct_of_serde_throughput": self.check_pct_of_serde(),
             },
             "stale_counts_agree": self.counts_agree(),
@@ -161,7 +179,11 @@ impl Report {
                 format!("COUNT(*) {}", self.datafusion_count),
             ),
         ];
-        for (name, m, result) in rows {
+        let duck = self
+            .duckdb
+            .as_ref()
+            .map(|(m, c)| ("duckdb", m, format!("COUNT(*) {c}")));
+        for (name, m, result) in rows.iter().map(|(n, m, r)| (*n, *m, r.clone())).chain(duck) {
             let _ = writeln!(
                 s,
                 "{:<11} {:>9.3} {:>9.3} {:>9.3} {:>13.0} {:>9.1}  {}",
@@ -180,6 +202,13 @@ impl Report {
             self.speedup(),
             pass(self.speedup() >= 2.0)
         );
+        if let Some(x) = self.duckdb_speedup() {
+            let _ = writeln!(
+                s,
+                "duckdb/check time: {x:.2}x faster (issue 16: >= 3x) {}",
+                pass(x >= 3.0)
+            );
+        }
         let _ = writeln!(
             s,
             "check throughput: {:.1}% of serde (SPEC §7: >= 60%) {}",
@@ -190,9 +219,13 @@ impl Report {
             Some(t) => format!("; truth {t}"),
             None => String::new(),
         };
+        let duck = match &self.duckdb {
+            Some((_, c)) => format!(" vs duckdb {c}"),
+            None => String::new(),
+        };
         let _ = writeln!(
             s,
-            "stale_commit: check {} vs datafusion {}: {}{}",
+            "stale_commit: check {} vs datafusion {}{duck}: {}{}",
             self.check_stale_commit,
             self.datafusion_count,
             if self.counts_agree() {
