@@ -19,7 +19,7 @@
 //! resident, by design).
 
 /// The folded high-water mark.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Mark {
     /// Incarnation of the highest epoch.
     pub incarnation: u64,

@@ -48,7 +48,7 @@ impl Live {
             && st.grants_unknown(rec.inc, rec.epoch)
             && ((rec.holder != NONE && !st.has_grant(rec.inc, rec.epoch, Some(rec.holder)))
                 || (grants_required && !st.has_grant(rec.inc, rec.epoch, None)));
-        self.state.props[p].scopes.note_kept();
+        self.state.props[p].scopes.note_kept(rec.scope, new == 0);
         if rec.class() < 2 {
             match plan {
                 Some(plan) => self.apply_plan(p, scope, new, plan, wm),

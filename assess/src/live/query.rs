@@ -584,7 +584,7 @@ impl Live {
             property: self.contract.properties[p].name.clone(),
             scope: scope.to_string(),
             events: events.iter().map(|e| self.event_view(e)).collect(),
-            high_water: st.and_then(|s| s.tracker.high_water()).map(|m| HighWater {
+            high_water: st.and_then(|s| s.high_water()).map(|m| HighWater {
                 incarnation: m.incarnation,
                 epoch: m.epoch,
                 first: EventTime(m.first).to_string(),

@@ -50,21 +50,23 @@ pub(super) const FOLDED_IDX: u32 = 1 << 31;
 /// What one (property, scope) keeps.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct ScopeState {
-    /// The folded high-water mark (no intervals are kept in it: recent events are).
-    pub(super) tracker: Tracker,
+    /// The folded high-water mark, if `has_mark` (zero otherwise); recent events are not in it.
+    mark: Mark,
+    /// The highest (incarnation, epoch) of the folded events below the mark's, if
+    /// [`HAS_BELOW`]; kept exact while [`SOLO`] holds (what a tainted mark falls back to).
+    below: (u64, u64),
     /// What folding keeps besides the mark; `None` (a null pointer) while there is nothing.
     cold: Option<Box<Cold>>,
     /// Events of the scope (not heartbeats) inside the horizon, in arrival order, with their
     /// summary; `None` when there are none, so an idle scope holds a null pointer.
     recent: Option<Box<Active>>,
-    /// The highest (incarnation, epoch) of the folded events below the mark's, if
-    /// [`HAS_BELOW`]; kept exact while [`SOLO`] holds (what a tainted mark falls back to).
-    below: (u64, u64),
     /// A 32-bit hash, never 0, of the emitter and seq of the folded event that set the mark's
     /// earliest time (see [`key_hash`]); 0 when none is known.
     top_key: u32,
     /// [`SOLO`] and [`HAS_BELOW`].
     mark_flags: u8,
+    /// Whether anything folded: `mark` holds the high-water mark.
+    has_mark: bool,
 }
 
 /// [`ScopeState::mark_flags`]: the mark's (incarnation, epoch) rests on one folded event, the
@@ -204,6 +206,16 @@ impl Summary {
 }
 
 impl ScopeState {
+    /// The folded high-water mark.
+    pub(super) fn high_water(&self) -> Option<Mark> {
+        self.has_mark.then_some(self.mark)
+    }
+
+    fn set_mark(&mut self, mark: Option<Mark>) {
+        self.has_mark = mark.is_some();
+        self.mark = mark.unwrap_or_default();
+    }
+
     /// The smallest `order` of the mark's folded events, if any carried one.
     pub(super) fn mark_order(&self) -> Option<u64> {
         self.cold
@@ -222,7 +234,6 @@ impl ScopeState {
     pub(super) fn grants_unknown(&self, inc: u64, epoch: u64) -> bool {
         self.cold.as_deref().is_some_and(|c| c.grants_dropped)
             && self
-                .tracker
                 .high_water()
                 .is_some_and(|m| (inc, epoch) < (m.incarnation, m.epoch))
     }
@@ -342,7 +353,7 @@ impl ScopeState {
     /// highest other folded (incarnation, epoch) (earliest time bounded by the horizon at the
     /// taint), if any.
     pub(super) fn evidence(&self) -> Option<Mark> {
-        let m = self.tracker.high_water()?;
+        let m = self.high_water()?;
         if self.mark_flags & TAINTED == 0 {
             return Some(m);
         }
@@ -362,9 +373,6 @@ impl ScopeState {
         skew: i64,
         horizon: i64,
     ) -> Judgement {
-        if self.mark_flags & TAINTED == 0 {
-            return self.tracker.judge(inc, epoch, ts, skew, horizon);
-        }
         let mut t = Tracker::default();
         t.set_mark(self.evidence());
         t.judge(inc, epoch, ts, skew, horizon)
@@ -380,7 +388,7 @@ impl ScopeState {
         if key == 0 || self.top_key != key || self.mark_flags & TAINTED != 0 {
             return None;
         }
-        let m = self.tracker.high_water()?;
+        let m = self.high_water()?;
         let top = (m.incarnation, m.epoch);
         self.top_key = 0;
         if let Some(c) = self.cold.as_mut() {
@@ -391,7 +399,7 @@ impl ScopeState {
             }
         }
         let first = m.first.max(horizon.saturating_sub(1));
-        self.tracker.set_mark(Some(Mark { first, ..m }));
+        self.set_mark(Some(Mark { first, ..m }));
         // The scope is decided again.
         self.set_clean(Clean::default());
         if self.mark_flags & SOLO == 0 {
@@ -442,7 +450,7 @@ impl ScopeState {
                 // A new top, or the first certain events of a tainted one: the mark rests on
                 // them, from the earliest.
                 if same {
-                    self.tracker.set_mark(Some(Mark { first: f.ts, ..m }));
+                    self.set_mark(Some(Mark { first: f.ts, ..m }));
                 }
                 flags = solo;
                 self.top_key = key_of(f);
@@ -456,7 +464,7 @@ impl ScopeState {
         if flags & TAINTED != 0 && others {
             // The fallback's earliest time stays a bound on every folded event's.
             let first = m.first.max(horizon.saturating_sub(1));
-            self.tracker.set_mark(Some(Mark { first, ..m }));
+            self.set_mark(Some(Mark { first, ..m }));
         }
         self.below = below.unwrap_or_default();
         self.mark_flags = flags | if below.is_some() { HAS_BELOW } else { 0 };
@@ -473,14 +481,17 @@ impl ScopeState {
         if events.iter().all(|e| e.ts >= horizon) {
             return;
         }
-        let old = self.tracker.high_water();
+        let old = self.high_water();
         let before = old.map(|m| (m.incarnation, m.epoch));
         let folding = |e: &&Rec| e.ts < horizon && e.class() == 0 && !e.has(ASIDE);
+        let mut tracker = Tracker::default();
+        tracker.set_mark(old);
         for e in events.iter().filter(folding) {
-            self.tracker.observe(e.inc, e.epoch, e.ts, skew, i64::MIN);
+            tracker.observe(e.inc, e.epoch, e.ts, skew, i64::MIN);
         }
-        self.tracker.fold(i64::MAX);
-        if let Some(m) = self.tracker.high_water() {
+        tracker.fold(i64::MAX);
+        self.set_mark(tracker.high_water());
+        if let Some(m) = self.high_water() {
             let recent = self.recent.take();
             let events = recent.as_deref().map_or(&[][..], |a| a.events.as_slice());
             self.note_mark(m, old, horizon, events.iter().filter(folding), key_of);
@@ -490,7 +501,7 @@ impl ScopeState {
             .recent
             .as_ref()
             .map_or(&[][..], |a| a.events.as_slice());
-        let mark = self.tracker.high_water();
+        let mark = self.high_water();
         let cold = self.cold.get_or_insert_with(|| {
             Box::new(Cold {
                 mark_order: u64::MAX,
@@ -549,7 +560,7 @@ mod tests {
     #[test]
     fn what_a_scope_costs() {
         // An idle scope: its state and nothing else.
-        assert_eq!(std::mem::size_of::<ScopeState>(), 80);
+        assert_eq!(std::mem::size_of::<ScopeState>(), 64);
         // An active one's allocation: with malloc's 8-byte header, the 80-byte chunk it took
         // before it had a fast-path pointer (the `fast` module).
         assert!(std::mem::size_of::<Summary>() <= 40);

@@ -1,9 +1,11 @@
-//! The scopes of one property: their ids interned, their states in one vector, and the
-//! totals [`Scopes::heap_bytes`] reads without a walk.
+//! The scopes of one property: their ids interned, their states in one vector, the scopes
+//! that keep events (what folding visits), and the totals [`Scopes::heap_bytes`] reads without
+//! a walk.
 
 use super::ScopeState;
-use crate::intern::Interner;
+use crate::intern::{Interner, reserve_for};
 use crate::rules::Rec;
+use serde::de::{DeserializeSeed, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Scopes of one property.
@@ -11,6 +13,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub(in crate::live) struct Scopes {
     ids: Interner,
     states: Vec<ScopeState>,
+    /// The scopes that keep events, each once: folding visits these, not every scope.
+    active: Vec<u32>,
     /// Events kept over all scopes, for [`Scopes::heap_bytes`] without a walk.
     retained: usize,
     /// Folded grants kept over all scopes, likewise.
@@ -44,6 +48,7 @@ impl Scopes {
     pub(in crate::live) fn get_or_insert(&mut self, scope: &str) -> (u32, &mut ScopeState) {
         let id = self.ids.intern(scope);
         if id as usize == self.states.len() {
+            reserve_for(&mut self.states, 1);
             self.states.push(ScopeState::default());
         }
         (id, &mut self.states[id as usize])
@@ -62,13 +67,25 @@ impl Scopes {
         self.states.len()
     }
 
-    /// Folds every scope (see [`ScopeState::fold`]).
+    /// Folds every scope that keeps events (see [`ScopeState::fold`]; the others have nothing
+    /// to fold), in O(those scopes).
     pub(in crate::live) fn fold(&mut self, horizon: i64, skew: i64, key_of: &dyn Fn(&Rec) -> u32) {
-        for st in &mut self.states {
+        let Scopes {
+            states,
+            active,
+            retained,
+            cold_grants,
+            ..
+        } = self;
+        *retained = 0;
+        active.retain(|&id| {
+            let st = &mut states[id as usize];
+            *cold_grants -= st.folded_grants().len();
             st.fold(horizon, skew, key_of);
-        }
-        self.retained = self.states.iter().map(|s| s.events().len()).sum();
-        self.cold_grants = self.states.iter().map(|s| s.folded_grants().len()).sum();
+            *cold_grants += st.folded_grants().len();
+            *retained += st.events().len();
+            !st.events().is_empty()
+        });
     }
 
     /// Calls `f` with every name id the scopes refer to (holders, routes and emitters of kept
@@ -93,15 +110,23 @@ impl Scopes {
         }
     }
 
-    /// Counts one more kept event.
-    pub(in crate::live) fn note_kept(&mut self) {
+    /// Counts one more event kept by scope `id`, its first if `first` (it keeps events now).
+    pub(in crate::live) fn note_kept(&mut self, id: u32, first: bool) {
         self.retained += 1;
+        if first {
+            reserve_for(&mut self.active, 1);
+            self.active.push(id);
+        }
     }
 
-    /// Approximate heap bytes, in O(1): ids, states, kept events.
+    /// Approximate resident heap bytes, in O(1): ids, states (as far as written: the spare
+    /// capacity of a large vector is not touched), the scopes that keep events (their event
+    /// list, summary and allocator header), kept events and folded grants.
     pub(in crate::live) fn heap_bytes(&self) -> usize {
+        const ACTIVE: usize = 96;
         self.ids.heap_bytes()
-            + self.states.capacity() * std::mem::size_of::<ScopeState>()
+            + self.states.len() * std::mem::size_of::<ScopeState>()
+            + self.active.len() * (ACTIVE + 4)
             + (self.retained + self.cold_grants) * std::mem::size_of::<Rec>() * 5 / 4
     }
 }
@@ -124,28 +149,123 @@ impl Serialize for Scopes {
     }
 }
 
+/// Read straight into the interner and the state vector: no scope id is allocated on its own
+/// on the way (a restore holds the checkpoint's bytes and the state, nothing in between).
 impl<'de> Deserialize<'de> for Scopes {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Scopes, D::Error> {
-        let (ids, states): (Vec<String>, Vec<ScopeState>) = Deserialize::deserialize(d)?;
-        if ids.len() != states.len() {
-            return Err(serde::de::Error::custom(
-                "scope ids and states differ in number",
-            ));
+        struct Pair;
+        impl<'de> Visitor<'de> for Pair {
+            type Value = Scopes;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("scope ids and their states")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scopes, A::Error> {
+                let missing = || serde::de::Error::custom("scope ids and states missing");
+                let (ids, named) = seq.next_element_seed(Ids)?.ok_or_else(missing)?;
+                if ids.len() != named {
+                    return Err(serde::de::Error::custom("duplicate scope ids"));
+                }
+                let states: Vec<ScopeState> = seq.next_element_seed(States)?.ok_or_else(missing)?;
+                if ids.len() != states.len() {
+                    return Err(serde::de::Error::custom(
+                        "scope ids and states differ in number",
+                    ));
+                }
+                let mut active = Vec::new();
+                let (mut retained, mut cold_grants) = (0, 0);
+                for (id, st) in states.iter().enumerate() {
+                    if !st.events().is_empty() {
+                        active.push(id as u32);
+                        retained += st.events().len();
+                    }
+                    cold_grants += st.folded_grants().len();
+                }
+                Ok(Scopes {
+                    ids,
+                    states,
+                    active,
+                    retained,
+                    cold_grants,
+                })
+            }
         }
-        let mut interner = Interner::new();
-        for id in &ids {
-            interner.intern(id);
+        d.deserialize_tuple(2, Pair)
+    }
+}
+
+/// The ids, interned as read, and how many were read.
+struct Ids;
+
+impl<'de> DeserializeSeed<'de> for Ids {
+    type Value = (Interner, usize);
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(Interner, usize), D::Error> {
+        struct Each;
+        impl<'de> Visitor<'de> for Each {
+            type Value = (Interner, usize);
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("scope ids")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut ids = Interner::new();
+                // As for the states below: a cautious bound (16-byte ids assumed).
+                let hint = seq.size_hint().unwrap_or(0).min(1 << 24);
+                ids.reserve(hint, hint * 17);
+                let mut n = 0;
+                while seq.next_element_seed(Intern(&mut ids))?.is_some() {
+                    n += 1;
+                }
+                Ok((ids, n))
+            }
         }
-        if interner.len() != ids.len() {
-            return Err(serde::de::Error::custom("duplicate scope ids"));
+        d.deserialize_seq(Each)
+    }
+}
+
+/// One id, interned.
+struct Intern<'a>(&'a mut Interner);
+
+impl<'de> DeserializeSeed<'de> for Intern<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Intern<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a scope id")
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
+        self.0.intern(v);
+        Ok(())
+    }
+}
+
+/// The states, in a vector grown as [`reserve_for`] grows it.
+struct States;
+
+impl<'de> DeserializeSeed<'de> for States {
+    type Value = Vec<ScopeState>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<ScopeState>, D::Error> {
+        struct Each;
+        impl<'de> Visitor<'de> for Each {
+            type Value = Vec<ScopeState>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("scope states")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut states = Vec::new();
+                // Trusted only as far as a cautious bound: the checkpoint's crc held, but a
+                // length is no proof that as many states follow.
+                states.reserve_exact(seq.size_hint().unwrap_or(0).min(1 << 20));
+                while let Some(st) = seq.next_element()? {
+                    reserve_for(&mut states, 1);
+                    states.push(st);
+                }
+                Ok(states)
+            }
         }
-        let retained = states.iter().map(|s| s.events().len()).sum();
-        let cold_grants = states.iter().map(|s| s.folded_grants().len()).sum();
-        Ok(Scopes {
-            ids: interner,
-            states,
-            retained,
-            cold_grants,
-        })
+        d.deserialize_seq(Each)
     }
 }

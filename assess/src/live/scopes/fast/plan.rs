@@ -151,7 +151,7 @@ pub(in crate::live) fn folded(st: &mut ScopeState, was: Clean) {
     if st.events().is_empty() {
         return;
     }
-    let mark = st.tracker.high_water().map(|m| (m.incarnation, m.epoch));
+    let mark = st.high_water().map(|m| (m.incarnation, m.epoch));
     let stays = was.clean
         && was.calm
         && st
