@@ -166,4 +166,22 @@ mod tests {
         assert_eq!(i.get("order-1"), Some(a));
         assert_eq!(i.len(), 10_002);
     }
+
+    #[test]
+    fn strings_of_any_length_keep_their_bytes() {
+        let mut i = Interner::new();
+        let long: Vec<String> = [0, 1, 127, 128, 300, 16_384, 70_000]
+            .iter()
+            .map(|&n| "é".repeat(n / 2) + &"x".repeat(n % 2))
+            .collect();
+        let ids: Vec<u32> = long.iter().map(|s| i.intern(s)).collect();
+        i.reserve(100, 1000);
+        for (s, &id) in long.iter().zip(&ids) {
+            assert_eq!(i.resolve(id), s);
+            assert_eq!(i.get(s), Some(id));
+            assert_eq!(i.intern(s), id);
+        }
+        assert_eq!(i.len(), long.len());
+        assert!(i.heap_bytes() >= long.iter().map(String::len).sum::<usize>());
+    }
 }

@@ -1,9 +1,10 @@
 //! The per-property scope table of the live assessor: scope ids interned in one arena, states
-//! in one dense vector by id. An idle scope costs its id bytes, about 13 bytes of interner
-//! overhead and one [`ScopeState`] (80 bytes): no per-scope allocation unless it folded an
-//! `order` or grants (SPEC §7, at most 150 bytes per idle scope; `cargo run --release -p
-//! fencewatch-assess --example idle_live_scopes`). A scope is never removed: its high-water
-//! mark is never forgotten.
+//! in one dense vector by id, and the list of scopes that keep events, which is all folding
+//! visits. An idle scope costs its id bytes, 14–23 bytes of interner overhead and one
+//! [`ScopeState`] (64 bytes): no per-scope allocation unless it folded an `order` or grants
+//! (SPEC §7, at most 150 bytes per idle scope; `cargo run --release -p fencewatch-assess
+//! --example idle_live_scopes`). A scope is never removed: its high-water mark is never
+//! forgotten.
 //!
 //! **Grants outlive the horizon** (SPEC §4 "`serve` is exact within the lateness horizon"): a
 //! lease may be held far longer than the retention margin, and its commits must still be

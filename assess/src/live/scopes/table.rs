@@ -269,3 +269,50 @@ impl<'de> DeserializeSeed<'de> for States {
         d.deserialize_seq(Each)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Epoch, Event, Kind};
+    use crate::time::EventTime;
+
+    fn commit(scopes: &mut Scopes, name: &str, ts: i64) {
+        let mut ev = Event::new(Kind::Commit, EventTime(ts));
+        ev.epoch = Some(Epoch(1));
+        let (id, st) = scopes.get_or_insert(name);
+        let mut rec = Rec::of(&ev, 0, 0, ts as u64);
+        rec.scope = id;
+        let first = st.push(rec) == 0;
+        scopes.note_kept(id, first);
+    }
+
+    #[test]
+    fn folding_visits_the_scopes_that_keep_events_and_a_round_trip_keeps_them() {
+        let mut scopes = Scopes::default();
+        for i in 0..100 {
+            commit(&mut scopes, &format!("s{i}"), 10 * i);
+        }
+        commit(&mut scopes, "s3", 995);
+        assert_eq!(scopes.active.len(), 100);
+        scopes.fold(500, 0, &|_| 0);
+        // s50..s99 and s3 keep events; everything else is its mark alone.
+        let mut active: Vec<&str> = scopes.active.iter().map(|&i| scopes.name(i)).collect();
+        active.sort_unstable();
+        assert_eq!(active.len(), 51);
+        assert!(active.contains(&"s3") && !active.contains(&"s4"));
+        assert_eq!(scopes.retained, 51);
+        assert!(scopes["s4"].events().is_empty() && scopes["s4"].high_water().is_some());
+        let bytes = postcard::to_stdvec(&scopes).unwrap();
+        let back: Scopes = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(back, scopes);
+        assert_eq!(back.heap_bytes(), scopes.heap_bytes());
+        let mut a = back.active.clone();
+        let mut b = scopes.active.clone();
+        a.sort_unstable();
+        b.sort_unstable();
+        assert_eq!(a, b);
+        scopes.fold(i64::MAX, 0, &|_| 0);
+        assert!(scopes.active.is_empty());
+        assert_eq!(scopes.retained, 0);
+    }
+}

@@ -24,7 +24,7 @@ use crate::wal::{TornTail, Wal};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Batches one group commit takes at most.
@@ -127,8 +127,14 @@ pub(super) fn writer(
     let (s, m) = (source.clone(), metrics.clone());
     let archive = archive_of(registry);
     let a = archive.clone();
+    // Whether the checkpoint stage waits for a state: only then is one encoded, so at most one
+    // checkpoint's bytes exist beside the state (at ten million scopes, hundreds of MB each).
+    let idle = Arc::new(AtomicBool::new(true));
+    let i = idle.clone();
     let checkpointer = spawn("checkpoint", move || {
-        checkpointer(&s, &m, checkpoints, snap_rx, saved_tx, a)
+        let saved = checkpointer(&s, &m, checkpoints, snap_rx, saved_tx, a, &i);
+        i.store(true, Ordering::Release);
+        saved
     })?;
     let (group_tx, group_rx) = bounded::<Group>(2);
     let (decoded_tx, decoded_rx) = bounded::<Decoded>(2);
@@ -137,7 +143,8 @@ pub(super) fn writer(
     let (p, m, interval) = (part.clone(), metrics.clone(), opts.checkpoint_interval);
     let a = archive.clone();
     let applier = spawn("apply", move || {
-        applier(&p, interval, max_line, &m, decoded_rx, snap_tx, dirty, a)
+        let snapshots = (snap_tx, idle);
+        applier(&p, interval, max_line, &m, decoded_rx, snapshots, dirty, a)
     })?;
     source.ready.set(true);
     let mut jobs: Vec<Job> = Vec::with_capacity(GROUP);
@@ -318,7 +325,8 @@ fn decoder(rx: Receiver<Group>, tx: Sender<Decoded>, max_line_bytes: usize) {
 }
 
 /// The apply stage: applies each decoded group in offset order, answers, and encodes the
-/// state every checkpoint interval.
+/// state every checkpoint interval when the checkpoint stage is idle (the flag beside its
+/// queue).
 #[allow(clippy::too_many_arguments)]
 fn applier(
     part: &Shared,
@@ -326,7 +334,7 @@ fn applier(
     max_line_bytes: usize,
     metrics: &Metrics,
     rx: Receiver<Decoded>,
-    snapshots: Sender<(u64, Vec<u8>)>,
+    (snapshots, idle): (Sender<(u64, Vec<u8>)>, Arc<AtomicBool>),
     mut dirty: bool,
     #[cfg_attr(not(feature = "archive"), allow(unused_variables))] archive: ArchiveRef,
 ) -> Result<(), Error> {
@@ -359,15 +367,22 @@ fn applier(
             Err(RecvTimeoutError::Disconnected) => break,
         }
         if last.elapsed() >= interval {
-            // A full checkpoint queue means one is being written: try again next interval.
-            // With nothing new, the interval starts over (no wake-up every millisecond).
-            if dirty && snapshots.try_send(snapshot()).is_ok() {
-                dirty = false;
+            // One being written: try again next interval. With nothing new, the interval
+            // starts over (no wake-up every millisecond).
+            if dirty && idle.swap(false, Ordering::AcqRel) {
+                match snapshots.try_send(snapshot()) {
+                    Ok(()) => dirty = false,
+                    Err(_) => idle.store(true, Ordering::Release),
+                }
             }
             last = Instant::now();
         }
     }
     if dirty {
+        // The last one waits for the one being written (which the stage drops first).
+        while !idle.swap(false, Ordering::AcqRel) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         snapshots
             .send(snapshot())
             .map_err(|_| Error::Stage("checkpoint"))?;
@@ -424,7 +439,8 @@ fn report_batch(metrics: &Metrics, source: &str, applied: &crate::partition::App
 }
 
 /// The checkpoint stage: saves each encoded state, and reports the offset before
-/// which WAL segments may go (the older of the two kept checkpoints). Returns the last.
+/// which WAL segments may go (the older of the two kept checkpoints). Returns the last. Sets
+/// `idle` once it dropped a state's bytes.
 fn checkpointer(
     source: &WalSource,
     metrics: &Metrics,
@@ -432,6 +448,7 @@ fn checkpointer(
     rx: Receiver<(u64, Vec<u8>)>,
     saved: Sender<u64>,
     archive: ArchiveRef,
+    idle: &AtomicBool,
 ) -> Result<Option<u64>, Error> {
     let d = &source.durability;
     let mut last = None;
@@ -468,6 +485,8 @@ fn checkpointer(
             elapsed: started.elapsed(),
         }
         .emit(metrics);
+        drop(bytes);
+        idle.store(true, Ordering::Release);
         let keep_from = store.oldest_offset().unwrap_or(0);
         last = Some(keep_from);
         let _ = saved.try_send(keep_from);
