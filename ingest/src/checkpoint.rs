@@ -19,7 +19,7 @@
 
 use crate::wal::fsync_dir;
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// The first bytes of every checkpoint file.
@@ -257,36 +257,42 @@ impl CheckpointStore {
     /// The newest checkpoint whose header and crc verify, passing over damaged newer ones, with
     /// its state as saved; `None` when there is no checkpoint at all.
     pub fn latest(&mut self) -> Result<Option<(Loaded, Vec<u8>)>> {
-        self.latest_decoded(|state| Ok::<_, String>(state.to_vec()))
+        self.latest_decoded(|state, len| {
+            let mut out = Vec::with_capacity(len as usize);
+            state.read_to_end(&mut out).map_err(|e| e.to_string())?;
+            Ok::<_, String>(out)
+        })
     }
 
     /// The newest checkpoint whose header and crc verify and whose state `decode` accepts
     /// (a checkpoint written by a build whose state no longer decodes is passed over like a
     /// damaged one), with what `decode` made of it; `None` when there is no checkpoint at all.
+    /// The file is read twice, for its crc and then as a stream of its state's bytes (and
+    /// their length) into `decode`: a restore holds what it decodes, not the file as well.
     pub fn latest_decoded<T, E: std::fmt::Display>(
         &mut self,
-        decode: impl Fn(&[u8]) -> Result<T, E>,
+        decode: impl Fn(&mut dyn Read, u64) -> Result<T, E>,
     ) -> Result<Option<(Loaded, T)>> {
         self.damaged.clear();
         let mut undecodable = Vec::new();
         let mut passed_over = Vec::new();
         for (skipped, &offset) in self.offsets.iter().rev().enumerate() {
             let path = self.path(offset);
-            let data = fs::read(&path).map_err(io_err(&path))?;
+            let (verified, bytes) = open_verified(&path, offset).map_err(io_err(&path))?;
             let pass = |reason: String| PassedOver {
                 path: path.clone(),
                 offset,
-                bytes: data.len() as u64,
+                bytes,
                 reason,
             };
-            let state = match verify(&data, offset) {
+            let mut state = match verified {
                 Ok(state) => state,
                 Err(why) => {
                     passed_over.push(pass(why.to_string()));
                     continue;
                 }
             };
-            match decode(state) {
+            match decode(&mut state, bytes - HEADER_BYTES as u64) {
                 Ok(value) => {
                     self.damaged = self.offsets[self.offsets.len() - skipped..].to_vec();
                     let loaded = Loaded {
@@ -353,6 +359,17 @@ fn verify(data: &[u8], offset: u64) -> Result<&[u8], &'static str> {
     let (h, state) = data
         .split_at_checked(HEADER_BYTES)
         .ok_or("shorter than a header")?;
+    let crc = header_crc(h, offset, state.len() as u64)?;
+    if crc != crc32fast::hash(state) {
+        Err("crc mismatch")
+    } else {
+        Ok(state)
+    }
+}
+
+/// The crc a checkpoint header `h` records for a state of `state_len` bytes, if it is the
+/// header of a checkpoint at `offset` of that length.
+fn header_crc(h: &[u8], offset: u64, state_len: u64) -> Result<u32, &'static str> {
     let u32_at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().expect("4 bytes"));
     let u64_at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().expect("8 bytes"));
     if h[0..4] != MAGIC {
@@ -361,13 +378,53 @@ fn verify(data: &[u8], offset: u64) -> Result<&[u8], &'static str> {
         Err("unknown version")
     } else if u64_at(8) != offset {
         Err("offset in the header differs from the file name")
-    } else if u64_at(16) != state.len() as u64 {
+    } else if u64_at(16) != state_len {
         Err("length differs from the header (torn or damaged)")
-    } else if u32_at(24) != crc32fast::hash(state) {
-        Err("crc mismatch")
     } else {
-        Ok(state)
+        Ok(u32_at(24))
     }
+}
+
+/// The checkpoint file at `path` verified as [`verify`] does, read once through a small
+/// buffer, then its state as a stream (or why it does not verify), and the file's length.
+fn open_verified(path: &Path, offset: u64) -> io::Result<(Result<impl Read, &'static str>, u64)> {
+    let mut file = File::open(path)?;
+    let len = file.metadata()?.len();
+    let mut h = [0; HEADER_BYTES];
+    if len < HEADER_BYTES as u64 {
+        return Ok((Err("shorter than a header"), len));
+    }
+    file.read_exact(&mut h)?;
+    let state_len = len - HEADER_BYTES as u64;
+    let crc = match header_crc(&h, offset, state_len) {
+        Ok(crc) => crc,
+        Err(why) => return Ok((Err(why), len)),
+    };
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buf = vec![0; 1 << 20];
+    let mut read = 0u64;
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                hasher.update(&buf[..n]);
+                read += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if read != state_len {
+        return Ok((Err("length differs from the header (torn or damaged)"), len));
+    }
+    if hasher.finalize() != crc {
+        return Ok((Err("crc mismatch"), len));
+    }
+    file.seek(SeekFrom::Start(HEADER_BYTES as u64))?;
+    Ok((
+        Ok(BufReader::with_capacity(1 << 16, file).take(state_len)),
+        len,
+    ))
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! decodes, passing over damaged or undecodable newer ones (each reported); when none is
 //! usable, what the partition's source allows ([`WhenNoneUsable`]).
 
-use super::state::decode_state;
+use super::state::{decode_state, read_state};
 use super::{Error, Result};
 use crate::checkpoint::{self, CheckpointStore, PassedOver, Quarantined};
 use fencewatch_assess::Contract;
@@ -54,7 +54,7 @@ pub fn restore(
         passed_over,
         quarantined,
     };
-    match store.latest_decoded(decode_state) {
+    match store.latest_decoded(read_state) {
         Ok(Some((loaded, state))) => Ok(Restored {
             live: Live::restore(contract, state)?,
             from: Some(loaded.offset),

@@ -36,6 +36,29 @@ pub fn encode_state(state: &LiveState) -> Vec<u8> {
     postcard::to_extend(state, out).expect("the live state serializes")
 }
 
+/// Reads a state saved by [`encode_state`] from a stream of its `len` bytes, holding no more
+/// of them at a time than the longest string in it (the scratch space is as long as the state
+/// but only as much of it as that string is ever written).
+pub fn read_state(bytes: &mut dyn std::io::Read, len: u64) -> Result<LiveState, StateError> {
+    let mut head = [0; 6];
+    if len < 6 || bytes.read_exact(&mut head).is_err() {
+        return Err(StateError::Untagged);
+    }
+    match head
+        .strip_prefix(&STATE_TAG)
+        .map(|l| u16::from_le_bytes([l[0], l[1]]))
+    {
+        Some(STATE_LAYOUT) => {
+            let mut scratch = vec![0; len as usize];
+            postcard::from_io((bytes, &mut scratch[..]))
+                .map(|(state, _)| state)
+                .map_err(|e| StateError::Decode(e.to_string()))
+        }
+        Some(other) => Err(StateError::Layout(other)),
+        None => Err(StateError::Untagged),
+    }
+}
+
 /// Reads a state saved by [`encode_state`].
 pub fn decode_state(bytes: &[u8]) -> Result<LiveState, StateError> {
     let layout = bytes

@@ -221,13 +221,14 @@ impl<'de> DeserializeSeed<'de> for Ids {
     }
 }
 
-/// One id, interned.
+/// One id, interned (read as a `String` would be: a streaming reader then reuses its scratch
+/// space for every id).
 struct Intern<'a>(&'a mut Interner);
 
 impl<'de> DeserializeSeed<'de> for Intern<'_> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_str(self)
+        d.deserialize_string(self)
     }
 }
 
