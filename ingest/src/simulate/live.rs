@@ -139,8 +139,9 @@ mod tests {
             "{counts:?}"
         );
         assert!(!counts.contains_key(&fencewatch_assess::Reason::AmbiguousOrder));
-        // Attested at start and renewed after a minute: supported throughout.
-        assert_eq!(truth.attestations, 2);
+        // Attested one assurance window before the start, renewed at start and after a
+        // minute: supported throughout.
+        assert_eq!(truth.attestations, 3);
         assert!(
             !counts.contains_key(&fencewatch_assess::Reason::PremiseUnattested),
             "{counts:?}"
