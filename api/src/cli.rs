@@ -8,10 +8,11 @@ use crate::spill;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use fencewatch_assess::Contract;
 use fencewatch_assess::history::History;
+use fencewatch_ingest::archive::read::{Read, is_archive_input, read_inputs};
 use fencewatch_ingest::clock::{Clock, SharedClock, SystemClock};
 use fencewatch_ingest::decode::json::DEFAULT_MAX_LINE_BYTES;
 use fencewatch_ingest::simulate::{Attest, Faults, Workload, simulate};
-use fencewatch_ingest::source::file::{Input, ReadOptions, read_into, total_size};
+use fencewatch_ingest::source::file::{Input, ReadOptions, total_size};
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -115,7 +116,9 @@ struct CheckArgs {
     /// directory]; they are removed when the check ends.
     #[arg(long, value_name = "DIR", requires = "max_memory")]
     spill_dir: Option<PathBuf>,
-    /// NDJSON (or JSON array) files, read as one stream in order; `-` is stdin.
+    /// NDJSON (or JSON array) files, read as one stream in order; `-` is stdin. Parquet files
+    /// of the archive's `events` schema (magic `PAR1`, or named `*.parquet`), and folders (an
+    /// archive, a data directory, or a folder of `.parquet` files) are read as the archive.
     #[arg(required = true)]
     files: Vec<String>,
 }
@@ -355,6 +358,18 @@ fn check(args: CheckArgs) -> i32 {
     }
     let total = total_size(&inputs);
     let show_progress = args.format == Format::Text && std::io::stderr().is_terminal();
+    if args.max_memory.is_some()
+        && let Some(p) = inputs.iter().find_map(|i| match i {
+            Input::Path(p) if is_archive_input(p) => Some(p),
+            _ => None,
+        })
+    {
+        eprintln!(
+            "fencewatch check: --max-memory reads NDJSON only, not the evidence archive ({})",
+            p.display()
+        );
+        return EXIT_USAGE;
+    }
     let spill_budget = args.max_memory.filter(|&b| spill::needed(&inputs, b));
     let mut bar = match spill_budget {
         Some(_) => render::ProgressBar::labelled(total, "reading (1/2)"),
@@ -396,13 +411,17 @@ fn check(args: CheckArgs) -> i32 {
             if evidence.is_some() {
                 history.note_conformance();
             }
-            let read = read_into(&mut history, &inputs, opts, progress);
+            // NDJSON, and Parquet of the evidence archive (SPEC §9), in the order given.
+            let read = read_inputs(&mut history, &inputs, opts, progress);
             if show_progress {
                 bar.finish();
             }
-            if let Err(e) = read {
-                eprintln!("fencewatch check: {e}");
-                return EXIT_ERROR;
+            match read {
+                Ok(r) => note_archive_read(&args.files, &r),
+                Err(e) => {
+                    eprintln!("fencewatch check: {e}");
+                    return EXIT_ERROR;
+                }
             }
             read_done = std::time::Instant::now();
             history.finish()
@@ -473,6 +492,19 @@ fn check(args: CheckArgs) -> i32 {
         );
     }
     report.verdict.exit_code()
+}
+
+/// Says on stderr what the archive inputs could not give back.
+fn note_archive_read(files: &[String], r: &Read) {
+    if r.unattributed > 0 {
+        eprintln!(
+            "fencewatch check: warning: {}: {} event(s) were archived unattributed (their `property` \
+             named none of serve's contract, and the archive keeps no name for them): they stay \
+             unattributed under this contract",
+            files.join(", "),
+            r.unattributed
+        );
+    }
 }
 
 fn contract_check(file: &PathBuf, format: Format) -> i32 {

@@ -20,6 +20,7 @@
 
 mod maintain;
 pub mod manifest;
+pub mod read;
 pub mod rows;
 mod sink;
 mod windows;

@@ -1,6 +1,7 @@
 //! Black-box tests of the `fencewatch` binary, compiled into one test executable.
 
 mod archive;
+mod archive_check;
 mod broker;
 mod cases;
 mod cli;
