@@ -28,6 +28,7 @@ pub use output::{Format, Rendered, render};
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::ScalarValue;
 use datafusion::error::DataFusionError;
 use datafusion::execution::memory_pool::{GreedyMemoryPool, MemoryConsumer, MemoryPool};
 use datafusion::prelude::SQLOptions;
@@ -224,6 +225,17 @@ impl Queries {
     /// arrives by `query_timeout` at the latest, whatever the query does (the deadline is kept
     /// by the caller's runtime, not by the one the query may be monopolising).
     pub async fn run(&self, sql: &str, snapshot: Snapshot) -> Result<Answer, QueryError> {
+        self.run_with(sql, Vec::new(), snapshot).await
+    }
+
+    /// [`Queries::run`] with the values of its parameters `$1`, `$2`, … (never spliced into
+    /// the SQL text).
+    pub async fn run_with(
+        &self,
+        sql: &str,
+        params: Vec<ScalarValue>,
+        snapshot: Snapshot,
+    ) -> Result<Answer, QueryError> {
         check(sql)?;
         let limits = self.limits;
         let deadline = tokio::time::Instant::now() + limits.timeout;
@@ -241,7 +253,7 @@ impl Queries {
         let (pool, footers, sql) = (self.pool.clone(), self.footers.clone(), sql.to_string());
         let (tx, rx) = tokio::sync::oneshot::channel();
         let task = handle.spawn(async move {
-            let _ = tx.send(execute(&sql, snapshot, limits, pool, footers).await);
+            let _ = tx.send(execute(&sql, params, snapshot, limits, pool, footers).await);
         });
         match tokio::time::timeout_at(deadline, rx).await {
             Ok(Ok(r)) => r,
@@ -417,6 +429,7 @@ impl Visitor for Relations {
 /// against the pool.
 async fn execute(
     sql: &str,
+    params: Vec<ScalarValue>,
     snapshot: Snapshot,
     limits: Limits,
     pool: Arc<dyn MemoryPool>,
@@ -429,10 +442,15 @@ async fn execute(
         .with_allow_ddl(false)
         .with_allow_dml(false)
         .with_allow_statements(false);
-    let df = ctx
+    let mut df = ctx
         .sql_with_options(sql, options)
         .await
         .map_err(|e| classify(e, limits))?;
+    if !params.is_empty() {
+        df = df
+            .with_param_values(params)
+            .map_err(|e| classify(e, limits))?;
+    }
     let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
     let mut stream = df.execute_stream().await.map_err(|e| classify(e, limits))?;
     let held = MemoryConsumer::new("query result").register(&pool);

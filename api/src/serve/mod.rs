@@ -14,6 +14,7 @@ pub mod auth;
 pub mod body;
 pub mod config;
 pub mod error;
+pub mod history;
 pub mod listener;
 pub mod metrics;
 pub mod otlp;

@@ -68,6 +68,10 @@ pub struct App {
     pub wal: Arc<WalSource>,
     /// "Now" for queries that do not say when.
     pub clock: SharedClock,
+    /// The data directory (a scope's history is read from its archive).
+    pub data_dir: std::path::PathBuf,
+    /// The query runtime and limits (a scope's history is one query).
+    pub queries: Arc<crate::query::Queries>,
 }
 
 impl App {
@@ -474,29 +478,75 @@ async fn premises(
     ))
 }
 
-/// One scope: its events inside the horizon, its folded high-water mark and its
-/// counterexamples.
+/// Query of `/v1/scopes/{scope}`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct ScopeQuery {
+    /// The property (required when the contract has several).
+    property: Option<String>,
+    /// History events per page (default 100, at most 1000).
+    limit: Option<usize>,
+    /// `history.next_cursor` of the previous page.
+    cursor: Option<String>,
+}
+
+/// One scope: its events inside the horizon (`events`), its folded high-water mark, its
+/// counterexamples, and `history`: one page of its whole history out of the evidence archive
+/// (every applied event of the scope and property, flushed or not, by `ts` then `source`;
+/// `next_cursor` pages on, null on the last page).
 #[utoipa::path(get, path = "/v1/scopes/{scope}",
-    params(("scope" = String, Path, description = "The scope id"), PropertyQuery),
-    responses((status = 200, description = "The scope", body = Value),
-              (status = 404, description = "Never seen", content_type = "application/problem+json", body = Value)))]
+    params(("scope" = String, Path, description = "The scope id"), ScopeQuery),
+    responses((status = 200, description = "The scope: `events`, `high_water`, `counterexamples`, and `history` (`events`, `next_cursor`, `archive`)", body = Value),
+              (status = 400, description = "Bad query (`limit`, `cursor`)", content_type = "application/problem+json", body = Value),
+              (status = 404, description = "Never seen, nor archived", content_type = "application/problem+json", body = Value)))]
 async fn scope(
     State(app): State<App>,
     Path(scope): Path<String>,
-    Query(q): Query<PropertyQuery>,
+    Query(q): Query<ScopeQuery>,
 ) -> Result<Json<Value>, ApiError> {
+    use crate::serve::history::{self, Cursor};
     ready(&app)?;
     let p = one_property(&app, q.property.as_deref())?;
-    let view = tokio::task::block_in_place(|| app.registry.scope(p, &scope)).ok_or_else(|| {
-        ApiError::NotFound {
-            what: format!(
-                "scope `{}` of property `{}`",
-                scope.chars().take(128).collect::<String>(),
-                app.registry.contract().properties[p].name
-            ),
+    let limit = q.limit.unwrap_or(history::DEFAULT_LIMIT);
+    if limit == 0 || limit > history::MAX_LIMIT {
+        return Err(ApiError::BadRequest {
+            detail: format!("query `limit` must be 1..={}", history::MAX_LIMIT),
+        });
+    }
+    let cursor = q.cursor.as_deref().map(Cursor::parse).transpose()?;
+    let paging = cursor.is_some();
+    let name = app.registry.contract().properties[p].name.clone();
+    let view = tokio::task::block_in_place(|| app.registry.scope(p, &scope));
+    let page = history::page(
+        &app.registry,
+        &app.data_dir,
+        &app.queries,
+        (&name, &scope),
+        cursor,
+        limit,
+    )
+    .await?;
+    let mut v = match view {
+        Some(view) => serde_json::to_value(view).expect("serializable"),
+        None if paging || page["events"].as_array().is_some_and(|e| !e.is_empty()) => json!({
+            "property": name,
+            "scope": scope,
+            "events": [],
+            "high_water": null,
+            "counterexamples": [],
+        }),
+        None => {
+            return Err(ApiError::NotFound {
+                what: format!(
+                    "scope `{}` of property `{name}`",
+                    scope.chars().take(128).collect::<String>(),
+                ),
+            });
         }
-    })?;
-    Ok(Json(serde_json::to_value(view).expect("serializable")))
+    };
+    v["history"] = page;
+    Ok(Json(v))
 }
 
 /// The contract in force: properties, routes, durations, and its compiled status with

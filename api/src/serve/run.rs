@@ -320,10 +320,13 @@ async fn serve(
         Some(at) => Some(start_grpc(at, otlp.clone(), &config, max_connections).await?),
         None => None,
     };
+    let queries = Arc::new(queries);
     let app = routes::App {
         registry: registry.clone(),
         wal: wal.clone(),
         clock: clock.clone(),
+        data_dir: config.data_dir.clone(),
+        queries: queries.clone(),
     };
     let api = routes::router(app).merge(otlp::http::router(otlp));
     let template: Option<Arc<str>> = config.trace_url_template.as_deref().map(Arc::from);
@@ -331,7 +334,7 @@ async fn serve(
         registry: registry.clone(),
         wal: wal.clone(),
         data_dir: config.data_dir.clone(),
-        queries: Arc::new(queries),
+        queries,
         metrics: archive_metrics,
     });
     let mut app = base_router_with(base, api, sql);

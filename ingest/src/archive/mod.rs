@@ -29,4 +29,4 @@ mod writer;
 pub use maintain::Maintained;
 pub use rows::{Origin, Table};
 pub use sink::{CHUNK_ROWS, Sink};
-pub use writer::{Archive, ArchiveOptions, Due, Error, Snapshot, Stats};
+pub use writer::{Archive, ArchiveOptions, Due, Error, Snapshot, Stats, file_properties};

@@ -8,6 +8,7 @@ use fencewatch_assess::live::{Settled, View};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -489,10 +490,7 @@ impl Archive {
             ".{}.tmp",
             path.file_name().expect("a name").to_string_lossy()
         ));
-        let props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::default()))
-            .set_max_row_group_row_count(Some(self.opts.row_group_rows))
-            .build();
+        let props = file_properties(self.opts.row_group_rows);
         let file = std::fs::File::create(&tmp).map_err(io(&tmp))?;
         let mut w = ArrowWriter::try_new(
             std::io::BufWriter::with_capacity(1 << 20, file),
@@ -575,6 +573,19 @@ impl Archive {
         self.lock().manifest = m.clone();
         Ok(())
     }
+}
+
+/// How the archive's Parquet files are written: zstd, row groups of `row_group_rows`, and a
+/// bloom filter on `scope` per row group, so that a scope's history (`/v1/scopes/{scope}`,
+/// `WHERE scope = …`) reads the row groups that hold it, not the archive.
+pub fn file_properties(row_group_rows: usize) -> WriterProperties {
+    let scope = ColumnPath::from("scope");
+    WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_max_row_group_row_count(Some(row_group_rows))
+        .set_column_bloom_filter_enabled(scope.clone(), true)
+        .set_column_bloom_filter_max_ndv(scope, row_group_rows as u64)
+        .build()
 }
 
 /// Why [`Archive::wait_due`] returned.

@@ -2,6 +2,7 @@
 
 mod archive;
 mod archive_check;
+mod archive_scope;
 mod broker;
 mod cases;
 mod cli;

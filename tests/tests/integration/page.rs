@@ -71,6 +71,23 @@ fn the_page_shows_verdicts_timelines_and_counterexamples_in_a_browser() {
     );
     let profile = tempfile::tempdir().unwrap();
     let out = dump_dom(&browser, profile.path(), addr);
+    // Each counterexample links to its scope's history, which the service answers.
+    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
+    let link = dom
+        .split(r#"class="scope-history""#)
+        .nth(1)
+        .and_then(|rest| rest.split(r#"href=""#).nth(1))
+        .and_then(|rest| rest.split('"').next())
+        .map(|href| href.replace("&amp;", "&"))
+        .unwrap_or_else(|| panic!("no scope-history link: {dom}"));
+    assert!(link.starts_with("/v1/scopes/"), "{link}");
+    let scope = request(addr, "GET", &link, &[], b"").unwrap();
+    assert_eq!(scope.status, 200, "{link}: {}", scope.text());
+    let scope = scope.json();
+    assert!(
+        !scope["history"]["events"].as_array().unwrap().is_empty(),
+        "{link}: {scope}"
+    );
     // And a screenshot, as a person would look at it.
     let shot = profile.path().join("page.png");
     let snap = Command::new(&browser)
@@ -105,7 +122,6 @@ fn the_page_shows_verdicts_timelines_and_counterexamples_in_a_browser() {
     if let Some(keep) = std::env::var_os("FENCEWATCH_SCREENSHOT") {
         std::fs::copy(&shot, keep).unwrap();
     }
-    let dom = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
         "{}",
