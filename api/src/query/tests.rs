@@ -219,6 +219,7 @@ fn the_session_itself_reads_no_file_and_writes_nothing() {
     ] {
         let r = rt.block_on(execute(
             &sql,
+            Vec::new(),
             Snapshot::default(),
             Limits::default(),
             pool.clone(),

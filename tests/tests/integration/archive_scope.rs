@@ -128,4 +128,7 @@ fn a_folded_scope_shows_its_whole_history_from_the_archive_paged() {
         assert_eq!(r.status, 400, "{bad}: {}", r.text());
     }
     assert_eq!(svc.get("/v1/scopes/never-seen").status, 404);
+    // The scope is a parameter, never SQL: a quote in it is only a scope name.
+    let r = svc.get(&format!("/v1/scopes/{}", encode("order-1' OR '1'='1")));
+    assert_eq!(r.status, 404, "{}", r.text());
 }
