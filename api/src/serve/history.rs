@@ -25,30 +25,24 @@ pub const DEFAULT_LIMIT: usize = 100;
 /// See [`DEFAULT_LIMIT`].
 pub const MAX_LIMIT: usize = 1000;
 
-/// The columns of a history event, in the order selected.
-const COLUMNS: [&str; 13] = [
-    "ts",
-    "kind",
-    "epoch",
-    "incarnation",
-    "order",
-    "route",
-    "holder",
-    "op_id",
-    "outcome",
-    "emitter",
-    "seq",
-    "source",
-    "received",
-];
+/// The columns an archived event is shown with (as a counterexample's events are, and its
+/// `op_id`).
+macro_rules! event_columns {
+    () => {
+        "ts, kind, epoch, incarnation, \"order\", route, holder, op_id, outcome, emitter, seq, source"
+    };
+}
+pub(crate) use event_columns;
 
 /// `limit + 1` rows after the cursor: the one more says whether a next page exists. `ts >=
 /// $3` is implied by the cursor's condition, and prunes row groups by their `ts` statistics
 /// (the OR alone does not).
-const SQL: &str = "SELECT ts, kind, epoch, incarnation, \"order\", route, holder, op_id, outcome, \
-     emitter, seq, source, received FROM events \
-     WHERE scope = $1 AND property = $2 AND ts >= $3 AND (ts > $3 OR (ts = $3 AND source > $4)) \
-     ORDER BY ts, source LIMIT $5";
+const SQL: &str = concat!(
+    "SELECT ",
+    event_columns!(),
+    ", received FROM events WHERE scope = $1 AND property = $2 AND ts >= $3 ",
+    "AND (ts > $3 OR (ts = $3 AND source > $4)) ORDER BY ts, source LIMIT $5"
+);
 
 /// A page cursor: the (`ts`, `source`) of the last event of the previous page.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,33 +127,34 @@ pub async fn page_of(
     Ok(json!({"events": events, "next_cursor": next}))
 }
 
-/// The answer's rows as objects (null columns left out), each with its `ts_ns` for the cursor.
-fn rows(a: &Answer) -> Vec<Value> {
+/// The answer's rows as objects by column name (null columns left out; times RFC 3339), each
+/// with its `ts` also as `ts_ns` when it has one.
+pub(crate) fn rows(a: &Answer) -> Vec<Value> {
     let mut out = Vec::with_capacity(a.rows());
     for b in &a.batches {
+        let schema = b.schema();
         for i in 0..b.num_rows() {
             let mut o = Map::new();
-            for (c, name) in COLUMNS.iter().enumerate() {
-                let col = b.column(c);
+            for (col, field) in b.columns().iter().zip(schema.fields()) {
                 if col.is_null(i) {
                     continue;
                 }
+                let name = field.name();
                 let v = match col.data_type() {
                     DataType::Timestamp(..) => {
                         let t = col.as_primitive::<TimestampNanosecondType>().value(i);
-                        if *name == "ts" {
+                        if name == "ts" {
                             o.insert("ts_ns".into(), json!(t));
                         }
                         json!(EventTime(t).to_string())
                     }
-                    DataType::UInt64 => {
-                        json!(col.as_primitive::<UInt64Type>().value(i))
-                    }
+                    DataType::UInt64 => json!(col.as_primitive::<UInt64Type>().value(i)),
+                    DataType::Boolean => json!(col.as_boolean().value(i)),
                     DataType::Utf8View => json!(col.as_string_view().value(i)),
                     DataType::LargeUtf8 => json!(col.as_string::<i64>().value(i)),
                     _ => json!(col.as_string::<i32>().value(i)),
                 };
-                o.insert((*name).into(), v);
+                o.insert(name.clone(), v);
             }
             out.push(Value::Object(o));
         }

@@ -23,6 +23,7 @@ pub mod run;
 pub mod sql;
 pub mod submit;
 pub mod telemetry;
+pub mod witness;
 
 use crate::serve::auth::{AuthToken, require_bearer};
 use crate::serve::config::{LogFormat, ServeConfig};

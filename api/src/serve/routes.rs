@@ -387,7 +387,9 @@ async fn counterexamples(
     Ok(Json(v))
 }
 
-/// One counterexample: stale event, witness, context and explanation.
+/// One counterexample: stale event, witness, context and explanation. One whose detail is no
+/// longer resident (beyond `max_counterexamples`) comes from the evidence archive, its events
+/// and context from the archived events (`"archived": true`).
 #[utoipa::path(get, path = "/v1/counterexamples/{id}",
     params(("id" = String, Path, description = "A counterexample id, `cx-…`")),
     responses((status = 200, description = "The counterexample", body = Value),
@@ -397,10 +399,18 @@ async fn counterexample(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     ready(&app)?;
-    let cx = query(&app, |view| view.counterexample(&id)).ok_or_else(|| ApiError::NotFound {
-        what: format!("counterexample `{id}`"),
-    })?;
-    Ok(Json(serde_json::to_value(cx).expect("serializable")))
+    if let Some(cx) = query(&app, |view| view.counterexample(&id)) {
+        return Ok(Json(serde_json::to_value(cx).expect("serializable")));
+    }
+    // Its detail is no longer resident (beyond `max_counterexamples`): the archive's.
+    let archived =
+        crate::serve::witness::archived(&app.registry, &app.data_dir, &app.queries, &id).await?;
+    archived.map(Json).ok_or_else(|| ApiError::NotFound {
+        what: format!(
+            "counterexample `{}`",
+            id.chars().take(128).collect::<String>()
+        ),
+    })
 }
 
 /// Query naming one property.

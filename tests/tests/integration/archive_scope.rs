@@ -1,5 +1,6 @@
-//! `/v1/scopes/{scope}` with the scope's whole history out of the evidence archive (issue 14,
-//! item 7): a folded scope still shows every event it had, a page at a time.
+//! What the evidence archive gives back once state folded (issue 14, items 7 and 1):
+//! `/v1/scopes/{scope}` with the scope's whole history, a page at a time, and
+//! `/v1/counterexamples/{id}` with a counterexample whose detail is no longer resident.
 
 use fencewatch_tests::ORDERS_CONTRACT;
 use fencewatch_tests::service::{TestService, now_ns};
@@ -131,4 +132,79 @@ fn a_folded_scope_shows_its_whole_history_from_the_archive_paged() {
     // The scope is a parameter, never SQL: a quote in it is only a scope name.
     let r = svc.get(&format!("/v1/scopes/{}", encode("order-1' OR '1'='1")));
     assert_eq!(r.status, 404, "{}", r.text());
+}
+
+#[test]
+fn a_counterexample_whose_detail_left_memory_comes_from_the_archive_with_its_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(
+        dir.path(),
+        ORDERS_CONTRACT,
+        &[
+            "--archive-flush-interval",
+            "200ms",
+            "--max-counterexamples",
+            "1",
+        ],
+    );
+    let now = now_ns();
+    let t0 = now - 300 * SEC;
+    let route = "orders-api.transition";
+    let mut lines = Vec::new();
+    for s in 0..3i64 {
+        for (k, epoch) in [1, 2, 3, 1].into_iter().enumerate() {
+            lines.push(format!(
+                r#"{{"kind":"commit","ts":{},"scope":"o-{s}","epoch":{epoch},"route":"{route}"}}"#,
+                t0 + s * 10 * SEC + k as i64 * SEC
+            ));
+        }
+    }
+    lines.push(format!(
+        r#"{{"kind":"heartbeat","ts":{},"route":"{route}"}}"#,
+        now - SEC
+    ));
+    let r = svc.post_ndjson(&(lines.join("\n") + "\n"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    svc.wait_for("the counterexamples archived", 30, |s| {
+        s.metric("fencewatch_archive_rows_total{table=\"counterexamples\"}") == Some(3.0)
+    });
+    let list = svc.get("/v1/counterexamples").json();
+    assert_eq!(list["not_kept"], 2, "{list}");
+    let archived = svc
+        .rows("SELECT id, stale_source, superseding_source FROM counterexamples ORDER BY stale_ts");
+    assert_eq!(archived.len(), 3);
+    let mut from_archive = 0;
+    for row in &archived {
+        let id = row[0].as_str().unwrap();
+        let r = svc.get(&format!("/v1/counterexamples/{id}"));
+        assert_eq!(r.status, 200, "{id}: {}", r.text());
+        let cx = r.json();
+        assert_eq!(cx["id"], id);
+        assert_eq!(cx["stale"]["source"], row[1], "{cx}");
+        assert_eq!(cx["superseding"]["source"], row[2], "{cx}");
+        assert_eq!(cx["kind"], "stale_commit");
+        let context = cx["context"].as_array().unwrap();
+        // The scope's 4 events, the stale one last.
+        assert_eq!(context.len(), 4, "{cx}");
+        assert_eq!(context[3]["source"], row[1], "{cx}");
+        assert_eq!(
+            context
+                .iter()
+                .map(|e| e["epoch"].as_u64().unwrap())
+                .collect::<Vec<_>>(),
+            [1, 2, 3, 1],
+            "{cx}"
+        );
+        if cx["archived"] == true {
+            from_archive += 1;
+            assert_eq!(cx["final"], true, "{cx}");
+            assert_eq!(cx["stale"]["epoch"], 1, "{cx}");
+            assert_eq!(cx["superseding"]["epoch"], 3, "{cx}");
+        }
+    }
+    assert_eq!(from_archive, 2, "the two whose detail is not kept");
+    assert_eq!(
+        svc.get("/v1/counterexamples/cx-0000000000000000").status,
+        404
+    );
 }
