@@ -159,6 +159,18 @@ fn check_reads_the_archive_and_reports_as_for_the_ndjson_it_came_from() {
     let (code, stderr) = check_text(&contract, &fake);
     assert_eq!(code, 3, "{stderr}");
     assert!(stderr.contains("fake.parquet"), "{stderr}");
+    let c = contract.display().to_string();
+    let d = data_dir.display().to_string();
+    let out = run(
+        &["check", "--contract", &c, "--max-memory", "1GiB", &d],
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(
+        stderr.contains("--max-memory reads NDJSON only"),
+        "{stderr}"
+    );
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
     let (code, stderr) = check_text(&contract, &empty);
