@@ -8,11 +8,11 @@ use crate::spill;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use fencewatch_assess::Contract;
 use fencewatch_assess::history::History;
-use fencewatch_ingest::archive::read::{Read, is_archive_input, read_inputs};
+use fencewatch_ingest::archive::read::{Read, is_archive_input, read_archive};
 use fencewatch_ingest::clock::{Clock, SharedClock, SystemClock};
 use fencewatch_ingest::decode::json::DEFAULT_MAX_LINE_BYTES;
 use fencewatch_ingest::simulate::{Attest, Faults, Workload, simulate};
-use fencewatch_ingest::source::file::{Input, ReadOptions, total_size};
+use fencewatch_ingest::source::file::{Input, Progress, ReadOptions, read_into, total_size};
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -492,6 +492,49 @@ fn check(args: CheckArgs) -> i32 {
         );
     }
     report.verdict.exit_code()
+}
+
+/// Reads `inputs` into `history` in the order given: runs of NDJSON inputs by
+/// [`read_into`], archive inputs ([`is_archive_input`]) by [`read_archive`]. Returns what the
+/// archive inputs gave.
+fn read_inputs(
+    history: &mut History,
+    inputs: &[Input],
+    opts: ReadOptions,
+    mut progress: Option<Progress<'_>>,
+) -> Result<Read, String> {
+    let archive = |i: &Input| matches!(i, Input::Path(p) if is_archive_input(p));
+    let mut total = Read::default();
+    let mut rest = inputs;
+    while !rest.is_empty() {
+        let n = rest.iter().take_while(|i| archive(i)).count();
+        if n > 0 {
+            let paths: Vec<PathBuf> = rest[..n]
+                .iter()
+                .filter_map(|i| match i {
+                    Input::Path(p) => Some(p.clone()),
+                    Input::Stdin => None,
+                })
+                .collect();
+            let r = read_archive(history, &paths).map_err(|e| e.to_string())?;
+            total.files += r.files;
+            total.events += r.events;
+            total.malformed += r.malformed;
+            total.unattributed += r.unattributed;
+            rest = &rest[n..];
+        } else {
+            let n = rest.iter().take_while(|i| !archive(i)).count();
+            read_into(
+                history,
+                &rest[..n],
+                opts,
+                progress.as_mut().map(|p| &mut **p as Progress<'_>),
+            )
+            .map_err(|e| e.to_string())?;
+            rest = &rest[n..];
+        }
+    }
+    Ok(total)
 }
 
 /// Says on stderr what the archive inputs could not give back.

@@ -17,7 +17,6 @@
 
 use super::manifest::{MANIFEST, Manifest};
 use super::rows::Table;
-use crate::source::file::{Input, Progress, ReadOptions, read_into};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int64Type, TimestampNanosecondType, UInt64Type};
 use arrow_array::{Array, RecordBatch, StringArray};
@@ -391,49 +390,6 @@ pub fn read_archive(history: &mut History, paths: &[PathBuf]) -> Result<Read, Re
         }
     }
     Ok(r.read)
-}
-
-/// Reads `inputs` into `history` in the order given: runs of NDJSON inputs by
-/// [`read_into`], archive inputs ([`is_archive_input`]) by [`read_archive`]. Returns what the
-/// archive inputs gave.
-pub fn read_inputs(
-    history: &mut History,
-    inputs: &[Input],
-    opts: ReadOptions,
-    mut progress: Option<Progress<'_>>,
-) -> Result<Read, String> {
-    let archive = |i: &Input| matches!(i, Input::Path(p) if is_archive_input(p));
-    let mut total = Read::default();
-    let mut rest = inputs;
-    while !rest.is_empty() {
-        let n = rest.iter().take_while(|i| archive(i)).count();
-        if n > 0 {
-            let paths: Vec<PathBuf> = rest[..n]
-                .iter()
-                .filter_map(|i| match i {
-                    Input::Path(p) => Some(p.clone()),
-                    Input::Stdin => None,
-                })
-                .collect();
-            let r = read_archive(history, &paths).map_err(|e| e.to_string())?;
-            total.files += r.files;
-            total.events += r.events;
-            total.malformed += r.malformed;
-            total.unattributed += r.unattributed;
-            rest = &rest[n..];
-        } else {
-            let n = rest.iter().take_while(|i| !archive(i)).count();
-            read_into(
-                history,
-                &rest[..n],
-                opts,
-                progress.as_mut().map(|p| &mut **p as Progress<'_>),
-            )
-            .map_err(|e| e.to_string())?;
-            rest = &rest[n..];
-        }
-    }
-    Ok(total)
 }
 
 /// A Parquet file opened (its footer read) and the table its schema is.
