@@ -1,12 +1,13 @@
 //! The consumer's callbacks, served by librdkafka while the consumer thread polls: statistics
 //! (partition ends, idleness, broker state), errors, and rebalances (assignments restore their
-//! partitions, revocations checkpoint, commit and drop them).
+//! partitions and start their workers, revocations stop the workers, which checkpoint and
+//! commit, and drop the partitions).
 
 use super::KafkaSource;
 use crate::registry::write;
 use crate::report::{InternalEvent, Rebalanced};
 use rdkafka::client::ClientContext;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, RebalanceProtocol};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, RebalanceProtocol};
 use rdkafka::error::KafkaError;
 use rdkafka::statistics::Statistics;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
@@ -152,9 +153,8 @@ impl ConsumerContext for Context {
                     partitions: listed.len(),
                 }
                 .emit(&k.metrics);
-                if let Err(e) = k.checkpoint(consumer, Some(&listed), CommitMode::Sync) {
-                    k.fail(&e);
-                }
+                // Each worker ends its batch, checkpoints and commits before the partition is
+                // given up.
                 k.release(&listed);
                 let r = if cooperative {
                     consumer.incremental_unassign(tpl)

@@ -18,38 +18,32 @@ mod context;
 mod dead_letter;
 pub mod produce;
 mod summaries;
+mod worker;
 
 pub use dead_letter::{DEAD_LETTER_FILE_BYTES, DEAD_LETTER_FILE_VALUE_BYTES};
 pub use summaries::Published;
 
-use crate::batch::{Batch, Format};
 use crate::checkpoint::CheckpointStore;
 use crate::clock::SharedClock;
 use crate::partition::restore::{WhenNoneUsable, restore};
-use crate::partition::{self, Applied, Partition};
-use crate::registry::{Kind, Registry, Shared, read, write};
+use crate::partition::{self, Partition};
+use crate::registry::{Kind, Registry, Shared, read};
 use crate::report::metrics::PartitionLabels;
-use crate::report::{
-    CheckpointSaved, DeadLettered, EventsIngested, EventsRejected, InternalEvent,
-    KafkaMessagesConsumed, Metrics, PartitionRestored,
-};
+use crate::report::{InternalEvent, Metrics, PartitionRestored};
 use context::Context;
 use dead_letter::{DeadFile, DeadLetter};
 use fencewatch_assess::live::LiveOptions;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, Producer};
-use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
-
-/// Messages applied per poll at most (a partition's write lock is held for at most that many).
-const BATCH: usize = 2048;
+use worker::{SharedConsumer, Worker};
 /// How often the seqs seen by all partitions are fed back to each
 /// ([`Registry::absorb_seq_runs`]).
 const ABSORB_EVERY: Duration = Duration::from_secs(1);
@@ -194,6 +188,33 @@ struct Assigned {
     part: Shared,
     /// What the last published summary covered: (next, idle).
     published: Option<(u64, bool)>,
+    /// The thread that applies and checkpoints it (`None` once stopped).
+    worker: Option<Worker>,
+}
+
+/// Where malformed messages and summaries go, shared by the workers and the consumer thread.
+struct Sinks {
+    producer: Option<BaseProducer>,
+    dead: Mutex<DeadLetter>,
+}
+
+impl std::fmt::Debug for Sinks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sinks")
+            .field("producer", &self.producer.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The consumer, for the rebalance callback to split partition queues from (weak: the
+/// consumer's context holds the source).
+#[derive(Default)]
+struct ConsumerRef(OnceLock<Weak<BaseConsumer<Context>>>);
+
+impl std::fmt::Debug for ConsumerRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ConsumerRef")
+    }
 }
 
 /// Figures for metrics and readiness.
@@ -213,9 +234,8 @@ struct KafkaStatus {
 pub struct KafkaSource {
     registry: Arc<Registry>,
     assigned: Mutex<BTreeMap<(String, i32), Assigned>>,
-    /// Checkpoint stores of the assigned partitions (the consumer thread's alone, apart from
-    /// `assigned` so that saving one does not hold up a scrape).
-    stores: Mutex<BTreeMap<(String, i32), CheckpointStore>>,
+    consumer: ConsumerRef,
+    sinks: Sinks,
     status: KafkaStatus,
     stop: AtomicBool,
     opts: KafkaOptions,
@@ -256,10 +276,38 @@ impl KafkaSource {
             source,
         })?;
         registry.expect_streamed();
+        let c = &opts.config;
+        let producer = if c.dead_letter_topic.is_some() || c.summaries_topic.is_some() {
+            let mut pc = ClientConfig::new();
+            pc.set("bootstrap.servers", &c.brokers)
+                .set("client.id", "fencewatch")
+                .set("compression.type", "gzip")
+                .set("message.max.bytes", "10000000");
+            for (k, v) in c.settings.iter().filter(|(k, _)| is_shared_setting(k)) {
+                pc.set(k, v);
+            }
+            let producer: BaseProducer = pc.create().map_err(|source| Error::Client {
+                what: "producer".into(),
+                source,
+            })?;
+            Some(producer)
+        } else {
+            None
+        };
+        let dead = match &c.dead_letter_topic {
+            Some(topic) => DeadLetter::Topic {
+                topic: topic.clone(),
+            },
+            None => DeadLetter::File(DeadFile::new(opts.dir.join("dead-letter.ndjson"))),
+        };
         let kafka = Arc::new(KafkaSource {
             registry,
             assigned: Mutex::new(BTreeMap::new()),
-            stores: Mutex::new(BTreeMap::new()),
+            consumer: ConsumerRef::default(),
+            sinks: Sinks {
+                producer,
+                dead: Mutex::new(dead),
+            },
             status: KafkaStatus::default(),
             stop: AtomicBool::new(false),
             opts,
@@ -297,6 +345,8 @@ impl KafkaSource {
                 what: "consumer".into(),
                 source,
             })?;
+        let consumer = Arc::new(consumer);
+        let _ = kafka.consumer.0.set(Arc::downgrade(&consumer));
         let topics: Vec<&str> = c.topics.iter().map(String::as_str).collect();
         consumer
             .subscribe(&topics)
@@ -304,29 +354,6 @@ impl KafkaSource {
                 topics: c.topics.join(","),
                 source,
             })?;
-        let producer = if c.dead_letter_topic.is_some() || c.summaries_topic.is_some() {
-            let mut pc = ClientConfig::new();
-            pc.set("bootstrap.servers", &c.brokers)
-                .set("client.id", "fencewatch")
-                .set("compression.type", "gzip")
-                .set("message.max.bytes", "10000000");
-            for (k, v) in c.settings.iter().filter(|(k, _)| is_shared_setting(k)) {
-                pc.set(k, v);
-            }
-            let producer: BaseProducer = pc.create().map_err(|source| Error::Client {
-                what: "producer".into(),
-                source,
-            })?;
-            Some(producer)
-        } else {
-            None
-        };
-        let dead = match &c.dead_letter_topic {
-            Some(topic) => DeadLetter::Topic {
-                topic: topic.clone(),
-            },
-            None => DeadLetter::File(DeadFile::new(kafka.opts.dir.join("dead-letter.ndjson"))),
-        };
         if let Some(topic) = &c.summaries_topic {
             let reader = summaries::summaries_reader(&kafka, topic)?;
             let k = kafka.clone();
@@ -339,10 +366,9 @@ impl KafkaSource {
         let handle = std::thread::Builder::new()
             .name("fencewatch-kafka".into())
             .spawn(move || {
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    k.consume(&consumer, producer.as_ref(), dead)
-                }))
-                .unwrap_or(Err(Error::Panicked));
+                let r =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| k.consume(&consumer)))
+                        .unwrap_or(Err(Error::Panicked));
                 if let Err(e) = &r {
                     // A checkpoint or the dead-letter file could not be written: nothing past
                     // the last durable checkpoint was committed. The service stops (exit 1),
@@ -413,12 +439,25 @@ impl KafkaSource {
         self.opts.dir.join(sanitize(topic)).join(p.to_string())
     }
 
-    /// Restores partition `(topic, p)` from its checkpoint (or starts it empty), registers it
-    /// and returns the offset to consume from. A damaged newer checkpoint is passed over for
-    /// the older one; when none is valid the damaged files are moved into `quarantine/<ns>/`
-    /// and the partition is rebuilt from the earliest retained offset: Kafka still holds what
-    /// the checkpoints covered, as long as its retention does.
-    fn open_part(&self, topic: &str, p: i32) -> Result<u64, Error> {
+    /// The dead-letter sink.
+    fn dead(&self) -> MutexGuard<'_, DeadLetter> {
+        self.sinks.dead.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Restores partition `(topic, p)` from its checkpoint (or starts it empty), registers it,
+    /// splits its queue from `consumer`'s and starts its worker; returns the offset to consume
+    /// from. Call before the partition is assigned, so that none of its messages goes to the
+    /// consumer's own queue. A damaged newer checkpoint is passed over for the older one; when
+    /// none is valid the damaged files are moved into `quarantine/<ns>/` and the partition is
+    /// rebuilt from the earliest retained offset: Kafka still holds what the checkpoints
+    /// covered, as long as its retention does.
+    fn open_part(self: &Arc<Self>, topic: &str, p: i32) -> Result<u64, Error> {
+        // Assigned twice without a revocation between: the old worker checkpoints and ends
+        // before the partition is restored again.
+        let old = self.assigned().remove(&(topic.to_string(), p));
+        if let Some(w) = old.and_then(|a| a.worker) {
+            w.join();
+        }
         let started = Instant::now();
         let dir = self.part_dir(topic, p);
         let fail = |source| Error::Restore {
@@ -446,301 +485,132 @@ impl KafkaSource {
             elapsed: started.elapsed(),
         }
         .emit(&self.metrics);
+        let consumer: SharedConsumer = self
+            .consumer
+            .0
+            .get()
+            .and_then(Weak::upgrade)
+            .ok_or_else(|| Error::Failed("the kafka consumer is closing".into()))?;
+        let queue = consumer
+            .split_partition_queue(topic, p)
+            .ok_or_else(|| Error::Failed(format!("kafka: no queue for partition {name}")))?;
         let mut partition = Partition::new(&name, restored.live, next);
         self.registry.prepare(&mut partition);
         let part = self.registry.register(Kind::Streamed, partition);
-        let key = (topic.to_string(), p);
+        let worker = Worker::spawn(
+            self.clone(),
+            consumer,
+            queue,
+            topic,
+            p,
+            &name,
+            part.clone(),
+            store,
+        )?;
         let assigned = Assigned {
             name,
             part,
             published: None,
+            worker: Some(worker),
         };
-        self.stores
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key.clone(), store);
-        self.assigned().insert(key, assigned);
+        self.assigned().insert((topic.to_string(), p), assigned);
         Ok(next)
     }
 
+    /// Stops the workers of `listed` (each ends its batch, checkpoints and commits, all at
+    /// once) and drops the partitions: call before they are given up.
     fn release(&self, listed: &[(String, i32)]) {
+        let workers: Vec<Worker> = {
+            let mut assigned = self.assigned();
+            listed
+                .iter()
+                .filter_map(|key| assigned.get_mut(key).and_then(|a| a.worker.take()))
+                .collect()
+        };
+        for w in &workers {
+            w.signal();
+        }
+        for w in workers {
+            w.join();
+        }
         let mut assigned = self.assigned();
-        let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
         let mut ends = self.status.ends.lock().unwrap_or_else(|p| p.into_inner());
         for key in listed {
             if let Some(a) = assigned.remove(key) {
                 self.registry.unregister(&a.name);
             }
-            stores.remove(key);
             ends.remove(key);
         }
     }
 
-    /// Saves every partition (of `only`, if given) that moved since its last checkpoint, then
-    /// commits their offsets.
-    fn checkpoint(
-        &self,
-        consumer: &BaseConsumer<Context>,
-        only: Option<&[(String, i32)]>,
-        mode: CommitMode,
-    ) -> Result<(), Error> {
-        if let Some(why) = self.failure() {
-            // A failure (a dead-letter copy lost, an earlier checkpoint) stops the consumer:
-            // nothing may be committed past it.
-            return Err(Error::Failed(why));
-        }
-        let moved: Vec<((String, i32), String, Shared)> = self
-            .assigned()
-            .iter()
-            .filter(|(key, _)| only.is_none_or(|o| o.contains(key)))
-            .map(|(key, a)| (key.clone(), a.name.clone(), a.part.clone()))
-            .collect();
-        let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
-        let mut tpl = TopicPartitionList::new();
-        for ((topic, p), name, part) in moved {
-            let (offset, state) = {
-                let part = read(&part);
-                if !part.dirty() {
-                    continue;
-                }
-                part.encode()
-            };
-            let started = Instant::now();
-            // A checkpoint, and the committed offset, cover only rows the archive holds.
-            #[cfg(feature = "archive")]
-            if let Some(a) = self.registry.archive() {
-                a.flush_through(&name, offset)
-                    .map_err(|source| Error::Archive {
-                        partition: name.clone(),
-                        offset,
-                        source,
-                    })?;
-            }
-            let store = stores
-                .get_mut(&(topic.clone(), p))
-                .expect("an assigned partition has a store");
-            store
-                .save(offset, &state)
-                .map_err(|source| Error::Checkpoint {
-                    partition: name.clone(),
-                    offset,
-                    kept: store.latest_offset().unwrap_or(0),
-                    source,
-                })?;
-            write(&part).saved(offset);
-            CheckpointSaved {
-                partition: &name,
-                offset,
-                bytes: state.len(),
-                elapsed: started.elapsed(),
-            }
-            .emit(&self.metrics);
-            tpl.add_partition_offset(&topic, p, Offset::Offset(offset as i64))
-                .expect("a valid partition");
-        }
-        drop(stores);
-        if tpl.count() == 0 {
-            return Ok(());
-        }
-        // The checkpoints are durable: now the group may move past them. A failed commit is
-        // not fatal (the next checkpoint commits again; a restart replays from the checkpoint).
-        if let Err(e) = consumer.commit(&tpl, mode) {
-            tracing::warn!(error = %e, "kafka: committing offsets failed");
-        }
-        Ok(())
-    }
-
-    /// The consumer loop: poll, apply, report, checkpoint.
-    fn consume(
-        &self,
-        consumer: &BaseConsumer<Context>,
-        producer: Option<&BaseProducer>,
-        mut dead: DeadLetter,
-    ) -> Result<(), Error> {
+    /// The consumer loop: serve the callbacks (rebalances, statistics), feed seqs across
+    /// partitions, publish summaries; the workers do the rest. On stop, every worker
+    /// checkpoints and commits a last time before the group is left.
+    fn consume(&self, consumer: &BaseConsumer<Context>) -> Result<(), Error> {
         let mut last_publish = Instant::now();
         let mut last_absorb = Instant::now();
-        let mut last_checkpoint = Instant::now();
-        let interval = self.opts.checkpoint_interval;
         while !self.stop.load(Ordering::Acquire) {
-            // Poll a batch first, with no lock held: polling runs the rebalance and statistics
-            // callbacks, which take the partitions' locks themselves.
-            let mut batch = Vec::new();
-            let mut next = consumer.poll(Duration::from_millis(100));
-            while let Some(r) = next {
-                batch.push(r);
-                if batch.len() >= BATCH {
-                    break;
-                }
-                next = consumer.poll(Duration::ZERO);
+            // Polling runs the rebalance and statistics callbacks, which take the partitions'
+            // locks themselves. Messages come through the workers' queues, split before
+            // assignment; one that still came here is applied in its partition's order.
+            match consumer.poll(Duration::from_millis(100)) {
+                Some(Ok(msg)) => self.apply_stray(&[Ok(msg)]),
+                Some(Err(KafkaError::PartitionEOF(_))) | None => {}
+                Some(Err(e)) => tracing::warn!(error = %e, "kafka: consume"),
             }
-            if !batch.is_empty() {
-                #[cfg(feature = "archive")]
-                if let Some(a) = self.registry.archive() {
-                    // Backpressure when the archive falls behind, before a partition is locked.
-                    a.wait_for_room();
-                }
-                self.apply_polled(batch, producer, &mut dead);
-            }
-            self.rewind(consumer);
+            self.rewind();
             if last_absorb.elapsed() >= ABSORB_EVERY {
                 self.registry.absorb_seq_runs();
                 last_absorb = Instant::now();
             }
-            if let Some(producer) = producer {
+            if let Some(producer) = &self.sinks.producer {
                 if last_publish.elapsed() >= summaries::PUBLISH_EVERY {
                     self.publish(producer);
                     last_publish = Instant::now();
                 }
                 producer.poll(Duration::ZERO);
             }
-            if last_checkpoint.elapsed() >= interval {
-                dead.flush()?;
-                self.checkpoint(consumer, None, CommitMode::Async)?;
-                last_checkpoint = Instant::now();
-            }
         }
+        let all: Vec<(String, i32)> = self.assigned().keys().cloned().collect();
+        self.release(&all);
         if let Some(f) = self.failure() {
             return Err(Error::Failed(f));
         }
-        if let Some(producer) = producer {
+        if let Some(producer) = &self.sinks.producer {
             self.publish(producer);
             let _ = producer.flush(Duration::from_secs(10));
         }
-        dead.flush()?;
-        self.checkpoint(consumer, None, CommitMode::Sync)?;
+        self.dead().flush()?;
         consumer.unsubscribe();
         tracing::info!("kafka consumer stopped after a last checkpoint");
         Ok(())
     }
 
-    /// Applies a polled batch of messages, each to its partition in order, then reports.
-    fn apply_polled(
-        &self,
-        polled: Vec<Result<BorrowedMessage<'_>, KafkaError>>,
-        producer: Option<&BaseProducer>,
-        dead: &mut DeadLetter,
-    ) {
-        let assigned = self.assigned();
-        let (mut ok, mut bad) = (0, 0);
-        // Consecutive messages of one partition are applied under one hold of its lock.
-        let mut held: Option<(&(String, i32), &Assigned, RwLockWriteGuard<'_, Partition>)> = None;
-        for r in &polled {
-            let msg = match r {
-                Ok(msg) => msg,
-                Err(KafkaError::PartitionEOF(_)) => continue,
-                Err(e) => {
-                    tracing::warn!(error = %e, "kafka: consume");
-                    continue;
-                }
-            };
-            let same = held
-                .as_ref()
-                .is_some_and(|((t, p), _, _)| *p == msg.partition() && t == msg.topic());
-            if !same {
-                held = None;
-                let key = (msg.topic().to_string(), msg.partition());
-                let Some((key, a)) = assigned.get_key_value(&key) else {
-                    // Not assigned here (any more).
-                    continue;
-                };
-                held = Some((key, a, write(&a.part)));
-            }
-            let (_, a, part) = held.as_mut().expect("held");
-            let Some(applied) = self.apply(part, &a.name, msg) else {
-                continue;
-            };
-            ok += applied.accepted;
-            if let Some(e) = applied.errors.first() {
-                bad += 1;
-                self.dead_letter(dead, producer, msg, &a.name, &e.error.to_string());
-            }
-        }
-        drop(held);
-        if ok + bad > 0 {
-            // Messages came: a broker answers (errors alone prove nothing).
-            self.status.connected.store(true, Ordering::Release);
-        }
-        KafkaMessagesConsumed { count: ok + bad }.emit(&self.metrics);
-        EventsIngested {
-            source: "kafka",
-            count: ok,
-        }
-        .emit(&self.metrics);
-        EventsRejected {
-            source: "kafka",
-            reason: "malformed",
-            count: bad,
-        }
-        .emit(&self.metrics);
-        for a in assigned.values() {
-            write(&a.part).report(&self.metrics);
-        }
-    }
-
-    /// Applies one message as a batch of one item at its offset (`None`: already in the state).
-    /// Its received time is its Kafka timestamp, so a replay decides `future timestamp` as the
-    /// first pass did.
-    fn apply(
-        &self,
-        part: &mut Partition,
-        name: &str,
-        msg: &BorrowedMessage<'_>,
-    ) -> Option<Applied> {
-        let offset = u64::try_from(msg.offset()).ok()?;
-        let received_at = msg
-            .timestamp()
-            .to_millis()
-            .map_or(i64::MAX, |ms| ms.saturating_mul(1_000_000));
-        let Some(body) = msg.payload() else {
-            return part.reject(offset, name, "empty message (no payload)", received_at);
+    /// Applies a message that came through the consumer's queue rather than its partition's.
+    fn apply_stray(&self, polled: &[Result<rdkafka::message::BorrowedMessage<'_>, KafkaError>]) {
+        let Some(Ok(msg)) = polled.first() else {
+            return;
         };
-        let batch = Batch {
-            format: Format::Message,
-            received_at,
-            source: name,
-            first_line: None,
-            key: Some(msg.key().unwrap_or_default()),
-            body,
-        };
-        part.apply(offset, 1, &batch, self.opts.max_line_bytes)
-    }
-
-    /// Copies a malformed message to the dead-letter topic or file; a file that cannot be
-    /// written is fatal.
-    fn dead_letter(
-        &self,
-        dead: &mut DeadLetter,
-        producer: Option<&BaseProducer>,
-        msg: &BorrowedMessage<'_>,
-        name: &str,
-        why: &str,
-    ) {
-        let source = format!("{name}:{}", msg.offset());
-        match dead.copy(producer, msg, &source, why, self.opts.max_line_bytes) {
-            Ok(true) => DeadLettered {
-                source: &source,
-                reason: why,
-            }
-            .emit(&self.metrics),
-            Ok(false) => {}
-            Err(e) => self.fail(&e),
+        let key = (msg.topic().to_string(), msg.partition());
+        let found = self
+            .assigned()
+            .get(&key)
+            .map(|a| (a.name.clone(), a.part.clone()));
+        if let Some((name, part)) = found {
+            tracing::debug!(partition = %name, offset = msg.offset(), "kafka: a message came through the consumer's queue");
+            self.apply_polled(&name, &part, polled);
         }
     }
 
-    /// Reads again from their beginning the partitions whose end went back: the state keeps
-    /// what it learnt (high-water marks, counterexamples), the new log is assessed on top.
-    fn rewind(&self, consumer: &BaseConsumer<Context>) {
+    /// Has the workers of the partitions whose end went back read them again from their
+    /// beginning: the state keeps what it learnt (high-water marks, counterexamples), the new
+    /// log is assessed on top.
+    fn rewind(&self) {
         let keys = std::mem::take(&mut *self.rewound.lock().unwrap_or_else(|p| p.into_inner()));
-        for (topic, p) in keys {
-            let assigned = self.assigned();
-            let Some(a) = assigned.get(&(topic.clone(), p)) else {
-                continue;
-            };
-            match consumer.seek(&topic, p, Offset::Beginning, Duration::from_secs(5)) {
-                Ok(()) => write(&a.part).rewind(),
-                Err(e) => {
-                    tracing::warn!(topic, partition = p, error = %e, "kafka: seeking back failed; retrying")
-                }
+        let assigned = self.assigned();
+        for key in keys {
+            if let Some(w) = assigned.get(&key).and_then(|a| a.worker.as_ref()) {
+                w.rewind();
             }
         }
     }

@@ -1,0 +1,341 @@
+//! One assigned partition's worker thread. Its messages come through its own queue (librdkafka's
+//! partition queue, split from the consumer's before the partition is assigned, so none of
+//! them reaches the consumer thread); the worker decodes, assesses and reports them under its
+//! partition's lock, batch by batch, and checkpoints the partition itself: saved durably, then
+//! its offset committed. Partitions are assessed in parallel, and a checkpoint holds up only
+//! its own partition.
+//!
+//! A revoked partition's worker is stopped before the partition is given up: it ends its
+//! batch, takes a last checkpoint and commits it (synchronously), and only then is the
+//! partition released, so the next owner starts exactly where this one's state ends.
+
+use super::context::Context;
+use super::{Error, KafkaSource};
+use crate::batch::{Batch, Format};
+use crate::checkpoint::CheckpointStore;
+use crate::partition::{Applied, Partition};
+use crate::registry::{Shared, read, write};
+use crate::report::{
+    CheckpointSaved, DeadLettered, EventsIngested, EventsRejected, InternalEvent,
+    KafkaMessagesConsumed,
+};
+use rdkafka::consumer::base_consumer::PartitionQueue;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Messages applied per poll at most (the partition's write lock is held for at most that
+/// many).
+const BATCH: usize = 2048;
+
+/// The consumer, shared by its thread and the workers (commits, seeks).
+pub(super) type SharedConsumer = Arc<BaseConsumer<Context>>;
+
+/// A running worker, as the consumer thread keeps it.
+#[derive(Debug)]
+pub(super) struct Worker {
+    /// Asks the worker to end after its batch.
+    stop: Arc<AtomicBool>,
+    /// Asks the worker to read its partition again from the beginning.
+    rewind: Arc<AtomicBool>,
+    handle: JoinHandle<()>,
+}
+
+/// What a worker owns.
+struct Owned {
+    kafka: Arc<KafkaSource>,
+    consumer: SharedConsumer,
+    queue: PartitionQueue<Context>,
+    topic: String,
+    p: i32,
+    name: String,
+    part: Shared,
+    store: CheckpointStore,
+    stop: Arc<AtomicBool>,
+    rewind: Arc<AtomicBool>,
+}
+
+impl Worker {
+    /// Starts the worker of partition `(topic, p)`, registered as `part`, whose messages come
+    /// through `queue`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn spawn(
+        kafka: Arc<KafkaSource>,
+        consumer: SharedConsumer,
+        queue: PartitionQueue<Context>,
+        topic: &str,
+        p: i32,
+        name: &str,
+        part: Shared,
+        store: CheckpointStore,
+    ) -> Result<Worker, Error> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let rewind = Arc::new(AtomicBool::new(false));
+        let mut owned = Owned {
+            kafka,
+            consumer,
+            queue,
+            topic: topic.to_string(),
+            p,
+            name: name.to_string(),
+            part,
+            store,
+            stop: stop.clone(),
+            rewind: rewind.clone(),
+        };
+        let handle = std::thread::Builder::new()
+            .name(format!("fencewatch-kafka-{p}"))
+            .spawn(move || {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| owned.run()))
+                    .unwrap_or(Err(Error::Panicked));
+                if let Err(e) = r
+                    && !matches!(e, Error::Failed(_))
+                {
+                    // A checkpoint or the dead-letter file could not be written: nothing past
+                    // the last durable checkpoint was committed; the whole source stops.
+                    owned.kafka.fail(&e);
+                }
+            })
+            .map_err(|e| Error::Spawn("partition worker", e))?;
+        Ok(Worker {
+            stop,
+            rewind,
+            handle,
+        })
+    }
+
+    /// Asks the worker to end after its batch (see [`Worker::join`]).
+    pub(super) fn signal(&self) {
+        self.stop.store(true, Ordering::Release);
+    }
+
+    /// Waits for a signalled worker to end: its last checkpoint is saved and committed.
+    pub(super) fn join(self) {
+        self.signal();
+        if self.handle.join().is_err() {
+            tracing::error!("kafka: a partition worker panicked");
+        }
+    }
+
+    /// Asks the worker to read its partition again from its beginning.
+    pub(super) fn rewind(&self) {
+        self.rewind.store(true, Ordering::Release);
+    }
+}
+
+impl Owned {
+    /// Polls, applies, checkpoints until stopped, then checkpoints a last time.
+    fn run(&mut self) -> Result<(), Error> {
+        let k = self.kafka.clone();
+        let interval = k.opts.checkpoint_interval;
+        let mut last_checkpoint = Instant::now();
+        while !self.stop.load(Ordering::Acquire) && !k.stopping() {
+            let mut batch = Vec::new();
+            let mut next = self.queue.poll(Duration::from_millis(100));
+            while let Some(r) = next {
+                batch.push(r);
+                if batch.len() >= BATCH {
+                    break;
+                }
+                next = self.queue.poll(Duration::ZERO);
+            }
+            if !batch.is_empty() {
+                #[cfg(feature = "archive")]
+                if let Some(a) = k.registry.archive() {
+                    // Backpressure when the archive falls behind, before the partition is
+                    // locked.
+                    a.wait_for_room();
+                }
+                k.apply_polled(&self.name, &self.part, &batch);
+            }
+            drop(batch);
+            if self.rewind.swap(false, Ordering::AcqRel) {
+                self.seek_to_beginning();
+            }
+            if last_checkpoint.elapsed() >= interval {
+                self.checkpoint(CommitMode::Async)?;
+                last_checkpoint = Instant::now();
+            }
+        }
+        self.checkpoint(CommitMode::Sync)
+    }
+
+    /// Reads the partition again from its beginning (its end went back): messages fetched
+    /// before the seek are dropped by librdkafka.
+    fn seek_to_beginning(&self) {
+        let (topic, p) = (&self.topic, self.p);
+        match self
+            .consumer
+            .seek(topic, p, Offset::Beginning, Duration::from_secs(5))
+        {
+            Ok(()) => write(&self.part).rewind(),
+            Err(e) => {
+                tracing::warn!(topic, partition = p, error = %e, "kafka: seeking back failed; retrying");
+                self.rewind.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Saves the partition if it moved since its last checkpoint, then commits its offset.
+    fn checkpoint(&mut self, mode: CommitMode) -> Result<(), Error> {
+        let k = &self.kafka;
+        if let Some(why) = k.failure() {
+            // A failure (a dead-letter copy lost, another partition's checkpoint) stops the
+            // source: nothing may be committed past it.
+            return Err(Error::Failed(why));
+        }
+        // Dead-letter copies of what the checkpoint covers are written out first.
+        k.dead().flush()?;
+        let (offset, state) = {
+            let part = read(&self.part);
+            if !part.dirty() {
+                return Ok(());
+            }
+            part.encode()
+        };
+        let started = Instant::now();
+        let name = &self.name;
+        // A checkpoint, and the committed offset, cover only rows the archive holds.
+        #[cfg(feature = "archive")]
+        if let Some(a) = k.registry.archive() {
+            a.flush_through(name, offset)
+                .map_err(|source| Error::Archive {
+                    partition: name.clone(),
+                    offset,
+                    source,
+                })?;
+        }
+        let store = &mut self.store;
+        store
+            .save(offset, &state)
+            .map_err(|source| Error::Checkpoint {
+                partition: name.clone(),
+                offset,
+                kept: store.latest_offset().unwrap_or(0),
+                source,
+            })?;
+        write(&self.part).saved(offset);
+        CheckpointSaved {
+            partition: name,
+            offset,
+            bytes: state.len(),
+            elapsed: started.elapsed(),
+        }
+        .emit(&k.metrics);
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&self.topic, self.p, Offset::Offset(offset as i64))
+            .expect("a valid partition");
+        // The checkpoint is durable: now the group may move past it. A failed commit is not
+        // fatal (the next checkpoint commits again; a restart replays from the checkpoint).
+        if let Err(e) = self.consumer.commit(&tpl, mode) {
+            tracing::warn!(partition = %name, error = %e, "kafka: committing offsets failed");
+        }
+        Ok(())
+    }
+}
+
+impl KafkaSource {
+    /// Applies a polled batch of one partition's messages in order under one hold of its
+    /// lock, then reports.
+    pub(super) fn apply_polled(
+        &self,
+        name: &str,
+        part: &Shared,
+        polled: &[Result<BorrowedMessage<'_>, KafkaError>],
+    ) {
+        let (mut ok, mut bad) = (0, 0);
+        {
+            let mut part = write(part);
+            for r in polled {
+                let msg = match r {
+                    Ok(msg) => msg,
+                    Err(KafkaError::PartitionEOF(_)) => continue,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "kafka: consume");
+                        continue;
+                    }
+                };
+                let Some(applied) = self.apply(&mut part, name, msg) else {
+                    continue;
+                };
+                ok += applied.accepted;
+                if let Some(e) = applied.errors.first() {
+                    bad += 1;
+                    self.dead_letter(msg, name, &e.error.to_string());
+                }
+            }
+            part.report(&self.metrics);
+        }
+        if ok + bad > 0 {
+            // Messages came: a broker answers (errors alone prove nothing).
+            self.status.connected.store(true, Ordering::Release);
+        }
+        KafkaMessagesConsumed { count: ok + bad }.emit(&self.metrics);
+        EventsIngested {
+            source: "kafka",
+            count: ok,
+        }
+        .emit(&self.metrics);
+        EventsRejected {
+            source: "kafka",
+            reason: "malformed",
+            count: bad,
+        }
+        .emit(&self.metrics);
+    }
+
+    /// Applies one message as a batch of one item at its offset (`None`: already in the state).
+    /// Its received time is its Kafka timestamp, so a replay decides `future timestamp` as the
+    /// first pass did.
+    fn apply(
+        &self,
+        part: &mut Partition,
+        name: &str,
+        msg: &BorrowedMessage<'_>,
+    ) -> Option<Applied> {
+        let offset = u64::try_from(msg.offset()).ok()?;
+        let received_at = msg
+            .timestamp()
+            .to_millis()
+            .map_or(i64::MAX, |ms| ms.saturating_mul(1_000_000));
+        let Some(body) = msg.payload() else {
+            return part.reject(offset, name, "empty message (no payload)", received_at);
+        };
+        let batch = Batch {
+            format: Format::Message,
+            received_at,
+            source: name,
+            first_line: None,
+            key: Some(msg.key().unwrap_or_default()),
+            body,
+        };
+        part.apply(offset, 1, &batch, self.opts.max_line_bytes)
+    }
+
+    /// Copies a malformed message to the dead-letter topic or file; a file that cannot be
+    /// written is fatal.
+    fn dead_letter(&self, msg: &BorrowedMessage<'_>, name: &str, why: &str) {
+        let source = format!("{name}:{}", msg.offset());
+        let copied = self.dead().copy(
+            self.sinks.producer.as_ref(),
+            msg,
+            &source,
+            why,
+            self.opts.max_line_bytes,
+        );
+        match copied {
+            Ok(true) => DeadLettered {
+                source: &source,
+                reason: why,
+            }
+            .emit(&self.metrics),
+            Ok(false) => {}
+            Err(e) => self.fail(&e),
+        }
+    }
+}
