@@ -60,6 +60,19 @@ struct Entry {
     name: String,
     kind: Kind,
     part: Shared,
+    /// A streamed partition's summary as the last scrape took it (see
+    /// [`Registry::refresh_gauges`]).
+    snap: std::sync::Mutex<Option<Snap>>,
+}
+
+/// A streamed partition's figures taken at once under its read lock, for scrapes.
+#[derive(Debug)]
+struct Snap {
+    /// Where the partition stood: (next, idle). An unchanged partition is not summarised again.
+    at: (u64, bool),
+    summary: Summary,
+    scopes: usize,
+    bytes: usize,
 }
 
 /// The partitions of this instance and the published summaries of the others'.
@@ -130,6 +143,7 @@ impl Registry {
             name,
             kind,
             part: shared.clone(),
+            snap: std::sync::Mutex::new(None),
         });
         shared
     }
@@ -195,16 +209,9 @@ impl Registry {
         let mut view = View::new(&self.contract);
         let same = "every partition runs under the registry's contract";
         for (kind, part) in guards {
-            let live = part.live();
             match kind {
-                Kind::Local if !streamed => view.add_live(live, true).expect(same),
-                Kind::Local => {
-                    let (valid, malformed, unattributed, _) = live.totals();
-                    if valid + malformed + unattributed > 0 {
-                        view.add_live(live, false).expect(same);
-                    }
-                }
-                Kind::Streamed => view.add_live(live, !part.is_idle()).expect(same),
+                Kind::Local => add_local(&mut view, part.live(), streamed),
+                Kind::Streamed => view.add_live(part.live(), !part.is_idle()).expect(same),
             }
         }
         // Other instances' partitions (scale-out): the ones this instance does not own.
@@ -308,7 +315,76 @@ impl Registry {
     }
 }
 
+/// Adds the local partition to `view`: alone it is the watermark; beside streamed partitions
+/// it joins once it holds events, as idle (see the [module docs](self)).
+fn add_local<'a>(view: &mut View<'a>, live: &'a fencewatch_assess::live::Live, streamed: bool) {
+    let same = "every partition runs under the registry's contract";
+    if !streamed {
+        view.add_live(live, true).expect(same);
+    } else {
+        let (valid, malformed, unattributed, _) = live.totals();
+        if valid + malformed + unattributed > 0 {
+            view.add_live(live, false).expect(same);
+        }
+    }
+}
+
 impl Registry {
+    /// [`Registry::query`] for a scrape, which must not stall ingest: each streamed partition
+    /// is summarised on its own, under its read lock for the copy only (not again while it has
+    /// not moved), and the view merges the copies with no streamed partition locked. Returns
+    /// the active scopes and state bytes beside `f`'s work.
+    fn scrape(&self, f: impl FnOnce(&View<'_>)) -> (usize, usize) {
+        let parts = self.parts.read().unwrap_or_else(|p| p.into_inner());
+        let mut snaps = Vec::new();
+        let mut local = Vec::new();
+        let (mut scopes, mut bytes) = (0, 0);
+        for e in parts.iter() {
+            if e.kind == Kind::Local {
+                local.push(read(&e.part));
+                continue;
+            }
+            let mut snap = e.snap.lock().unwrap_or_else(|p| p.into_inner());
+            {
+                let part = read(&e.part);
+                let at = (part.next(), part.is_idle());
+                if snap.as_ref().is_none_or(|s| s.at != at) {
+                    let live = part.live();
+                    *snap = Some(Snap {
+                        at,
+                        summary: live.summary(),
+                        scopes: live.active_scopes(),
+                        bytes: live.state_bytes(),
+                    });
+                }
+            }
+            snaps.push(snap);
+        }
+        let remote = self.remote.read().unwrap_or_else(|p| p.into_inner());
+        let streamed = self.streamed.load(Ordering::Acquire);
+        let mut view = View::new(&self.contract);
+        let same = "every partition runs under the registry's contract";
+        for part in &local {
+            let live = part.live();
+            scopes += live.active_scopes();
+            bytes += live.state_bytes();
+            add_local(&mut view, live, streamed);
+        }
+        for snap in &snaps {
+            let s = snap.as_ref().expect("taken above");
+            scopes += s.scopes;
+            bytes += s.bytes;
+            view.add_summary(&s.summary, !s.at.1).expect(same);
+        }
+        for (name, r) in remote.iter() {
+            if !parts.iter().any(|e| &e.name == name) {
+                let _ = view.add_summary(&r.summary, !r.idle);
+            }
+        }
+        f(&view);
+        (scopes, bytes)
+    }
+
     /// Sets every gauge of `metrics` derived from the partitions at wall time `now` (ns), the
     /// local partition's `durability` and the ingest bytes in flight (before each scrape).
     pub fn refresh_gauges(
@@ -321,7 +397,7 @@ impl Registry {
         let registry = self;
         let now = now.0;
         let contract = registry.contract();
-        registry.query(|view| {
+        let (scopes, bytes) = registry.scrape(|view| {
             for (p, prop) in contract.properties.iter().enumerate() {
                 let a = view.assurance(p, now, prop.assurance_window.0, now);
                 metrics.set_assurance(&prop.name, a.verdict);
@@ -350,11 +426,6 @@ impl Registry {
                 }
                 metrics.set_attestations_ignored(&prop.name, view.attestations_ignored(p));
             }
-        });
-        let (mut scopes, mut bytes) = (0, 0);
-        registry.for_each(|_, part| {
-            scopes += part.live().active_scopes();
-            bytes += part.live().state_bytes();
         });
         metrics.active_scopes.set(scopes as i64);
         metrics.ingest_pending_bytes.set(pending_bytes as i64);
