@@ -532,3 +532,68 @@ fn a_partition_whose_end_went_back_is_read_again_from_its_beginning() {
     assert_eq!(cxs[0]["scope"], "a1");
     assert!(svc.stderr().contains("end went back"), "{}", svc.stderr());
 }
+
+#[test]
+fn revocations_mid_stream_lose_and_duplicate_nothing() {
+    // A second member joins and leaves the group while the stream is produced: each time the
+    // first one's partition workers are stopped mid-stream (last checkpoint, commit) and the
+    // partitions given up, then taken back and restored from those checkpoints.
+    let mock = MockCluster::new(1).unwrap();
+    mock.create_topic(TOPIC, 4, 1).unwrap();
+    let brokers = mock.bootstrap_servers();
+    let all = batches(now_ns(), 24, 60);
+    let total = (all.len() * all[0].len()) as u64;
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let config = fast_session(dir.path());
+    let mut args = kafka_args(&brokers, "churn");
+    args.extend(["--config", config.as_str()]);
+    let first = TestService::start(&a, CONTRACT, &args);
+    let mut second: Option<TestService> = None;
+    let mut joins = 0;
+    for (i, batch) in all.iter().enumerate() {
+        produce(&brokers, TOPIC, batch);
+        match i % 6 {
+            1 => {
+                let svc = TestService::start(&b, CONTRACT, &args);
+                svc.wait_for("the partitions shared", 60, |s| {
+                    s.metric("fencewatch_kafka_assigned_partitions") == Some(2.0)
+                });
+                second = Some(svc);
+                joins += 1;
+            }
+            4 => {
+                let (status, log) = second.take().expect("joined").terminate();
+                assert!(status.success(), "{log}");
+            }
+            _ => std::thread::sleep(std::time::Duration::from_millis(100)),
+        }
+    }
+    drop(second);
+    first.wait_for("every event assessed by the first member", 90, |s| {
+        s.metric("fencewatch_kafka_assigned_partitions") == Some(4.0) && observations(s) == total
+    });
+    assert!(joins >= 3, "{joins} joins");
+    // Each join and each leave revoked the first member's partitions and assigned some back.
+    let rebalances = first.metric("fencewatch_kafka_rebalances_total");
+    assert!(rebalances.is_some_and(|n| n >= 12.0), "{rebalances:?}");
+    let got = first.cx_ids();
+    let unique: BTreeSet<&String> = got.iter().collect();
+    assert_eq!(unique.len(), got.len(), "a counterexample twice: {got:?}");
+    // Every event archived once, though a partition was applied up to its revocation, given
+    // up, and restored.
+    let archived = first.rows("SELECT count(*), count(DISTINCT source) FROM events");
+    assert_eq!(archived, [serde_json::json!([total, total])]);
+    // Offsets were committed only as far as the checkpoints: the last ones cover the topic.
+    let (status, log) = first.terminate();
+    assert!(status.success(), "{log}");
+    let ends: i64 = committed(&brokers, "churn", TOPIC, 4).iter().sum();
+    assert_eq!(ends, total as i64);
+    let clean = dir.path().join("clean");
+    std::fs::create_dir_all(&clean).unwrap();
+    let once = TestService::start(&clean, CONTRACT, &kafka_args(&brokers, "clean"));
+    once.wait_for("every event assessed", 60, |s| observations(s) == total);
+    assert_eq!(got, once.cx_ids());
+}
