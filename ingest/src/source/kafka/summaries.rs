@@ -48,7 +48,7 @@ impl KafkaSource {
         let mut out = Vec::new();
         {
             let assigned = self.assigned();
-            for a in assigned.values() {
+            for (key, a) in assigned.iter() {
                 let name = &a.name;
                 let part = read(&a.part);
                 let mark = (part.next(), part.is_idle());
@@ -64,25 +64,25 @@ impl KafkaSource {
                     at,
                     summary: part.live().summary(),
                 };
-                out.push((name.clone(), mark, env));
+                out.push((key.clone(), mark, env));
             }
         }
         let mut sent = Vec::new();
-        for (name, mark, env) in out {
+        for (key, mark, env) in out {
             let bytes = postcard::to_stdvec(&env).expect("a summary serializes");
             let record: BaseRecord<'_, str, [u8]> = BaseRecord::to(topic)
                 .key(env.partition.as_str())
                 .payload(bytes.as_slice());
             match producer.send(record) {
-                Ok(()) => sent.push((name, mark)),
+                Ok(()) => sent.push((key, mark)),
                 Err((e, _)) => {
                     tracing::warn!(partition = %env.partition, bytes = bytes.len(), error = %e, "kafka: publishing a summary failed")
                 }
             }
         }
         let mut assigned = self.assigned();
-        for (name, mark) in sent {
-            if let Some(a) = assigned.values_mut().find(|a| a.name == name) {
+        for (key, mark) in sent {
+            if let Some(a) = assigned.get_mut(&key) {
                 a.published = Some(mark);
             }
         }
