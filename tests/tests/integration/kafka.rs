@@ -576,9 +576,11 @@ fn revocations_mid_stream_lose_and_duplicate_nothing() {
         s.metric("fencewatch_kafka_assigned_partitions") == Some(4.0) && observations(s) == total
     });
     assert!(joins >= 3, "{joins} joins");
-    // Each join and each leave revoked the first member's partitions and assigned some back.
+    // Each join revoked the first member's partitions and assigned some back (a leave may
+    // share its rebalance with the next join).
     let rebalances = first.metric("fencewatch_kafka_rebalances_total");
-    assert!(rebalances.is_some_and(|n| n >= 12.0), "{rebalances:?}");
+    let least = f64::from(1 + 2 * joins);
+    assert!(rebalances.is_some_and(|n| n >= least), "{rebalances:?}");
     let got = first.cx_ids();
     let unique: BTreeSet<&String> = got.iter().collect();
     assert_eq!(unique.len(), got.len(), "a counterexample twice: {got:?}");
