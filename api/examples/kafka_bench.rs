@@ -21,8 +21,9 @@
 //!      <fresh> --data-dir <tmp> --listen 127.0.0.1:0` under the workload's contract, timed
 //!      from spawn until `fencewatch_kafka_messages_total` on `/metrics` (polled every
 //!      `--poll-ms`, default 50 ms) reaches the count. Reported: msgs/s, CPU time (utime +
-//!      stime from `/proc/PID/stat`, also by thread: the consumer thread `fencewatch-kafka`,
-//!      librdkafka's `rdk:*`, the others, mostly tokio serving the scrapes), µs of CPU per
+//!      stime from `/proc/PID/stat`, also by thread: the Kafka threads `fencewatch-kafka*`
+//!      (the consumer's and each partition's worker), librdkafka's `rdk:*`, the others,
+//!      mostly tokio serving the scrapes), µs of CPU per
 //!      event, max RSS (`VmHWM`), the broker's CPU, and as a check the events ingested and
 //!      rejected and the counterexamples against the workload's ground truth (plus the
 //!      partitions the log says were read again).
@@ -75,7 +76,7 @@ struct Args {
     #[arg(long, default_value_t = 20)]
     stale: u64,
     /// Milliseconds between two scrapes of `/metrics` while `serve` consumes (a scrape is
-    /// not free: it takes the partitions' read lock and merges their summaries).
+    /// not free: it copies the summary of each partition that moved and merges them).
     #[arg(long, default_value_t = 50)]
     poll_ms: u64,
     /// Measured runs of each consumer, alternating which goes first.
@@ -424,7 +425,7 @@ fn main() {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     println!(
-        "| run | first | bare s | bare msgs/s | bare CPU µs/msg | fencewatch s | fencewatch msgs/s | ratio | fencewatch CPU s (kafka thread / rdk:* / other threads) | CPU µs/event | max RSS MiB | broker CPU s (bare / fencewatch) | check |\n{}|",
+        "| run | first | bare s | bare msgs/s | bare CPU µs/msg | fencewatch s | fencewatch msgs/s | ratio | fencewatch CPU s (kafka threads / rdk:* / other threads) | CPU µs/event | max RSS MiB | broker CPU s (bare / fencewatch) | check |\n{}|",
         "| --- ".repeat(13)
     );
     let (mut ratios, mut bare_rates, mut fw_rates) = (Vec::new(), Vec::new(), Vec::new());
