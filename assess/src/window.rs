@@ -302,8 +302,18 @@ impl WindowSeries {
         k: i64,
         outside: &(WindowSummary, WindowSummary),
     ) -> Option<std::borrow::Cow<'_, WindowSummary>> {
+        self.with_outside(k, self.points.get(&k), outside)
+    }
+
+    /// `own`, window `k`'s point summary, with the findings outside the range added when `k`
+    /// is an edge window.
+    fn with_outside<'s>(
+        &self,
+        k: i64,
+        own: Option<&'s WindowSummary>,
+        outside: &(WindowSummary, WindowSummary),
+    ) -> Option<std::borrow::Cow<'s, WindowSummary>> {
         use std::borrow::Cow;
-        let own = self.points.get(&k);
         let Some((first, last)) = self.range() else {
             return own.map(Cow::Borrowed);
         };
@@ -397,17 +407,17 @@ impl WindowSeries {
 
     /// Places a reason on every window intersecting `[a, b]` (times in ns).
     pub fn add_time_span(&mut self, a: i64, b: i64, reason: Reason) {
-        let (a, b) = (a.min(b), a.max(b));
-        self.add_span(self.index(a), self.index(b), reason);
+        let sp = self.time_span(a, b, reason);
+        self.add_span(sp.from, sp.to, reason);
     }
 
-    /// The span of every window intersecting `[a, b]` (times in ns, either order), clamped to
-    /// the series' range: what [`WindowSeries::add_time_span`] would place.
+    /// The span of every window intersecting `[a, b]` (times in ns, either order): what
+    /// [`WindowSeries::add_time_span`] places, read clamped to the range like any span.
     pub fn time_span(&self, a: i64, b: i64, reason: Reason) -> Span {
         let (a, b) = (a.min(b), a.max(b));
         Span {
-            from: self.clamp(self.index(a)),
-            to: self.clamp(self.index(b)),
+            from: self.index(a),
+            to: self.index(b),
             reason,
         }
     }
@@ -581,7 +591,6 @@ impl WindowSeries {
         let mut active = [0i64; Reason::COUNT];
         let mut bi = 0;
         let mut points = self.points.range(from..=to).peekable();
-        let empty = WindowSummary::default();
         for k in from..=to {
             while bi < bounds.len() && bounds[bi].0 <= k {
                 active[bounds[bi].2] += bounds[bi].1;
@@ -591,13 +600,9 @@ impl WindowSeries {
                 Some((pk, _)) if **pk == k => points.next().map(|(_, p)| p),
                 _ => None,
             };
-            let mut s = point.unwrap_or(&empty).clone();
-            if k == first {
-                s.merge(&outside.0);
-            }
-            if k == last {
-                s.merge(&outside.1);
-            }
+            let mut s = self
+                .with_outside(k, point, &outside)
+                .map_or_else(WindowSummary::default, std::borrow::Cow::into_owned);
             for (u, a) in s.unknown.iter_mut().zip(active) {
                 *u += a.max(0) as u64;
             }
