@@ -123,17 +123,30 @@ impl Acc {
     }
 
     /// Folds the route observations into runs ([`ObsRun`]) joined with those folded before:
-    /// memory in proportion to a route's silences rather than to its events, for a check that
-    /// assesses its history part by part.
+    /// memory in proportion to a route's silences rather than to its events (a check that
+    /// assesses its history part by part folds each part's), and all route silence needs.
     pub(super) fn compact_routes(&mut self, freshness: i64) {
+        let f = i128::from(freshness);
         for (obs, runs) in self.route_obs.iter_mut().zip(&mut self.route_runs) {
-            runs.extend(obs.drain(..).map(|t| ObsRun {
-                from: t,
-                to: t,
-                n: 1,
-            }));
-            *obs = Vec::new();
-            coalesce_runs(runs, freshness);
+            let mut obs = std::mem::take(obs);
+            obs.sort_unstable();
+            let folded_before = !runs.is_empty();
+            for t in obs {
+                match runs.last_mut() {
+                    Some(last) if !folded_before && i128::from(t) <= i128::from(last.to) + f => {
+                        last.to = t;
+                        last.n += 1;
+                    }
+                    _ => runs.push(ObsRun {
+                        from: t,
+                        to: t,
+                        n: 1,
+                    }),
+                }
+            }
+            if folded_before {
+                coalesce_runs(runs, freshness);
+            }
         }
     }
 

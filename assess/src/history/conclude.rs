@@ -37,40 +37,22 @@ impl History {
                 let mut routes = Vec::with_capacity(prop.routes.len());
                 let range = acc.series.range();
                 let freshness = prop.route_freshness.0;
-                if acc.route_runs.iter().any(|r| !r.is_empty()) {
-                    acc.compact_routes(freshness);
-                }
+                acc.compact_routes(freshness);
                 for (i, route) in prop.routes.iter().enumerate() {
-                    let mut obs = std::mem::take(&mut acc.route_obs[i]);
-                    obs.sort_unstable();
-                    // Observations folded into runs (a check by parts) stand for themselves.
                     let runs = std::mem::take(&mut acc.route_runs[i]);
-                    let (count, last_seen) = if runs.is_empty() {
-                        (obs.len() as u64, obs.last().copied())
-                    } else {
-                        (runs.iter().map(|r| r.n).sum(), runs.last().map(|r| r.to))
-                    };
+                    let count: u64 = runs.iter().map(|r| r.n).sum();
+                    let last_seen = runs.last().map(|r| r.to);
                     let silent = match range {
                         Some((first, last)) => {
-                            let spans = if runs.is_empty() {
-                                scope::silent_windows(
-                                    &obs,
-                                    freshness,
-                                    acc.series.width(),
-                                    first,
-                                    last,
-                                )
-                            } else {
-                                let ends: Vec<(i64, i64)> =
-                                    runs.iter().map(|r| (r.from, r.to)).collect();
-                                scope::silent_windows_of_runs(
-                                    &ends,
-                                    freshness,
-                                    acc.series.width(),
-                                    first,
-                                    last,
-                                )
-                            };
+                            let ends: Vec<(i64, i64)> =
+                                runs.iter().map(|r| (r.from, r.to)).collect();
+                            let spans = scope::silent_windows_of_runs(
+                                &ends,
+                                freshness,
+                                acc.series.width(),
+                                first,
+                                last,
+                            );
                             let n: i64 = spans.iter().map(|(a, b)| b - a + 1).sum();
                             for &(a, b) in &spans {
                                 acc.series.add_span(a, b, Reason::RouteSilent);
