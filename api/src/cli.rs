@@ -404,8 +404,7 @@ fn check(args: CheckArgs) -> i32 {
     } else {
         None
     };
-    let read_done;
-    let report = match spill_budget {
+    let assessed = match spill_budget {
         None => {
             let mut history = History::new(contract);
             if evidence.is_some() {
@@ -413,18 +412,12 @@ fn check(args: CheckArgs) -> i32 {
             }
             // NDJSON, and Parquet of the evidence archive (SPEC §9), in the order given.
             let read = read_inputs(&mut history, &inputs, opts, progress);
-            if show_progress {
-                bar.finish();
-            }
-            match read {
-                Ok(r) => note_archive_read(&args.files, &r),
-                Err(e) => {
-                    eprintln!("fencewatch check: {e}");
-                    return EXIT_ERROR;
-                }
-            }
-            read_done = std::time::Instant::now();
-            history.finish()
+            bar.finish();
+            read.map(|r| {
+                note_archive_read(&args.files, &r);
+                let read_done = std::time::Instant::now();
+                (history.finish(), read_done)
+            })
         }
         Some(budget) => {
             let spilled = spill::check(
@@ -437,19 +430,15 @@ fn check(args: CheckArgs) -> i32 {
                 progress,
                 show_progress,
             );
-            if show_progress {
-                bar.finish();
-            }
-            match spilled {
-                Ok((report, read)) => {
-                    read_done = read;
-                    report
-                }
-                Err(e) => {
-                    eprintln!("fencewatch check: {e}");
-                    return EXIT_ERROR;
-                }
-            }
+            bar.finish();
+            spilled
+        }
+    };
+    let (report, read_done) = match assessed {
+        Ok(done) => done,
+        Err(e) => {
+            eprintln!("fencewatch check: {e}");
+            return EXIT_ERROR;
         }
     };
     if timings {

@@ -3,7 +3,7 @@
 //! ([`fencewatch_assess::history::Spilled`]), with the same report.
 
 use crate::render::ProgressBar;
-use fencewatch_assess::history::Spilled;
+use fencewatch_assess::history::{Spilled, parts_for};
 use fencewatch_assess::{Contract, Report};
 use fencewatch_ingest::source::file::{Input, Progress, ReadOptions, read_into, total_size};
 use fencewatch_ingest::source::spill::DirStore;
@@ -13,9 +13,6 @@ use std::time::Instant;
 /// `check`'s memory per byte of NDJSON read, when it holds the whole history (measured on
 /// simulated histories: 297–305 MB for a 359 MB file, plus the sweeps' buffers).
 const MEMORY_PER_INPUT_BYTE: u64 = 1;
-
-/// Most scope files: each is open while reading (with a 64 KiB buffer).
-const MAX_PARTS: u64 = 256;
 
 /// Whether `inputs` must be spilled to be assessed within `budget` bytes: when their size says
 /// so, or cannot say (standard input).
@@ -41,16 +38,10 @@ pub(crate) fn check(
     let store =
         DirStore::new(&parent).map_err(|e| format!("--spill-dir {}: {e}", parent.display()))?;
     let spill_dir = store.dir().display().to_string();
-    // Enough scope files that a group of them fits the budget; standard input: the most.
-    let parts = if inputs.iter().any(|i| matches!(i, Input::Stdin)) {
-        MAX_PARTS
-    } else {
-        let need = total_size(inputs).saturating_mul(MEMORY_PER_INPUT_BYTE);
-        need.div_ceil(budget.max(1))
-            .saturating_mul(4)
-            .clamp(2, MAX_PARTS)
-    };
-    let mut spilled = Spilled::new(contract, store, parts as usize, budget);
+    // Standard input's size is unknown.
+    let memory = (!inputs.iter().any(|i| matches!(i, Input::Stdin)))
+        .then(|| total_size(inputs).saturating_mul(MEMORY_PER_INPUT_BYTE));
+    let mut spilled = Spilled::new(contract, store, parts_for(memory, budget), budget);
     if conformance {
         spilled.note_conformance();
     }

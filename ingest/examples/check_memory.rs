@@ -6,7 +6,7 @@
 //! usage: check_memory CONTRACT BUDGET_BYTES|whole FILE... (release build:
 //! `cargo run --release -p fencewatch-ingest --example check_memory -- c.toml 67108864 ev.ndjson`)
 
-use fencewatch_assess::history::Spilled;
+use fencewatch_assess::history::{Spilled, parts_for};
 use fencewatch_assess::{Contract, History, Report};
 use fencewatch_ingest::source::file::{Input, ReadOptions, read_into, total_size};
 use fencewatch_ingest::source::spill::DirStore;
@@ -38,8 +38,8 @@ fn main() {
         (h.finish(), 0)
     } else {
         let budget: u64 = budget.parse().expect("a budget in bytes");
-        let need = total_size(&inputs);
-        let parts = need.div_ceil(budget).saturating_mul(4).clamp(2, 256) as usize;
+        // As `check --max-memory`: about one byte of history per byte read.
+        let parts = parts_for(Some(total_size(&inputs)), budget);
         let store = DirStore::new(&std::env::temp_dir()).expect("a spill directory");
         let mut s = Spilled::new(contract, store, parts, budget);
         read_into(&mut s, &inputs, opts, None).expect("read");

@@ -26,5 +26,5 @@ mod sweep;
 
 pub use crate::rules::{CONTEXT_EVENTS, MALFORMED_SAMPLES, SAMPLES_PER_REASON};
 pub use input::{Batch, SourceId};
-pub use spill::{SpillStore, Spilled};
+pub use spill::{SpillStore, Spilled, parts_for};
 pub use state::{History, MAX_LISTED_WINDOWS};

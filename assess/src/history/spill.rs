@@ -31,9 +31,23 @@ use serde::{Deserialize, Serialize};
 use std::io;
 use std::sync::Arc;
 
-/// Memory a group of scope files takes while assessed, per byte of the files (measured about
-/// 2.5: the file read whole, then its records, scopes and names, then the sweeps' buffers).
+/// Memory a group of scope files takes while assessed, per byte of the files: the files read
+/// whole, then a history about as large (a whole history of 1.05M simulated events held 151
+/// MiB, its spill files 141 MiB), then the sweeps' buffers; 4 leaves room.
 const MEMORY_PER_SPILLED_BYTE: u64 = 4;
+
+/// Most scope files: each is open while reading (with a 64 KiB buffer in `fencewatch check`).
+const MAX_PARTS: usize = 256;
+
+/// Scope files for a history expected to take `memory` bytes held whole (`None`: unknown, the
+/// most) within `budget`: four per budget's worth, so that groups of them fit it.
+pub fn parts_for(memory: Option<u64>, budget: u64) -> usize {
+    memory.map_or(MAX_PARTS, |m| {
+        usize::try_from(m.div_ceil(budget.max(1)).saturating_mul(4))
+            .unwrap_or(MAX_PARTS)
+            .clamp(2, MAX_PARTS)
+    })
+}
 
 /// Where a spilled history keeps its files.
 pub trait SpillStore {
