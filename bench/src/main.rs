@@ -129,10 +129,43 @@ struct SerdeOut {
     errors: u64,
 }
 
-/// The stdout of a `datafusion` subprocess.
+/// The stdout of an SQL peer subprocess (`datafusion`, `duckdb_peer.py`).
 #[derive(Debug, Deserialize)]
-struct DatafusionOut {
+struct SqlOut {
     count: u64,
+}
+
+/// The runs of one SQL peer (a subprocess printing `{"count","seconds"}`).
+#[derive(Debug, Default)]
+struct SqlPeer {
+    secs: Vec<f64>,
+    count: Option<u64>,
+}
+
+impl SqlPeer {
+    /// Times run `i` of `cmd`, the peer `name` (`hint` follows a failure's message), noting a
+    /// count that differs from an earlier run's.
+    fn run(
+        &mut self,
+        cmd: &mut Command,
+        name: &str,
+        hint: &str,
+        i: u32,
+        notes: &mut Vec<String>,
+    ) -> Result<()> {
+        let (s, code, out) = timed(cmd, name)?;
+        if code != 0 {
+            bail!("the {name} run exited with {code}{hint}");
+        }
+        let o: SqlOut =
+            serde_json::from_slice(&out).with_context(|| format!("{name} run output"))?;
+        if self.count.is_some_and(|p| p != o.count) {
+            notes.push(format!("{name} counts differ between runs (run {})", i + 1));
+        }
+        self.count = Some(o.count);
+        self.secs.push(s);
+        Ok(())
+    }
 }
 
 /// What one `fencewatch check --format json` run reported.
@@ -273,12 +306,10 @@ fn run(args: &RunArgs) -> Result<()> {
     let mut serde_s = Vec::new();
     let mut check_s = Vec::new();
     let mut check1_s = Vec::new();
-    let mut df_s = Vec::new();
+    let mut df = SqlPeer::default();
     let mut serde_out: Option<(u64, u64)> = None;
     let mut check_out: Option<CheckOut> = None;
-    let mut df_count: Option<u64> = None;
-    let mut duck_s = Vec::new();
-    let mut duck_count: Option<u64> = None;
+    let mut duck = SqlPeer::default();
     let use_duckdb = args.duckdb_python != "none";
     let mut notes = Vec::new();
 
@@ -318,52 +349,34 @@ fn run(args: &RunArgs) -> Result<()> {
         check1_s.push(s);
         check_out = Some(c);
 
-        let (s, code, out) = timed(
+        df.run(
             Command::new(&me)
                 .arg("datafusion")
                 .arg(file)
                 .arg("--skew-ns")
                 .arg(skew_ns.to_string()),
             "datafusion",
+            "",
+            i,
+            &mut notes,
         )?;
-        if code != 0 {
-            bail!("datafusion run exited with {code}");
-        }
-        let o: DatafusionOut = serde_json::from_slice(&out).context("datafusion run output")?;
-        if df_count.is_some_and(|p| p != o.count) {
-            notes.push(format!(
-                "datafusion counts differ between runs (run {})",
-                i + 1
-            ));
-        }
-        df_count = Some(o.count);
-        df_s.push(s);
-
         if use_duckdb {
-            let (s, code, out) = timed(
+            duck.run(
                 Command::new(&args.duckdb_python)
                     .arg(DUCKDB_PEER)
                     .arg(file)
                     .arg(df::sql(skew_ns)?),
                 "duckdb",
+                " (is the `duckdb` Python package installed? `--duckdb-python none` leaves it out)",
+                i,
+                &mut notes,
             )?;
-            if code != 0 {
-                bail!(
-                    "the DuckDB peer exited with {code} (is the `duckdb` Python package installed? `--duckdb-python none` leaves it out)"
-                );
-            }
-            let o: DatafusionOut = serde_json::from_slice(&out).context("duckdb run output")?;
-            if duck_count.is_some_and(|p| p != o.count) {
-                notes.push(format!("duckdb counts differ between runs (run {})", i + 1));
-            }
-            duck_count = Some(o.count);
-            duck_s.push(s);
         }
     }
 
     let (events, parse_errors) = serde_out.context("no run")?;
     let check_out = check_out.context("no run")?;
-    let df_count = df_count.context("no run")?;
+    let df_count = df.count.context("no run")?;
     if parse_errors > 0 {
         notes.push(format!(
             "{parse_errors} lines did not parse into the borrowed struct (escaped strings or non-integer ts?)"
@@ -381,8 +394,10 @@ fn run(args: &RunArgs) -> Result<()> {
         serde: report::Measurement::new(serde_s, events),
         check: report::Measurement::new(check_s, events),
         check_one_thread: report::Measurement::new(check1_s, events),
-        datafusion: report::Measurement::new(df_s, events),
-        duckdb: duck_count.map(|c| (report::Measurement::new(duck_s, events), c)),
+        datafusion: report::Measurement::new(df.secs, events),
+        duckdb: duck
+            .count
+            .map(|c| (report::Measurement::new(duck.secs, events), c)),
         check_verdict: check_out.verdict,
         check_exit_code: check_out.exit_code,
         check_events: check_out.events,

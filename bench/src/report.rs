@@ -151,7 +151,7 @@ impl Report {
             "{:<11} {:>9} {:>9} {:>9} {:>13} {:>9}  result",
             "measurement", "median s", "min s", "max s", "events/s", "MB/s"
         );
-        let rows = [
+        let mut rows = vec![
             (
                 "serde",
                 &self.serde,
@@ -179,11 +179,10 @@ impl Report {
                 format!("COUNT(*) {}", self.datafusion_count),
             ),
         ];
-        let duck = self
-            .duckdb
-            .as_ref()
-            .map(|(m, c)| ("duckdb", m, format!("COUNT(*) {c}")));
-        for (name, m, result) in rows.iter().map(|(n, m, r)| (*n, *m, r.clone())).chain(duck) {
+        if let Some((m, c)) = &self.duckdb {
+            rows.push(("duckdb", m, format!("COUNT(*) {c}")));
+        }
+        for (name, m, result) in rows {
             let _ = writeln!(
                 s,
                 "{:<11} {:>9.3} {:>9.3} {:>9.3} {:>13.0} {:>9.1}  {}",
