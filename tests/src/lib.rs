@@ -41,6 +41,12 @@ pub fn commit_line(ts: i64, scope: &str, epoch: u64, route: &str) -> String {
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+/// `dir`, created with its parents (a fresh directory under a test's temporary one).
+pub fn made_dir(dir: PathBuf) -> PathBuf {
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// The `fencewatch` binary built beside the test executable (`target/<profile>/fencewatch`),
 /// or `$FENCEWATCH_BIN`.
 pub fn bin() -> PathBuf {

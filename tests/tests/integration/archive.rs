@@ -327,7 +327,7 @@ fn limits_end_a_query_naming_them_and_ingest_goes_on() {
 fn sigterm_flushes_the_archive_and_archive_false_turns_it_off() {
     let dir = tempfile::tempdir().unwrap();
     let svc = TestService::start(
-        &dir.path().join("on").tap(),
+        &fencewatch_tests::made_dir(dir.path().join("on")),
         ORDERS_CONTRACT,
         &[
             "--archive-flush-interval",
@@ -355,7 +355,7 @@ fn sigterm_flushes_the_archive_and_archive_false_turns_it_off() {
     );
     // Off: nothing is archived, the WAL and checkpoints work as before.
     let off = TestService::start(
-        &dir.path().join("off").tap(),
+        &fencewatch_tests::made_dir(dir.path().join("off")),
         ORDERS_CONTRACT,
         &["--archive", "false"],
     );
@@ -415,17 +415,6 @@ fn sigkill_at_random_moments_leaves_every_acknowledged_event_archived_once() {
         "SELECT count(*), count(DISTINCT concat(property, '/', CAST(start AS VARCHAR), '/', CAST(revision AS VARCHAR))) FROM window_revisions",
     );
     assert_eq!(w[0][0], w[0][1], "a window revision archived twice");
-}
-
-trait Tap {
-    fn tap(self) -> Self;
-}
-
-impl Tap for std::path::PathBuf {
-    fn tap(self) -> Self {
-        std::fs::create_dir_all(&self).unwrap();
-        self
-    }
 }
 
 #[test]

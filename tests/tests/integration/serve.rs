@@ -304,7 +304,11 @@ fn kill_9_at_random_moments_matches_an_uninterrupted_run() {
         batches.push(lines.join("\n"));
     }
     // The uninterrupted run.
-    let clean = TestService::start(&dir.path().join("clean").tap_mkdir(), CONTRACT, &[]);
+    let clean = TestService::start(
+        &fencewatch_tests::made_dir(dir.path().join("clean")),
+        CONTRACT,
+        &[],
+    );
     for b in &batches {
         assert_eq!(clean.post_ndjson(b).status, 200);
     }
@@ -313,7 +317,7 @@ fn kill_9_at_random_moments_matches_an_uninterrupted_run() {
     drop(clean);
     // The interrupted one: a producer posts and retries until acknowledged; the service is
     // killed with SIGKILL at pseudo-random moments and restarted.
-    let root = dir.path().join("killed").tap_mkdir();
+    let root = fencewatch_tests::made_dir(dir.path().join("killed"));
     let svc = TestService::start(&root, CONTRACT, &[]);
     let (svc, kills) = post_with_kills(svc, &batches, 0x9e37_79b9_7f4a_7c15, 4, 3000);
     assert!(kills >= 3, "only {kills} kills");
@@ -343,17 +347,6 @@ fn kill_9_at_random_moments_matches_an_uninterrupted_run() {
         .map(key)
         .collect();
     assert_eq!(got, want, "findings differ after {kills} kills");
-}
-
-trait TapMkdir {
-    fn tap_mkdir(self) -> Self;
-}
-
-impl TapMkdir for std::path::PathBuf {
-    fn tap_mkdir(self) -> Self {
-        std::fs::create_dir_all(&self).unwrap();
-        self
-    }
 }
 
 #[test]
