@@ -254,9 +254,9 @@ impl Generator {
             self.emit(sink, &l, r, false)?;
             for fault in &faults {
                 let (delay, rejected) = match *fault {
-                    "paused_old_owner" => (1_000_000_000, false),
+                    "paused_old_owner" => (RESUME_NS, false),
                     "clock_skew" => (SKEW_NS / 2, false),
-                    "rejected" => (1_000_000_000, true),
+                    "rejected" => (RESUME_NS, true),
                     _ => continue,
                 };
                 let l = Line {
@@ -326,7 +326,7 @@ impl Generator {
         }
         // The last window ends after the last commit (and the old owners resumed a second
         // after a handover).
-        let last = self.next_time() - self.step + 1_000_000_000;
+        let last = self.next_time() - self.step + RESUME_NS;
         let end = last.div_euclid(WINDOW_NS) * WINDOW_NS + WINDOW_NS;
         let wl = self.wl;
         for a in wl.attest {

@@ -9,7 +9,7 @@
 //! as a deploy pipeline or a scheduled failover drill would: the page's premise table shows the
 //! time left.
 
-use super::{Fault, Faults, Generator, Ndjson, Workload};
+use super::{Fault, Faults, Generator, Ndjson, RESUME_NS, Workload};
 use fencewatch_assess::EventTime;
 
 /// The contract the demo runs under: the simulator's routes, windows short enough for a fresh
@@ -76,11 +76,14 @@ pub fn demo(start: EventTime, rate: u64, stale_every_ns: i64, seed: u64) -> Gene
         .every(Fault::MissingEpoch, start.0 + 5_000_000_000, 60_000_000_000)
 }
 
-/// The NDJSON lines of every commit `generator` has not generated yet whose time is at most `now`,
-/// appended to `out`.
+/// The NDJSON lines of every step `generator` has not generated yet whose events are all dated
+/// at most `now`, appended to `out`. A step dates its resumed old owner [`RESUME_NS`] after
+/// its handover, so steps are taken up to `now - RESUME_NS`: the demo never sends an event
+/// from the future, and a counterexample it lists lies in the assessment at now (a stale
+/// commit dated after `at` would be outside `(at - W, at]`).
 pub fn lines_until(generator: &mut Generator, now: EventTime, out: &mut Vec<u8>) {
     let mut sink = Ndjson(out);
-    while generator.next_time() <= now.0 {
+    while generator.next_time() <= now.0.saturating_sub(RESUME_NS) {
         generator
             .step(&mut sink)
             .expect("writing into memory does not fail");
@@ -105,7 +108,8 @@ mod tests {
         let mut generator = demo(start, 200, 5_000_000_000, 7);
         let mut body = Vec::new();
         let mut offset = 0;
-        for _ in 0..60 {
+        // 61 s of clock: steps up to 60 s (each held back by the old owner's resume delay).
+        for _ in 0..61 {
             clock.advance(1_000_000_000);
             lines_until(&mut generator, clock.now(), &mut body);
             let n = batch::items(Format::Ndjson, &body);
@@ -117,6 +121,12 @@ mod tests {
                 key: None,
                 body: &body,
             };
+            // Nothing is dated after the clock, resumed old owners included.
+            for line in body.split(|&c| c == b'\n').filter(|l| !l.is_empty()) {
+                let v: serde_json::Value = serde_json::from_slice(line).unwrap();
+                let ts = v["ts"].as_i64().expect("integer ts");
+                assert!(ts <= clock.now().0, "{ts} after {}", clock.now().0);
+            }
             let applied = part.apply(offset, n, &b, 1 << 20).unwrap();
             assert_eq!(applied.malformed, 0, "{:?}", applied.errors);
             offset += n;

@@ -136,6 +136,9 @@ pub struct Workload {
 /// The property the simulator's contract declares.
 pub const PROPERTY: &str = "order-mutation";
 const SKEW_NS: i64 = 50_000_000;
+/// How long after its handover a paused old owner resumes (and a rejected stale write comes):
+/// the latest a step dates an event after [`Generator::next_time`].
+pub(crate) const RESUME_NS: i64 = 1_000_000_000;
 const HEARTBEAT_NS: i64 = 10_000_000_000;
 const FENCED_ROUTES: [&str; 2] = ["orders-api.transition", "settlement-worker.settle"];
 const UNFENCED_ROUTE: &str = "admin.repair";
