@@ -282,8 +282,10 @@ fn a_query_past_query_timeout_is_ended_by_its_deadline() {
     let e = q.run_blocking(sql, Snapshot::default()).unwrap_err();
     assert!(matches!(e, QueryError::Timeout(_)), "{e:?}");
     assert_eq!(e.limit(), Some("query_timeout"));
+    // Without the deadline the join (10^10 pairs) runs for hours; 20 s leaves a loaded
+    // machine's debug build room to plan and cancel, and still fails a deadline not enforced.
     assert!(
-        started.elapsed() < Duration::from_secs(3),
+        started.elapsed() < Duration::from_secs(20),
         "{:?}",
         started.elapsed()
     );
