@@ -33,7 +33,7 @@ mod common;
 use clap::Parser;
 use common::{Cpu, hwm_mib, metric};
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -79,10 +79,25 @@ struct Args {
     /// Body formats: `ndjson` (`POST /v1/events`), `otlp` (OTLP/HTTP protobuf, `POST /v1/traces`).
     #[arg(long, value_delimiter = ',', default_value = "ndjson")]
     formats: Vec<String>,
+    /// The evidence archive in each ingest run: `on`, `off` (`--archive false`), or both
+    /// (`on,off`: each run made with each, one after the other, to compare in one run).
+    #[arg(long, value_delimiter = ',', default_value = "on")]
+    archive: Vec<String>,
+    /// Seconds of each half of the runaway-query phase (0 skips it): ingest at `--load` times
+    /// the best rate, first alone, then beside a query that runs until `--query-timeout`
+    /// ends it, again and again; reported: the ingest requests' latency in each half.
+    #[arg(long, default_value_t = 0)]
+    runaway_secs: u64,
+    /// The services' `query_timeout` (the runaway query's limit).
+    #[arg(long, default_value = "5s")]
+    query_timeout: String,
     /// Keep the data directories (their paths go to stderr).
     #[arg(long)]
     keep: bool,
 }
+
+/// A query no limit but the deadline stops: 10^10 pairs.
+const RUNAWAY_SQL: &str = "SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b WHERE a.value + b.value = 7";
 
 fn now_ns() -> i64 {
     let d = SystemTime::now().duration_since(UNIX_EPOCH);
@@ -206,7 +221,8 @@ struct Service {
 }
 
 impl Service {
-    fn start(bin: &Path, keep: bool) -> Service {
+    fn start(args: &Args, archive: bool) -> Service {
+        let (bin, keep) = (&args.bin, args.keep);
         let tmp = tempfile::Builder::new()
             .prefix("serve-bench-")
             .tempdir()
@@ -219,6 +235,8 @@ impl Service {
             .arg(dir.join("contract.toml"))
             .arg("--data-dir")
             .arg(dir.join("data"))
+            .args(["--archive", if archive { "true" } else { "false" }])
+            .args(["--query-timeout", &args.query_timeout])
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
@@ -291,7 +309,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// One ingest run on a fresh service: its events/s, its table row and the service.
-fn ingest(args: &Args, conns: usize, otlp: bool) -> (f64, String, Service) {
+fn ingest(args: &Args, conns: usize, otlp: bool, archive: bool) -> (f64, String, Service) {
     let batches = args.events.div_ceil(args.batch);
     let step = 2_000; // ns between events: 2M events span 4 s, ending 5 s before now
     let mut g = Gen::new("order", args.scopes, conns, 7);
@@ -306,7 +324,7 @@ fn ingest(args: &Args, conns: usize, otlp: bool) -> (f64, String, Service) {
         .collect();
     let mib = bodies.iter().map(Vec::len).sum::<usize>() >> 20;
     eprintln!("{conns} connection(s): {batches} bodies, {mib} MiB");
-    let svc = Service::start(&args.bin, args.keep);
+    let svc = Service::start(args, archive);
     let (pid, me) = (svc.child.id(), std::process::id());
     let (path, ct) = if otlp {
         ("/v1/traces", "application/x-protobuf")
@@ -344,7 +362,11 @@ fn ingest(args: &Args, conns: usize, otlp: bool) -> (f64, String, Service) {
     let (ckpts, ckpt_ms) = svc.checkpoints();
     let (eps, total) = (args.events as f64 / wall, c[0] + c[1]);
     let row = [
-        format!("{} {conns}", if otlp { "otlp" } else { "ndjson" }),
+        format!(
+            "{} {conns}{}",
+            if otlp { "otlp" } else { "ndjson" },
+            if archive { "" } else { ", archive off" }
+        ),
         format!("{wall:.2}"),
         format!("{eps:.0}"),
         format!("{:.0}", batches as f64 / wall),
@@ -366,12 +388,19 @@ fn ingest(args: &Args, conns: usize, otlp: bool) -> (f64, String, Service) {
     (eps, row, svc)
 }
 
-/// Background load at `rate` events/s until `stop`; returns the events posted.
-fn background(url: &str, rate: f64, batch: usize, w: usize, stop: &AtomicBool) -> usize {
+/// Background load at `rate` events/s until `stop`; returns the events posted and each
+/// request's (start, latency ms).
+fn background(
+    url: &str,
+    rate: f64,
+    batch: usize,
+    w: usize,
+    stop: &AtomicBool,
+) -> (usize, Vec<(Instant, f64)>) {
     let (a, mut body) = (agent(), Vec::with_capacity(batch * 170));
     let mut g = Gen::new(&format!("bg{w}"), 200_000, 1, 11 + w as u64);
     let every = Duration::from_secs_f64(batch as f64 / rate.max(1.0));
-    let (start, mut sent) = (Instant::now(), 0);
+    let (start, mut sent, mut lat) = (Instant::now(), 0, Vec::new());
     while !stop.load(Ordering::Relaxed) {
         let due = start + every * (sent / batch) as u32;
         if let Some(d) = due.checked_duration_since(Instant::now()) {
@@ -380,11 +409,13 @@ fn background(url: &str, rate: f64, batch: usize, w: usize, stop: &AtomicBool) -
         }
         body.clear();
         g.batch(&mut body, batch, 0, now_ns() - 3_000_000_000, 1_000);
-        let (_, status, text) = post(&a, url, &body);
+        let t = Instant::now();
+        let (at, status, text) = post(&a, url, &body);
         assert_eq!(status, 200, "background POST: {text}");
+        lat.push((t, ms(at - t)));
         sent += batch;
     }
-    sent
+    (sent, lat)
 }
 
 /// Polls `url` until `seen`: ms from `acked` to the answer that showed it.
@@ -439,7 +470,10 @@ fn visibility(args: &Args, svc: &Service, rate: f64) -> String {
         }
         let elapsed = start.elapsed().as_secs_f64() + 2.0;
         stop.store(true, Ordering::Relaxed);
-        let bg: usize = bgs.into_iter().map(|b| b.join().expect("background")).sum();
+        let bg: usize = bgs
+            .into_iter()
+            .map(|b| b.join().expect("background").0)
+            .sum();
         (bg, elapsed)
     });
     api.sort_by(f64::total_cmp);
@@ -455,27 +489,133 @@ fn visibility(args: &Args, svc: &Service, rate: f64) -> String {
     )
 }
 
+/// Ingest at `rate` for `secs` (after 2 s of warm-up), with a runaway query looping beside it
+/// or not: the requests' sorted latencies (ms), the events/s achieved, the queries the
+/// deadline ended and any other answers to them.
+fn ingest_beside(
+    svc: &Service,
+    rate: f64,
+    batch: usize,
+    secs: u64,
+    query: bool,
+) -> (Vec<f64>, f64, usize, Vec<String>) {
+    let (url, stop, done) = (
+        format!("{}/v1/events", svc.base),
+        AtomicBool::new(false),
+        AtomicBool::new(false),
+    );
+    let q_url = format!("{}/v1/query", svc.base);
+    let body = serde_json::json!({ "sql": RUNAWAY_SQL }).to_string();
+    std::thread::scope(|s| {
+        let (url, stop, done) = (&url, &stop, &done);
+        let load = |w| s.spawn(move || background(url, rate / 2.0, batch, w, stop));
+        let bgs = [load(0), load(1)];
+        std::thread::sleep(Duration::from_secs(2));
+        let from = Instant::now();
+        let queries = query.then(|| {
+            let (q_url, body) = (&q_url, &body);
+            s.spawn(move || {
+                let (a, mut cut, mut other) = (agent(), 0, Vec::new());
+                while !done.load(Ordering::Relaxed) {
+                    let (_, status, text) = post_as(&a, q_url, "application/json", body.as_bytes());
+                    if (400..500).contains(&status) && text.contains("query_timeout") {
+                        cut += 1;
+                    } else {
+                        other.push(format!(
+                            "{status}: {}",
+                            text.chars().take(200).collect::<String>()
+                        ));
+                    }
+                }
+                (cut, other)
+            })
+        });
+        std::thread::sleep(Duration::from_secs(secs));
+        let elapsed = from.elapsed().as_secs_f64();
+        stop.store(true, Ordering::Relaxed);
+        let mut lat = Vec::new();
+        let mut sent = 0;
+        for b in bgs {
+            let (_, l) = b.join().expect("background");
+            for (t, ms) in l {
+                if t >= from && t.duration_since(from).as_secs_f64() <= elapsed {
+                    lat.push(ms);
+                    sent += batch;
+                }
+            }
+        }
+        done.store(true, Ordering::Relaxed);
+        let (cut, other) = queries.map_or((0, Vec::new()), |q| q.join().expect("the query loop"));
+        lat.sort_by(f64::total_cmp);
+        (lat, sent as f64 / elapsed, cut, other)
+    })
+}
+
+/// The runaway-query phase on `svc`: ingest latency alone and beside the runaway query.
+fn runaway(args: &Args, svc: &Service, rate: f64) -> String {
+    eprintln!(
+        "runaway query: {} s alone, {} s beside the query, ingest at {rate:.0} events/s",
+        args.runaway_secs, args.runaway_secs
+    );
+    let (alone, alone_eps, _, _) = ingest_beside(svc, rate, args.batch, args.runaway_secs, false);
+    let (beside, beside_eps, cut, other) =
+        ingest_beside(svc, rate, args.batch, args.runaway_secs, true);
+    let p99 = |v: &[f64]| {
+        v.get(((v.len().max(1) - 1) as f64 * 0.99).round() as usize)
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    format!(
+        "Ingest latency beside a runaway query (`{RUNAWAY_SQL}`, ended by query_timeout = {}), ingest targeted at {rate:.0} events/s, {} s each:\n\n\
+         | ingest | events/s achieved | requests | latency p50 / p99 / max ms |\n| --- | --- | --- | --- |\n\
+         | alone | {alone_eps:.0} | {} | {} |\n| beside the query | {beside_eps:.0} | {} | {} |\n\n\
+         p99 beside / alone: {:.2} (target ≤ 2); queries ended by their deadline: {cut}; other answers: {}",
+        args.query_timeout,
+        args.runaway_secs,
+        alone.len(),
+        pcts(&alone, 1),
+        beside.len(),
+        pcts(&beside, 1),
+        p99(&beside) / p99(&alone),
+        if other.is_empty() {
+            "none".to_string()
+        } else {
+            other.join("; ")
+        }
+    )
+}
+
 fn main() {
     let args = Args::parse();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let (mut rows, mut best, mut last) = (Vec::new(), 0.0f64, None::<Service>);
     for &c in &args.connections {
         for f in &args.formats {
-            if let Some(s) = last.take() {
-                s.stop();
+            for a in &args.archive {
+                if let Some(s) = last.take() {
+                    s.stop();
+                }
+                let archive = a != "off";
+                let (eps, row, svc) = ingest(&args, c.max(1), f == "otlp", archive);
+                (best, last) = (best.max(eps), Some(svc));
+                rows.push(row);
             }
-            let (eps, row, svc) = ingest(&args, c.max(1), f == "otlp");
-            (best, last) = (best.max(eps), Some(svc));
-            rows.push(row);
         }
     }
     let vis = (args.trials > 0).then(|| {
-        let svc = last
-            .take()
-            .unwrap_or_else(|| Service::start(&args.bin, args.keep));
+        let svc = last.take().unwrap_or_else(|| Service::start(&args, true));
         let v = visibility(&args, &svc, best * args.load);
         last = Some(svc);
         v
+    });
+    let run = (args.runaway_secs > 0).then(|| {
+        if let Some(s) = last.take() {
+            s.stop();
+        }
+        let svc = Service::start(&args, true);
+        let r = runaway(&args, &svc, best * args.load);
+        last = Some(svc);
+        r
     });
     if let Some(s) = last {
         s.stop();
@@ -491,5 +631,8 @@ fn main() {
     println!("{}", rows.join("\n"));
     if let Some(v) = vis {
         println!("\n{v}");
+    }
+    if let Some(r) = run {
+        println!("\n{r}");
     }
 }
