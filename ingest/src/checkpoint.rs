@@ -8,8 +8,10 @@
 //! "FWCK" | version u32 = 1 | offset u64 | state_len u64 | crc32(state) u32 | state
 //! ```
 //!
-//! [`CheckpointStore::save`] writes a `.tmp` file, fsyncs it, renames it into place and fsyncs
-//! the directory, so a checkpoint is either wholly there or not at all. The newest two are
+//! A checkpoint is written as its state is encoded, into a `.tmp` file ([`Pending`]: no copy
+//! of the state's bytes is held), its header last; [`CheckpointStore::commit`] fsyncs it,
+//! renames it into place and fsyncs the directory, so a checkpoint is either wholly there or
+//! not at all. The newest two are
 //! kept: should the newest be damaged anyway (a bad disk, a bug), [`CheckpointStore::latest`]
 //! falls back to the one before, whose offset the WAL still covers as long as the caller
 //! removes WAL segments only up to the older of the two (see [`CheckpointStore::oldest_offset`]).
@@ -18,6 +20,8 @@
 //! inspect`).
 
 use crate::wal::fsync_dir;
+mod stream;
+pub use stream::{Pending, PipeReader, PipeWriter, pipe, stream};
 use std::fs::{self, File};
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -201,30 +205,53 @@ impl CheckpointStore {
         })
     }
 
-    /// Durably saves `state` as covering the partition up to `offset`, then deletes all but the
-    /// newest [`KEEP`] checkpoints. Checkpoints with a higher offset than `offset` are deleted
+    /// Durably saves `state` as covering the partition up to `offset`: [`CheckpointStore::begin`],
+    /// the bytes, [`CheckpointStore::commit`].
+    pub fn save(&mut self, offset: u64, state: &[u8]) -> Result<()> {
+        let mut pending = self.begin(offset)?;
+        if let Err(e) = pending.write_all(state) {
+            return Err(io_err(&pending.tmp)(e));
+        }
+        self.commit(pending).map(drop)
+    }
+
+    /// Starts a checkpoint covering the partition up to `offset`: a `.tmp` file that the state's
+    /// bytes are written into as they are encoded (see [`Pending`]), made a checkpoint by
+    /// [`CheckpointStore::commit`] and deleted if dropped before.
+    pub fn begin(&self, offset: u64) -> Result<Pending> {
+        let tmp = self.dir.join(format!("{PREFIX}{offset:020}{TMP_SUFFIX}"));
+        // The header's place, zeros (no magic) until the commit knows the length and crc.
+        let file = File::create(&tmp).and_then(|mut f| f.write_all(&[0; HEADER_BYTES]).map(|()| f));
+        match file {
+            Ok(file) => Ok(Pending {
+                offset,
+                tmp,
+                file: Some(file),
+                buf: Vec::new(),
+                crc: crc32fast::Hasher::new(),
+                len: 0,
+            }),
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                Err(io_err(&tmp)(e))
+            }
+        }
+    }
+
+    /// Makes `pending` a checkpoint, durably: its header (the length and crc of the bytes
+    /// written) is written in place, the file fsynced, renamed into place and the directory
+    /// fsynced, so a checkpoint is either wholly there or not at all. Then deletes all but the
+    /// newest [`KEEP`] checkpoints. Checkpoints with a higher offset than its own are deleted
     /// first: they exist only if [`CheckpointStore::latest`] passed them over as corrupt (or
     /// the caller rewound on purpose), and would otherwise shadow this one. Saving an offset
-    /// again replaces that checkpoint atomically.
-    pub fn save(&mut self, offset: u64, state: &[u8]) -> Result<()> {
+    /// again replaces that checkpoint atomically. Returns the file's length.
+    pub fn commit(&mut self, mut pending: Pending) -> Result<u64> {
+        let offset = pending.offset;
         let path = self.path(offset);
-        let tmp = self.dir.join(format!("{PREFIX}{offset:020}{TMP_SUFFIX}"));
-        let mut header = [0; HEADER_BYTES];
-        header[0..4].copy_from_slice(&MAGIC);
-        header[4..8].copy_from_slice(&VERSION.to_le_bytes());
-        header[8..16].copy_from_slice(&offset.to_le_bytes());
-        header[16..24].copy_from_slice(&(state.len() as u64).to_le_bytes());
-        header[24..28].copy_from_slice(&crc32fast::hash(state).to_le_bytes());
-        let write = |tmp: &Path| -> io::Result<()> {
-            let mut file = File::create(tmp)?;
-            file.write_all(&header)?;
-            file.write_all(state)?;
-            file.sync_all()
+        let (tmp, bytes) = match pending.finish() {
+            Ok(bytes) => (std::mem::take(&mut pending.tmp), bytes),
+            Err(e) => return Err(io_err(&pending.tmp)(e)),
         };
-        if let Err(e) = write(&tmp) {
-            let _ = fs::remove_file(&tmp);
-            return Err(io_err(&tmp)(e));
-        }
         fs::rename(&tmp, &path).map_err(io_err(&path))?;
         sync_dir(&self.dir)?;
         if let Err(i) = self.offsets.binary_search(&offset) {
@@ -251,7 +278,7 @@ impl CheckpointStore {
         if !doomed.is_empty() {
             sync_dir(&self.dir)?;
         }
-        Ok(())
+        Ok(bytes)
     }
 
     /// The newest checkpoint whose header and crc verify, passing over damaged newer ones, with

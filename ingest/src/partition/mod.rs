@@ -362,11 +362,18 @@ impl Partition {
         self.reported = Reported::of(&self.live);
     }
 
-    /// The checkpoint bytes of the state now, with the offset they cover: encoded in place
-    /// (under the caller's read lock) rather than cloned and encoded off it, so a checkpoint
-    /// costs the encoded bytes beside the state, not a second copy of the state.
+    /// The checkpoint bytes of the state now, with the offset they cover.
     pub fn encode(&self) -> (u64, Vec<u8>) {
         (self.next, state::encode_state(self.live.state()))
+    }
+
+    /// Writes the checkpoint bytes of the state now (they cover the offsets before
+    /// [`Partition::next`]) into `out` as they are encoded: in place, under the caller's read
+    /// lock, rather than cloned and encoded off it, and into the checkpoint file (through a
+    /// [`crate::checkpoint::pipe`]) rather than into memory, so a checkpoint costs a few MiB
+    /// beside the state, neither a copy of it nor its encoding.
+    pub fn encode_into(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        state::write_state(self.live.state(), out)
     }
 
     /// Notes that a checkpoint covering the offsets below `offset` is durable.

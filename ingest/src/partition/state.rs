@@ -1,4 +1,5 @@
-//! The assessor's state as a checkpoint holds it: a layout tag, then postcard. The one place
+//! The assessor's state as a checkpoint holds it: a layout tag, then postcard, written as it is
+//! encoded. The one place
 //! that knows the format [`super::restore`] reads.
 
 use fencewatch_assess::live::LiveState;
@@ -31,9 +32,47 @@ pub enum StateError {
 /// Serializes a state for a checkpoint.
 pub fn encode_state(state: &LiveState) -> Vec<u8> {
     let mut out = Vec::with_capacity(64);
-    out.extend_from_slice(&STATE_TAG);
-    out.extend_from_slice(&STATE_LAYOUT.to_le_bytes());
-    postcard::to_extend(state, out).expect("the live state serializes")
+    write_state(state, &mut out).expect("a vector takes every byte");
+    out
+}
+
+/// Serializes a state for a checkpoint into `out` as it goes (a checkpoint file being
+/// written: no copy of the bytes is held).
+pub fn write_state(state: &LiveState, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    out.write_all(&STATE_TAG)?;
+    out.write_all(&STATE_LAYOUT.to_le_bytes())?;
+    let mut kept = KeepError { out, error: None };
+    match postcard::to_io(state, &mut kept) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(kept
+            .error
+            .take()
+            .unwrap_or_else(|| std::io::Error::other(e.to_string()))),
+    }
+}
+
+/// A writer that keeps the error it failed with (postcard reports only that one occurred).
+struct KeepError<'a, W> {
+    out: &'a mut W,
+    error: Option<std::io::Error>,
+}
+
+impl<W: std::io::Write> std::io::Write for KeepError<'_, W> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.write_all(bytes).map(|()| bytes.len())
+    }
+
+    #[inline]
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.out.write_all(bytes).map_err(|e| {
+            self.error = Some(std::io::Error::new(e.kind(), e.to_string()));
+            e
+        })
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
 }
 
 /// Reads a state saved by [`encode_state`] from a stream of its `len` bytes, holding no more

@@ -12,7 +12,7 @@
 use super::context::Context;
 use super::{Error, KafkaSource};
 use crate::batch::{Batch, Format};
-use crate::checkpoint::CheckpointStore;
+use crate::checkpoint::{self, CheckpointStore};
 use crate::partition::{Applied, Partition};
 use crate::registry::{Shared, read, write};
 use crate::report::{
@@ -191,15 +191,23 @@ impl Owned {
         }
         // Dead-letter copies of what the checkpoint covers are written out first.
         k.dead().flush()?;
-        let (offset, state) = {
-            let part = read(&self.part);
-            if !part.dirty() {
-                return Ok(());
-            }
-            part.encode()
-        };
         let started = Instant::now();
         let name = &self.name;
+        let store = &mut self.store;
+        let failed = |store: &CheckpointStore, offset, source| Error::Checkpoint {
+            partition: name.clone(),
+            offset,
+            kept: store.latest_offset().unwrap_or(0),
+            source,
+        };
+        // Encoded under the read lock into the file, written by a helper thread as it comes.
+        let part = read(&self.part);
+        if !part.dirty() {
+            return Ok(());
+        }
+        let offset = part.next();
+        let pending = checkpoint::stream(store, offset, move |out| part.encode_into(out))
+            .map_err(|source| failed(store, offset, source))?;
         // A checkpoint, and the committed offset, cover only rows the archive holds.
         #[cfg(feature = "archive")]
         if let Some(a) = k.registry.archive() {
@@ -210,20 +218,14 @@ impl Owned {
                     source,
                 })?;
         }
-        let store = &mut self.store;
-        store
-            .save(offset, &state)
-            .map_err(|source| Error::Checkpoint {
-                partition: name.clone(),
-                offset,
-                kept: store.latest_offset().unwrap_or(0),
-                source,
-            })?;
+        let bytes = store
+            .commit(pending)
+            .map_err(|source| failed(store, offset, source))?;
         write(&self.part).saved(offset);
         CheckpointSaved {
             partition: name,
             offset,
-            bytes: state.len(),
+            bytes: bytes as usize,
             elapsed: started.elapsed(),
         }
         .emit(&k.metrics);

@@ -6,15 +6,16 @@
 //! 2. **decode**: decodes each durable group's items, while the previous group is applied.
 //! 3. **apply**: applies each group to the local partition under its write lock, reports what
 //!    it found, answers each batch, and every `checkpoint_interval` encodes the state
-//!    (under a read lock: no copy of it).
-//! 4. **checkpoint**: saves the encoded states, and tells the writer which segments
-//!    may go. On shutdown the queue is drained and a last checkpoint taken.
+//!    (under a read lock: no copy of it) into a bounded pipe to the checkpoint stage.
+//! 4. **checkpoint**: writes the state's bytes into the checkpoint file as they come, then
+//!    commits it, and tells the writer which segments may go. On shutdown the queue is
+//!    drained and a last checkpoint taken.
 
 use super::{
     Error, Ingested, Job, SubmitError, WalOptions, WalSource, open_failure, partition_dir,
 };
 use crate::batch::{self, Batch, DecodedItems};
-use crate::checkpoint::CheckpointStore;
+use crate::checkpoint::{self, CheckpointStore, PipeReader};
 use crate::partition::local::{self, PartitionOptions};
 use crate::registry::{Kind, Registry, Shared, read, write};
 use crate::report::{
@@ -122,13 +123,13 @@ pub(super) fn writer(
         d.checkpoint_at
             .store(source.clock.now().0, Ordering::Release);
     }
-    let (snap_tx, snap_rx) = bounded::<(u64, Vec<u8>)>(1);
+    let (snap_tx, snap_rx) = bounded::<(u64, PipeReader)>(1);
     let (saved_tx, saved_rx) = bounded::<u64>(4);
     let (s, m) = (source.clone(), metrics.clone());
     let archive = archive_of(registry);
     let a = archive.clone();
     // Whether the checkpoint stage waits for a state: only then is one encoded, so at most one
-    // checkpoint's bytes exist beside the state (at ten million scopes, hundreds of MB each).
+    // checkpoint is written at a time.
     let idle = Arc::new(AtomicBool::new(true));
     let i = idle.clone();
     let checkpointer = spawn("checkpoint", move || {
@@ -326,7 +327,8 @@ fn decoder(rx: Receiver<Group>, tx: Sender<Decoded>, max_line_bytes: usize) {
 
 /// The apply stage: applies each decoded group in offset order, answers, and encodes the
 /// state every checkpoint interval when the checkpoint stage is idle (the flag beside its
-/// queue).
+/// queue), into a pipe that stage writes to the checkpoint file from as the bytes come: the
+/// partition's read lock is held while the state is encoded, not while it is written too.
 #[allow(clippy::too_many_arguments)]
 fn applier(
     part: &Shared,
@@ -334,20 +336,28 @@ fn applier(
     max_line_bytes: usize,
     metrics: &Metrics,
     rx: Receiver<Decoded>,
-    (snapshots, idle): (Sender<(u64, Vec<u8>)>, Arc<AtomicBool>),
+    (snapshots, idle): (Sender<(u64, PipeReader)>, Arc<AtomicBool>),
     mut dirty: bool,
     #[cfg_attr(not(feature = "archive"), allow(unused_variables))] archive: ArchiveRef,
 ) -> Result<(), Error> {
     let mut last = Instant::now();
-    let snapshot = || {
+    // Whether the checkpoint stage took a state (all of it, unless it stopped on the way).
+    let snapshot = |send: &dyn Fn((u64, PipeReader)) -> bool| {
         let started = Instant::now();
-        let snap = read(part).encode();
-        tracing::debug!(
-            encode_ms = started.elapsed().as_millis() as u64,
-            bytes = snap.1.len(),
-            "state encoded for a checkpoint"
-        );
-        snap
+        let (mut out, pipe) = checkpoint::pipe();
+        let part = read(part);
+        if !send((part.next(), pipe)) {
+            return false;
+        }
+        let encoded = part.encode_into(&mut out).and_then(|()| out.finish());
+        drop(part);
+        let locked_ms = started.elapsed().as_millis() as u64;
+        match encoded {
+            Ok(()) => tracing::debug!(locked_ms, "state encoded for a checkpoint"),
+            // The stage stopped; its error (with the cause and path) is taken when it is joined.
+            Err(e) => tracing::debug!(locked_ms, error = %e, "encoding a checkpoint stopped"),
+        }
+        true
     };
     loop {
         let wait = interval
@@ -370,9 +380,10 @@ fn applier(
             // One being written: try again next interval. With nothing new, the interval
             // starts over (no wake-up every millisecond).
             if dirty && idle.swap(false, Ordering::AcqRel) {
-                match snapshots.try_send(snapshot()) {
-                    Ok(()) => dirty = false,
-                    Err(_) => idle.store(true, Ordering::Release),
+                if snapshot(&|snap| snapshots.try_send(snap).is_ok()) {
+                    dirty = false;
+                } else {
+                    idle.store(true, Ordering::Release);
                 }
             }
             last = Instant::now();
@@ -383,9 +394,9 @@ fn applier(
         while !idle.swap(false, Ordering::AcqRel) {
             std::thread::sleep(Duration::from_millis(5));
         }
-        snapshots
-            .send(snapshot())
-            .map_err(|_| Error::Stage("checkpoint"))?;
+        if !snapshot(&|snap| snapshots.send(snap).is_ok()) {
+            return Err(Error::Stage("checkpoint"));
+        }
     }
     Ok(())
 }
@@ -438,22 +449,48 @@ fn report_batch(metrics: &Metrics, source: &str, applied: &crate::partition::App
     .emit(metrics);
 }
 
-/// The checkpoint stage: saves each encoded state, and reports the offset before
-/// which WAL segments may go (the older of the two kept checkpoints). Returns the last. Sets
-/// `idle` once it dropped a state's bytes.
+/// The checkpoint stage: writes each state into a checkpoint file as it is encoded and commits
+/// it, and reports the offset before which WAL segments may go (the older of the two kept
+/// checkpoints). Returns the last. Sets `idle` once a checkpoint is done with.
 fn checkpointer(
     source: &WalSource,
     metrics: &Metrics,
     mut store: CheckpointStore,
-    rx: Receiver<(u64, Vec<u8>)>,
+    rx: Receiver<(u64, PipeReader)>,
     saved: Sender<u64>,
     archive: ArchiveRef,
     idle: &AtomicBool,
 ) -> Result<Option<u64>, Error> {
     let d = &source.durability;
     let mut last = None;
-    for (offset, bytes) in rx {
+    for (offset, pipe) in rx {
         let started = Instant::now();
+        let dir = store.dir().to_path_buf();
+        let failed = |e: checkpoint::Error| {
+            // The error names the file; the directory is logged too, for a failed rename.
+            tracing::error!(
+                offset,
+                dir = %dir.display(),
+                error = %e,
+                "saving a checkpoint failed"
+            );
+            Error::Checkpoint { offset, source: e }
+        };
+        let mut pending = store.begin(offset).map_err(failed)?;
+        match pipe.copy_to(&mut pending) {
+            Ok(true) => {}
+            Ok(false) => {
+                // The apply stage stopped encoding (it panicked): its failure is reported.
+                tracing::warn!(offset, "a checkpoint's state ended early; not saved");
+                drop(pending);
+                idle.store(true, Ordering::Release);
+                continue;
+            }
+            Err(e) => {
+                let path = pending.path().to_path_buf();
+                return Err(failed(checkpoint::Error::Io { path, source: e }));
+            }
+        }
         // A checkpoint covers only rows the archive holds (SPEC §9): after a crash the log is
         // replayed from it, and every row past the archived offset is archived again.
         #[cfg(feature = "archive")]
@@ -464,28 +501,17 @@ fn checkpointer(
             return Err(Error::Archive(e));
         }
         let _ = &archive;
-        if let Err(e) = store.save(offset, &bytes) {
-            // The error names the file; the directory is logged too, for a failed rename.
-            tracing::error!(
-                offset,
-                bytes = bytes.len(),
-                dir = %store.dir().display(),
-                error = %e,
-                "saving a checkpoint failed"
-            );
-            return Err(Error::Checkpoint { offset, source: e });
-        }
+        let bytes = store.commit(pending).map_err(failed)?;
         d.checkpoint_offset.store(offset, Ordering::Release);
         d.checkpoint_at
             .store(source.clock.now().0, Ordering::Release);
         CheckpointSaved {
             partition: local::NAME,
             offset,
-            bytes: bytes.len(),
+            bytes: bytes as usize,
             elapsed: started.elapsed(),
         }
         .emit(metrics);
-        drop(bytes);
         idle.store(true, Ordering::Release);
         let keep_from = store.oldest_offset().unwrap_or(0);
         last = Some(keep_from);
