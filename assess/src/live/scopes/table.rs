@@ -1,6 +1,7 @@
 //! The scopes of one property: their ids interned, their states in one vector, the scopes
-//! that keep events (what folding visits), and the totals [`Scopes::heap_bytes`] reads without
-//! a walk.
+//! that keep events (what folding visits) and those that keep folded grants (with the others,
+//! what the name and span sweeps visit: an idle scope refers to no name or span), and the
+//! totals [`Scopes::heap_bytes`] reads without a walk.
 
 use super::ScopeState;
 use crate::intern::{Interner, reserve_for};
@@ -15,6 +16,8 @@ pub(in crate::live) struct Scopes {
     states: Vec<ScopeState>,
     /// The scopes that keep events, each once: folding visits these, not every scope.
     active: Vec<u32>,
+    /// The scopes that keep folded grants, each once (only folding changes those).
+    granted: Vec<u32>,
     /// Events kept over all scopes, for [`Scopes::heap_bytes`] without a walk.
     retained: usize,
     /// Folded grants kept over all scopes, likewise.
@@ -73,40 +76,52 @@ impl Scopes {
         let Scopes {
             states,
             active,
+            granted,
             retained,
             cold_grants,
             ..
         } = self;
         *retained = 0;
+        let mut ungranted = false;
         active.retain(|&id| {
             let st = &mut states[id as usize];
-            *cold_grants -= st.folded_grants().len();
+            let before = st.folded_grants().len();
             st.fold(horizon, skew, key_of);
-            *cold_grants += st.folded_grants().len();
+            let after = st.folded_grants().len();
+            *cold_grants = *cold_grants - before + after;
+            if before == 0 && after > 0 {
+                reserve_for(granted, 1);
+                granted.push(id);
+            }
+            ungranted |= before > 0 && after == 0;
             *retained += st.events().len();
             !st.events().is_empty()
         });
+        if ungranted {
+            granted.retain(|&id| !states[id as usize].folded_grants().is_empty());
+        }
     }
 
     /// Calls `f` with every name id the scopes refer to (holders, routes and emitters of kept
-    /// events and folded grants, and the kept events' top holder).
+    /// events and folded grants, and the kept events' top holder), visiting only the scopes
+    /// that keep either.
     pub(in crate::live) fn for_each_name(&self, f: &mut impl FnMut(u32)) {
-        for st in &self.states {
-            for e in st.events().iter().chain(st.folded_grants()) {
-                e.name_ids().into_iter().for_each(&mut *f);
-            }
-            if let Some(s) = st.summary() {
+        self.for_each_event(&mut |e| e.name_ids().into_iter().for_each(&mut *f));
+        for &id in &self.active {
+            if let Some(s) = self.states[id as usize].summary() {
                 f(s.top_holder);
             }
         }
     }
 
-    /// Calls `f` with every kept event and folded grant.
+    /// Calls `f` with every kept event and folded grant, visiting only the scopes that keep
+    /// either.
     pub(in crate::live) fn for_each_event(&self, f: &mut impl FnMut(&Rec)) {
-        for st in &self.states {
-            for e in st.events().iter().chain(st.folded_grants()) {
-                f(e);
-            }
+        for &id in &self.active {
+            self.states[id as usize].events().iter().for_each(&mut *f);
+        }
+        for &id in &self.granted {
+            self.states[id as usize].folded_grants().iter().for_each(&mut *f);
         }
     }
 
@@ -127,6 +142,7 @@ impl Scopes {
         self.ids.heap_bytes()
             + self.states.len() * std::mem::size_of::<ScopeState>()
             + self.active.len() * (ACTIVE + 4)
+            + self.granted.len() * 4
             + (self.retained + self.cold_grants) * std::mem::size_of::<Rec>() * 5 / 4
     }
 }
@@ -179,19 +195,23 @@ impl<'de> Deserialize<'de> for Scopes {
                         "scope ids and states differ in number",
                     ));
                 }
-                let mut active = Vec::new();
+                let (mut active, mut granted) = (Vec::new(), Vec::new());
                 let (mut retained, mut cold_grants) = (0, 0);
                 for (id, st) in states.iter().enumerate() {
                     if !st.events().is_empty() {
                         active.push(id as u32);
                         retained += st.events().len();
                     }
-                    cold_grants += st.folded_grants().len();
+                    if !st.folded_grants().is_empty() {
+                        granted.push(id as u32);
+                        cold_grants += st.folded_grants().len();
+                    }
                 }
                 Ok(Scopes {
                     ids,
                     states,
                     active,
+                    granted,
                     retained,
                     cold_grants,
                 })
@@ -293,6 +313,42 @@ mod tests {
         rec.scope = id;
         let first = st.push(rec) == 0;
         scopes.note_kept(id, first);
+    }
+
+    #[test]
+    fn sweeps_visit_the_folded_grants_of_idle_scopes_and_only_the_scopes_that_keep_anything() {
+        let mut scopes = Scopes::default();
+        for i in 0..10 {
+            commit(&mut scopes, &format!("idle{i}"), i);
+        }
+        let mut grant = Event::new(Kind::Grant, EventTime(20));
+        grant.epoch = Some(Epoch(5));
+        let (id, st) = scopes.get_or_insert("leased");
+        let mut rec = Rec::of(&grant, 0, 0, 20);
+        (rec.scope, rec.holder, rec.route, rec.emitter) = (id, 41, 42, 43);
+        let first = st.push(rec) == 0;
+        scopes.note_kept(id, first);
+        commit(&mut scopes, "busy", 900);
+        let names = |scopes: &Scopes| {
+            let mut ids = Vec::new();
+            scopes.for_each_name(&mut |i| ids.push(i));
+            let mut events = 0;
+            scopes.for_each_event(&mut |_| events += 1);
+            ids.sort_unstable();
+            ids.dedup();
+            (ids, events)
+        };
+        let before = names(&scopes);
+        scopes.fold(500, 0, &|_| 0);
+        // The grant is folded (its scope keeps no event) and still visited; idle scopes are not.
+        assert!(scopes["leased"].events().is_empty());
+        assert_eq!(scopes["leased"].folded_grants().len(), 1);
+        assert_eq!((scopes.active.len(), scopes.granted.len()), (1, 1));
+        let after = names(&scopes);
+        assert!(before.0.contains(&41) && after.0 == before.0, "{before:?} {after:?}");
+        assert_eq!((before.1, after.1), (12, 2), "the grant and busy's commit");
+        let back: Scopes = postcard::from_bytes(&postcard::to_stdvec(&scopes).unwrap()).unwrap();
+        assert_eq!((back.active, back.granted), (scopes.active, scopes.granted));
     }
 
     #[test]
