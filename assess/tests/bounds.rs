@@ -97,6 +97,11 @@ fn names_nothing_refers_to_are_swept() {
         peak = peak.max(l.names_interned());
     }
     assert!(peak <= 2 * 65_536 + 2, "{peak} names at most");
+    // What the sweeps freed is no longer counted in the state's bytes: a name held costs two
+    // allocations of at least 32 bytes (in the table and its lookup) and table slots sized for
+    // up to twice the names, ~214 bytes in all; the 600,000 names swept would add over 290.
+    let per = l.names_bytes() as f64 / l.names_interned() as f64;
+    assert!((64.0..256.0).contains(&per), "{per:.1} bytes per name");
     // Sweeping changed no answer: as check, but for what folding loses (nothing here: every
     // epoch reuse group is found while its events are kept).
     assert_eq!(
@@ -374,6 +379,9 @@ fn an_idle_emitter_costs_little() {
     l.push(&hb, src, n * 3, i64::MAX / 2);
     let per = l.emitters_bytes() as f64 / n as f64;
     assert!(per <= 160.0, "{per:.1} bytes per idle emitter");
+    // The emitters and their names are in the state's bytes (`fencewatch_state_bytes`).
+    assert!(l.names_bytes() >= n as usize * 64);
+    assert!(l.state_bytes() >= l.emitters_bytes() + l.names_bytes());
     assert_eq!(l.view().coverage(0).emitters.len(), n as usize);
     assert!(
         !l.view()

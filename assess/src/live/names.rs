@@ -45,6 +45,7 @@ impl Live {
                 id
             }
         };
+        self.name_heap += heap_of(&s);
         self.name_ids.insert(s, id);
         id
     }
@@ -103,6 +104,7 @@ impl Live {
         for (i, alive) in live.iter().enumerate() {
             if !alive && !free[i] {
                 let name = std::mem::take(&mut self.state.names[i]);
+                self.name_heap = self.name_heap.saturating_sub(heap_of(&name));
                 self.name_ids.remove(&name);
                 self.state.free_names.push(i as u32);
             }
@@ -141,6 +143,15 @@ impl Live {
         }
         self.state.spans.sweep(&alive);
     }
+}
+
+/// Heap bytes a name costs: its string in the table and its copy in the lookup table, each
+/// with the allocator's header, rounded as it rounds (16 bytes; none for an empty name).
+pub(super) fn heap_of(name: &str) -> usize {
+    if name.is_empty() {
+        return 0;
+    }
+    2 * (name.len() + 8).next_multiple_of(16).max(32)
 }
 
 /// A name longer than [`MAX_NAME_BYTES`] as kept: its first [`MAX_NAME_BYTES`] bytes (to a

@@ -202,6 +202,8 @@ pub struct Live {
     pub(super) compiled: Compiled,
     pub(super) state: LiveState,
     pub(super) name_ids: HashMap<String, u32, foldhash::fast::FixedState>,
+    /// Heap bytes of the names' strings, in the table and in `name_ids` (the `names` module).
+    pub(super) name_heap: usize,
     pub(super) route_ids: RouteIds,
     pub(super) work: scope::Workspace,
     pub(super) slots: Vec<Slot>,
@@ -322,18 +324,20 @@ impl Live {
                 *f = true;
             }
         }
-        let name_ids = state
+        let name_ids: HashMap<String, u32, foldhash::fast::FixedState> = state
             .names
             .iter()
             .enumerate()
             .filter(|&(i, _)| !free[i])
             .map(|(i, s)| (s.clone(), i as u32))
             .collect();
+        let name_heap = name_ids.keys().map(|s| super::names::heap_of(s)).sum();
         let mut live = Live {
             contract,
             compiled,
             state,
             name_ids,
+            name_heap,
             route_ids: RouteIds::default(),
             work: scope::Workspace::default(),
             slots: Vec::new(),
@@ -442,9 +446,21 @@ impl Live {
         self.state.props.iter().map(|p| p.scopes.len()).sum()
     }
 
-    /// Approximate bytes of resident per-scope state.
+    /// Approximate bytes of the resident state: per-scope state, the emitter table and the
+    /// name table (holders, routes, emitters). The emitters are summed over (at most
+    /// [`LiveOptions::max_emitters`]); the rest is kept as totals.
     pub fn state_bytes(&self) -> usize {
-        self.state.props.iter().map(|p| p.scopes.heap_bytes()).sum()
+        let scopes: usize = self.state.props.iter().map(|p| p.scopes.heap_bytes()).sum();
+        scopes + self.emitters_bytes() + self.names_bytes()
+    }
+
+    /// Approximate heap bytes of the name table: its slots, the lookup table of names to ids
+    /// (each name is held twice) and the strings.
+    pub fn names_bytes(&self) -> usize {
+        let entry = std::mem::size_of::<(String, u32)>() + 1;
+        self.state.names.capacity() * std::mem::size_of::<String>()
+            + self.name_ids.capacity() * entry
+            + self.name_heap
     }
 
     /// This partition's own watermark of property `p`, as the assessor moves with it.
