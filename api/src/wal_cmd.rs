@@ -19,7 +19,7 @@ use fencewatch_assess::EventTime;
 use fencewatch_ingest::checkpoint::{self, CheckpointInfo};
 use fencewatch_ingest::clock::Clock;
 use fencewatch_ingest::partition::local::QUARANTINE;
-use fencewatch_ingest::partition::state::decode_state;
+use fencewatch_ingest::partition::state::read_state;
 use fencewatch_ingest::source::wal::partition_dir;
 use fencewatch_ingest::wal::inspect::{DamageKind, Inspection, inspect};
 use fencewatch_ingest::wal::{self, repair};
@@ -135,8 +135,8 @@ impl std::fmt::Display for NoneValid {
 }
 
 fn checkpoints(dir: &Path) -> Result<Vec<CheckpointInfo>, Error> {
-    Ok(checkpoint::inspect(&dir.join("checkpoints"), |s| {
-        decode_state(s).map(drop)
+    Ok(checkpoint::inspect(&dir.join("checkpoints"), |s, len| {
+        read_state(s, len).map(drop)
     })?)
 }
 
@@ -193,7 +193,7 @@ fn kafka_checkpoints(data_dir: &Path) -> Result<Vec<(String, Vec<CheckpointInfo>
             continue;
         };
         for part in parts.flatten().filter(|e| e.path().is_dir()) {
-            let cks = checkpoint::inspect(&part.path(), |s| decode_state(s).map(drop))?;
+            let cks = checkpoint::inspect(&part.path(), |s, len| read_state(s, len).map(drop))?;
             let name = format!(
                 "{}/{}",
                 topic.file_name().to_string_lossy(),

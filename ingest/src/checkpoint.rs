@@ -126,12 +126,13 @@ pub struct Quarantined {
     pub checkpoints: Vec<CheckpointInfo>,
 }
 
-/// Every checkpoint file in `dir`, newest first, verified and its state given to `decode`,
-/// without changing anything (a missing `dir` has none). The first without a problem is the
-/// one [`CheckpointStore::latest_decoded`] restores.
-pub fn inspect<E: std::fmt::Display>(
+/// Every checkpoint file in `dir`, newest first, verified and its state given to `decode` (as
+/// [`CheckpointStore::latest_decoded`] does: a stream of its bytes, and their length), without
+/// changing anything (a missing `dir` has none). The first without a problem is the one
+/// [`CheckpointStore::latest_decoded`] restores.
+pub fn inspect<T, E: std::fmt::Display>(
     dir: &Path,
-    decode: impl Fn(&[u8]) -> Result<(), E>,
+    decode: impl Fn(&mut dyn Read, u64) -> Result<T, E>,
 ) -> Result<Vec<CheckpointInfo>> {
     if !dir.exists() {
         return Ok(Vec::new());
@@ -147,17 +148,17 @@ pub fn inspect<E: std::fmt::Display>(
     let mut out = Vec::with_capacity(offsets.len());
     for offset in offsets {
         let path = dir.join(format!("{PREFIX}{offset:020}{SUFFIX}"));
-        let data = fs::read(&path).map_err(io_err(&path))?;
-        let problem = match verify(&data, offset) {
+        let (verified, bytes) = open_verified(&path, offset).map_err(io_err(&path))?;
+        let problem = match verified {
             Err(why) => Some(why.to_string()),
-            Ok(state) => decode(state)
+            Ok(mut state) => decode(&mut state, bytes - HEADER_BYTES as u64)
                 .err()
                 .map(|e| format!("state does not decode: {e}")),
         };
         out.push(CheckpointInfo {
             path,
             offset,
-            bytes: data.len() as u64,
+            bytes,
             problem,
         });
     }
@@ -381,19 +382,6 @@ fn parse_name(name: &str) -> Option<u64> {
         .flatten()
 }
 
-/// The state of a checkpoint file, if its header matches `offset` and its crc verifies.
-fn verify(data: &[u8], offset: u64) -> Result<&[u8], &'static str> {
-    let (h, state) = data
-        .split_at_checked(HEADER_BYTES)
-        .ok_or("shorter than a header")?;
-    let crc = header_crc(h, offset, state.len() as u64)?;
-    if crc != crc32fast::hash(state) {
-        Err("crc mismatch")
-    } else {
-        Ok(state)
-    }
-}
-
 /// The crc a checkpoint header `h` records for a state of `state_len` bytes, if it is the
 /// header of a checkpoint at `offset` of that length.
 fn header_crc(h: &[u8], offset: u64, state_len: u64) -> Result<u32, &'static str> {
@@ -414,7 +402,10 @@ fn header_crc(h: &[u8], offset: u64, state_len: u64) -> Result<u32, &'static str
 
 /// The checkpoint file at `path` verified as [`verify`] does, read once through a small
 /// buffer, then its state as a stream (or why it does not verify), and the file's length.
-fn open_verified(path: &Path, offset: u64) -> io::Result<(Result<impl Read, &'static str>, u64)> {
+fn open_verified(
+    path: &Path,
+    offset: u64,
+) -> io::Result<(Result<impl Read + use<>, &'static str>, u64)> {
     let mut file = File::open(path)?;
     let len = file.metadata()?.len();
     let mut h = [0; HEADER_BYTES];
@@ -521,7 +512,7 @@ mod tests {
                 "{passed:?}"
             );
         }
-        let reasons: Vec<String> = inspect(dir.path(), |_| Ok::<_, String>(()))
+        let reasons: Vec<String> = inspect(dir.path(), |_, _| Ok::<_, String>(()))
             .unwrap()
             .into_iter()
             .map(|c| format!("{} {:?}", c.offset, c.problem))

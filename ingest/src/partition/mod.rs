@@ -534,7 +534,7 @@ pub(crate) mod tests {
         assert_eq!((rejected(&metrics), found(&metrics)), (1, 1));
         // Restored from its state, what it holds is not reported again.
         let (offset, bytes) = part.encode();
-        let state = state::decode_state(&bytes).unwrap();
+        let state = state::read_state(&mut &bytes[..], bytes.len() as u64).unwrap();
         let mut again = Partition::new("t/0", Live::restore(contract(), state).unwrap(), offset);
         again.report(&metrics);
         assert_eq!((rejected(&metrics), found(&metrics)), (1, 1));

@@ -2,7 +2,7 @@
 //! decodes, passing over damaged or undecodable newer ones (each reported); when none is
 //! usable, what the partition's source allows ([`WhenNoneUsable`]).
 
-use super::state::{decode_state, read_state};
+use super::state::read_state;
 use super::{Error, Result};
 use crate::checkpoint::{self, CheckpointStore, PassedOver, Quarantined};
 use fencewatch_assess::Contract;
@@ -98,7 +98,7 @@ pub fn restore(
 /// `<dir>/quarantine/<at>/`, syncs both folders and opens the store again, empty.
 fn quarantine(store: &mut CheckpointStore, at: i64) -> Result<Quarantined> {
     let dir = store.dir().to_path_buf();
-    let found = checkpoint::inspect(&dir, |s| decode_state(s).map(drop))?;
+    let found = checkpoint::inspect(&dir, |s, len| read_state(s, len).map(drop))?;
     let to = dir.join("quarantine").join(at.to_string());
     let io = |path: &std::path::Path| {
         let path = path.to_path_buf();

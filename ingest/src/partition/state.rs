@@ -97,18 +97,3 @@ pub fn read_state(bytes: &mut dyn std::io::Read, len: u64) -> Result<LiveState, 
         None => Err(StateError::Untagged),
     }
 }
-
-/// Reads a state saved by [`encode_state`].
-pub fn decode_state(bytes: &[u8]) -> Result<LiveState, StateError> {
-    let layout = bytes
-        .strip_prefix(&STATE_TAG)
-        .and_then(|rest| rest.get(..2))
-        .map(|l| u16::from_le_bytes([l[0], l[1]]));
-    match layout {
-        Some(STATE_LAYOUT) => {
-            postcard::from_bytes(&bytes[6..]).map_err(|e| StateError::Decode(e.to_string()))
-        }
-        Some(other) => Err(StateError::Layout(other)),
-        None => Err(StateError::Untagged),
-    }
-}
