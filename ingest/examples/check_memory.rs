@@ -6,20 +6,16 @@
 //! usage: check_memory CONTRACT BUDGET_BYTES|whole FILE... (release build:
 //! `cargo run --release -p fencewatch-ingest --example check_memory -- c.toml 67108864 ev.ndjson`)
 
+#[path = "../../assess/examples/common/mod.rs"]
+mod common;
+
+use common::vm;
+
 use fencewatch_assess::history::{Spilled, parts_for};
 use fencewatch_assess::{Contract, History, Report};
 use fencewatch_ingest::source::file::{Input, ReadOptions, read_into, total_size};
 use fencewatch_ingest::source::spill::DirStore;
 use std::time::Instant;
-
-fn vm(key: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

@@ -11,20 +11,11 @@
 #[path = "../../assess/examples/common/mod.rs"]
 mod common;
 
-use common::{count_arg, fill_idle_scopes, idle_live};
+use common::{count_arg, fill_idle_scopes, idle_live, vm};
 use fencewatch_ingest::checkpoint::{self, CheckpointStore};
 use fencewatch_ingest::partition::Partition;
 use std::sync::RwLock;
 use std::time::Instant;
-
-fn vm(key: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
 
 fn main() {
     let n = count_arg();

@@ -449,7 +449,8 @@ fn open_verified(
 mod tests {
     use super::*;
 
-    fn files(dir: &Path) -> Vec<String> {
+    /// The names of the files in `dir`, sorted.
+    pub(super) fn files(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> = fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())

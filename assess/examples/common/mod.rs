@@ -14,6 +14,16 @@ pub(crate) fn rss_bytes() -> u64 {
     pages * 4096
 }
 
+/// A `/proc/self/status` figure in bytes (`VmHWM:`, `VmRSS:`; Linux), 0 if unknown.
+pub(crate) fn vm(key: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
 /// The first argument as a count, else 1,000,000.
 pub(crate) fn count_arg() -> usize {
     count_arg_or(1_000_000)

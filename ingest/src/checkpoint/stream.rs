@@ -265,16 +265,8 @@ pub fn stream(
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::files as names;
     use super::*;
-
-    fn names(dir: &std::path::Path) -> Vec<String> {
-        let mut names: Vec<String> = fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        names.sort();
-        names
-    }
 
     /// Bytes that no two chunks repeat, longer than the pipe holds.
     fn state(len: usize) -> Vec<u8> {
