@@ -10,7 +10,7 @@
 //! its first 256 bytes, its length and a 128-bit hash ([`shortened`]): distinct names stay
 //! distinct but for a hash collision, and a shortened name never equals one kept whole.
 
-use super::state::{Live, MAX_NAME_BYTES, NAMES_SWEEP_MIN, UNDECLARED};
+use super::state::{Live, MAX_NAME_BYTES, NAMES_SWEEP_MIN, UNDECLARED, heap_of};
 use crate::rules::Rec;
 
 impl Live {
@@ -143,15 +143,6 @@ impl Live {
         }
         self.state.spans.sweep(&alive);
     }
-}
-
-/// Heap bytes a name costs: its string in the table and its copy in the lookup table, each
-/// with the allocator's header, rounded as it rounds (16 bytes; none for an empty name).
-pub(super) fn heap_of(name: &str) -> usize {
-    if name.is_empty() {
-        return 0;
-    }
-    2 * (name.len() + 8).next_multiple_of(16).max(32)
 }
 
 /// A name longer than [`MAX_NAME_BYTES`] as kept: its first [`MAX_NAME_BYTES`] bytes (to a

@@ -23,6 +23,15 @@ pub(super) const NAMES_SWEEP_MIN: usize = 1 << 16;
 /// The route id of a heartbeat on a route the contract lacks: not interned.
 pub(super) const UNDECLARED: u32 = u32::MAX - 3;
 
+/// Heap bytes a name costs: its string in the table and its copy in the lookup table, each
+/// with the allocator's header, rounded as it rounds (16 bytes; none for an empty name).
+pub(super) fn heap_of(name: &str) -> usize {
+    if name.is_empty() {
+        return 0;
+    }
+    2 * (name.len() + 8).next_multiple_of(16).max(32)
+}
+
 /// The default of [`LiveOptions::max_emitters`].
 pub const DEFAULT_MAX_EMITTERS: usize = 1_000_000;
 /// The default of [`Live::set_max_seq_fragments`]: runs of seqs beyond each emitter's first,
@@ -331,7 +340,7 @@ impl Live {
             .filter(|&(i, _)| !free[i])
             .map(|(i, s)| (s.clone(), i as u32))
             .collect();
-        let name_heap = name_ids.keys().map(|s| super::names::heap_of(s)).sum();
+        let name_heap = name_ids.keys().map(|s| heap_of(s)).sum();
         let mut live = Live {
             contract,
             compiled,
