@@ -64,9 +64,8 @@ impl<W: std::io::Write> std::io::Write for KeepError<'_, W> {
 
     #[inline]
     fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.out.write_all(bytes).map_err(|e| {
+        self.out.write_all(bytes).inspect_err(|e| {
             self.error = Some(std::io::Error::new(e.kind(), e.to_string()));
-            e
         })
     }
 
