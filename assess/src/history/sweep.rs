@@ -58,9 +58,9 @@ impl History {
     /// reasons and buckets the scope group members among them by the hash's top bits (a
     /// counting sort of 24-byte (hash, index) entries, in record order). Then each thread takes
     /// a range of buckets: it gathers each bucket's entries from every first-phase part (about
-    /// a thousand, in cache) and sorts them by scope; for each scope it builds the members'
-    /// slots from their records, sorts them by [`Slot::sort_key`] and sweeps each property's
-    /// group. Full slots in the buckets were measured slower: three times the bytes to write,
+    /// a thousand, in cache), sorts them by scope and builds their slots from their records
+    /// in one loop (a cache miss each, overlapping); for each scope it sorts the members'
+    /// slots by [`Slot::sort_key`] and sweeps each property's group. Full slots in the buckets were measured slower: three times the bytes to write,
     /// fault in and sort, against one record read per member. Every part has its own
     /// accumulators, merged at the end; nothing depends on the split, so the output is that of
     /// a single thread.
@@ -127,7 +127,7 @@ impl History {
         let second = |lo: usize, hi: usize, parts: &[Part], accs: &mut [Acc]| {
             let mut work = scope::Workspace::default();
             let mut bucket: Vec<Keyed> = Vec::new();
-            let mut group: Vec<Slot> = Vec::new();
+            let mut slots: Vec<Slot> = Vec::new();
             for b in lo..hi {
                 bucket.clear();
                 for part in parts {
@@ -135,16 +135,16 @@ impl History {
                     bucket.extend_from_slice(&part.keyed[from..to]);
                 }
                 bucket.sort_unstable_by_key(|k| k.scope);
+                // The whole bucket's slots in one loop of independent reads: each is a cache
+                // miss, and back to back they overlap (scope by scope, the sweeps between
+                // them kept the misses one at a time).
+                slots.clear();
+                slots.extend(bucket.iter().map(|k| recs[k.idx as usize].slot(k.idx)));
                 let mut a = 0;
                 while a < bucket.len() {
                     let scope = bucket[a].scope;
                     let len = bucket[a..].iter().take_while(|k| k.scope == scope).count();
-                    group.clear();
-                    group.extend(
-                        bucket[a..a + len]
-                            .iter()
-                            .map(|k| recs[k.idx as usize].slot(k.idx)),
-                    );
+                    let group = &mut slots[a..a + len];
                     group.sort_unstable_by_key(Slot::sort_key);
                     let mut p = 0;
                     while p < group.len() {

@@ -708,6 +708,16 @@ mod tests {
             Just("18446744073709551615".to_string()),
             Just("18446744073709551616".to_string()),
             Just("9223372036854775808".to_string()),
+            // Eight digits at a time in the fast path: runs of 8, 16 and 19 digits, a leading
+            // zero, a fraction or exponent after a full run, one digit over u64::MAX.
+            Just("12345678".to_string()),
+            Just("1234567812345678".to_string()),
+            Just("1764417600000000000".to_string()),
+            Just("01234567".to_string()),
+            Just("12345678.5".to_string()),
+            Just("1234567812345678e2".to_string()),
+            Just("99999999999999999999".to_string()),
+            Just("184467440737095516150".to_string()),
         ];
         let ws = prop_oneof![Just(""), Just(" "), Just("\t"), Just(" \r")];
         (
