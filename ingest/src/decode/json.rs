@@ -684,7 +684,20 @@ mod tests {
             Just("premise".to_string()),
             Just("valid_for".to_string()),
             Just("x".to_string()),
-            Just("k\\u0069nd".to_string())
+            Just("k\\u0069nd".to_string()),
+            Just("holder".to_string()),
+            Just("emitter".to_string()),
+            Just("op_id".to_string()),
+            Just("property".to_string()),
+            Just("incarnation".to_string()),
+            // Near misses of the keys the fast path knows by one load and compare.
+            Just("kin".to_string()),
+            Just("kinds".to_string()),
+            Just("emitte".to_string()),
+            Just("emitters".to_string()),
+            Just("seqs".to_string()),
+            Just("t".to_string()),
+            Just("\\u0074s".to_string())
         ];
         let value = prop_oneof![
             Just("\"commit\"".to_string()),

@@ -25,8 +25,9 @@ enum Value<'a> {
 /// Inlined into its one caller: in another codegen unit, returning the `Decoded` costs a copy.
 #[inline]
 pub(super) fn fast<'a>(b: &'a [u8], text: &'a str) -> Option<Decoded<'a>> {
+    // Whitespace is rare between tokens: one compare when there is none.
     let ws = |i: &mut usize| {
-        while *i < b.len() && matches!(b[*i], b' ' | b'\t' | b'\n' | b'\r') {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(*i) {
             *i += 1;
         }
     };
@@ -55,8 +56,13 @@ pub(super) fn fast<'a>(b: &'a [u8], text: &'a str) -> Option<Decoded<'a>> {
             if b.get(i) != Some(&b'"') {
                 return None;
             }
-            let kend = string_end(i + 1)?;
-            let f = field_index(&text[i + 1..kend])?;
+            let (f, kend) = match known_key(b, i + 1) {
+                Some(k) => k,
+                None => {
+                    let kend = string_end(i + 1)?;
+                    (field_index(&text[i + 1..kend])?, kend)
+                }
+            };
             if f >= FIRST_ATTESTATION_FIELD || seen & (1 << f) != 0 {
                 return None;
             }
@@ -145,6 +151,44 @@ pub(super) fn fast<'a>(b: &'a [u8], text: &'a str) -> Option<Decoded<'a>> {
     })
 }
 
+/// The field and closing quote of the key whose text starts at `i` (after its opening quote)
+/// when it is one of the common keys, told by one 8-byte load and compare: `None` for any
+/// other text (the caller then reads the key as any string).
+#[inline]
+fn known_key(b: &[u8], i: usize) -> Option<(usize, usize)> {
+    /// `key` and its closing quote, little-endian, and the mask of their bytes.
+    const fn pattern(key: &[u8]) -> (u64, u64) {
+        let mut bytes = [0u8; 8];
+        let mut k = 0;
+        while k < key.len() {
+            bytes[k] = key[k];
+            k += 1;
+        }
+        bytes[key.len()] = b'"';
+        let n = key.len() + 1;
+        let mask = if n == 8 { u64::MAX } else { (1u64 << (8 * n)) - 1 };
+        (u64::from_le_bytes(bytes), mask)
+    }
+    // (first byte, pattern, mask, field index in `FIELDS`, key length).
+    const KEYS: [(u8, (u64, u64), usize, usize); 10] = [
+        (b'k', pattern(b"kind"), 0, 4),
+        (b't', pattern(b"ts"), 1, 2),
+        (b's', pattern(b"scope"), 3, 5),
+        (b'e', pattern(b"epoch"), 4, 5),
+        (b'r', pattern(b"route"), 5, 5),
+        (b'o', pattern(b"outcome"), 6, 7),
+        (b'h', pattern(b"holder"), 7, 6),
+        (b'o', pattern(b"order"), 10, 5),
+        (b'e', pattern(b"emitter"), 11, 7),
+        (b's', pattern(b"seq"), 12, 3),
+    ];
+    let w = u64::from_le_bytes(b.get(i..i + 8)?.try_into().expect("eight bytes"));
+    let first = w as u8;
+    KEYS.iter()
+        .find(|(c, (p, m), _, _)| *c == first && w & m == *p)
+        .map(|&(_, _, f, len)| (f, i + len))
+}
+
 /// The end (the closing quote) of the escape-free string of `b` that starts at `i`, after its
 /// opening quote: `None` at a backslash, a control character or the end of `b` first. Eight
 /// bytes at a time (the strings of a line are short, and memchr's setup cost more than
@@ -229,6 +273,19 @@ fn str_slot(f: usize) -> usize {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn known_keys_are_the_common_fields() {
+        for key in ["kind", "ts", "scope", "epoch", "route", "outcome", "holder", "order", "emitter", "seq"] {
+            let line = format!("{key}\":0,\"x\":1}}");
+            let f = super::field_index(key).unwrap();
+            assert_eq!(super::known_key(line.as_bytes(), 0), Some((f, key.len())), "{key}");
+        }
+        for miss in ["kin\"", "kinds\"", "emitte\"", "emitters", "seqs\"", "t\"", "tss\"", "order_\""] {
+            let line = format!("{miss}:0}}");
+            assert_eq!(super::known_key(line.as_bytes(), 0), None, "{miss}");
+        }
+    }
+
+    #[test]
     fn numbers_eight_digits_at_a_time() {
         for text in [
             "0",
@@ -261,6 +318,28 @@ mod tests {
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig { cases: 5000, ..Default::default() })]
+        #[test]
+        fn known_keys_are_read_as_any_key_is(
+            key in proptest::collection::vec(proptest::prop_oneof![
+                proptest::prelude::Just(b'"'),
+                proptest::prelude::Just(b'\\'),
+                proptest::prelude::Just(b'_'),
+                proptest::sample::select(b"kindtscopehrmqua".to_vec()),
+            ], 0..12),
+            known in proptest::sample::select(super::super::strict::FIELDS.to_vec()),
+            whole in proptest::prelude::any::<bool>(),
+        ) {
+            // A known key, or an arbitrary text, then a quote and a tail.
+            let mut line = if whole { known.as_bytes().to_vec() } else { key };
+            line.extend_from_slice(b"\":1}");
+            if let Some((f, end)) = super::known_key(&line, 0) {
+                let want_end = super::string_end(&line, 0);
+                proptest::prop_assert_eq!(Some(end), want_end);
+                let text = std::str::from_utf8(&line[..end]).unwrap();
+                proptest::prop_assert_eq!(super::field_index(text), Some(f));
+            }
+        }
+
         #[test]
         fn eight_digits_is_exact(v in proptest::prelude::any::<[u8; 8]>(), n in 0u64..100_000_000) {
             let all = v.iter().all(u8::is_ascii_digit);
