@@ -438,18 +438,23 @@ proptest! {
         let mut batched = History::new(contract.clone());
         batched.add_source("m");
         batched.set_threads(threads);
+        // A batch's positions are relative to its first event's, shifted as it is appended.
         let mut batch = Batch::new(src);
+        let mut start = 0u64;
         for (i, e) in evs.iter().enumerate() {
             if cuts.contains(&i) {
+                batch.shift_positions(start);
                 batched.append(std::mem::replace(&mut batch, Batch::new(src)));
+                start = i as u64;
             }
             if bad.contains(&i) {
                 one.push_malformed(src, 10_000 + i as u64, None, "not JSON".into());
-                batch.push_malformed(10_000 + i as u64, None, "not JSON".into());
+                batch.push_malformed(10_000 + i as u64 - start, None, "not JSON".into());
             }
             one.push(&event(e), src, i as u64);
-            batch.push(&contract, &event(e), i as u64);
+            batch.push(&contract, &event(e), i as u64 - start);
         }
+        batch.shift_positions(start);
         batched.append(batch);
         let a = serde_json::to_string(&one.finish()).unwrap();
         let b = serde_json::to_string(&batched.finish()).unwrap();

@@ -83,8 +83,10 @@ fn batches(evs: &[E], lines: &[Line], cuts: &[usize], mut sink: impl FnMut(Batch
     let seqs = seqs(evs);
     let mut batch = Batch::new(fencewatch_assess::SourceId(0));
     let (mut n, mut k) = (0, 0);
+    // A batch's positions are relative to the line before its first, shifted as it is sunk.
+    let mut start = 0u64;
     for (pos, line) in lines.iter().enumerate() {
-        let pos = pos as u64 + 1;
+        let pos = pos as u64 + 1 - start;
         match line {
             Line::Event(i) => batch.push(&c, &event(&evs[*i], seqs[*i]), pos),
             Line::Malformed(ts) => {
@@ -100,14 +102,17 @@ fn batches(evs: &[E], lines: &[Line], cuts: &[usize], mut sink: impl FnMut(Batch
         }
         n += 1;
         if n == cuts[k % cuts.len()] {
+            batch.shift_positions(start);
             sink(std::mem::replace(
                 &mut batch,
                 Batch::new(fencewatch_assess::SourceId(0)),
             ));
+            start += n as u64;
             n = 0;
             k += 1;
         }
     }
+    batch.shift_positions(start);
     sink(batch);
 }
 

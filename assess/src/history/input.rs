@@ -199,6 +199,8 @@ pub struct Batch {
     pub(super) tally: Tally,
     /// The attestations among `recs`, by record index.
     pub(super) attests: Vec<(u32, super::attest::AttestRec)>,
+    /// Added to every position when the batch is appended ([`Batch::shift_positions`]).
+    pub(super) shift: u64,
 }
 
 impl Batch {
@@ -221,7 +223,15 @@ impl Batch {
             malformed: Vec::new(),
             tally: Tally::default(),
             attests: Vec::new(),
+            shift: 0,
         }
+    }
+
+    /// Adds `by` to the position of each of the batch's events, pushed or to be pushed, as
+    /// it is appended: a reader can number a chunk's lines from 1 before it knows the line
+    /// the chunk starts at.
+    pub fn shift_positions(&mut self, by: u64) {
+        self.shift += by;
     }
 
     /// Adds a decoded event read at `position`, checked against `contract` (the history's).

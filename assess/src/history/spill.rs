@@ -26,7 +26,7 @@ use crate::contract::Contract;
 use crate::event::Kind;
 use crate::intern::Interner;
 use crate::report::{EmitterReport, Report};
-use crate::rules::{NONE, REJECTED, Rec, UNATTRIBUTED};
+use crate::rules::{NONE, REJECTED, Rec};
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::sync::Arc;
@@ -182,19 +182,21 @@ impl<S: SpillStore> Spilled<S> {
             malformed,
             tally,
             attests,
+            shift,
         } = batch;
-        self.main.note_counts(source, malformed, tally);
+        self.main.note_counts(source, malformed, tally, shift);
         let mut attests = attests.into_iter().peekable();
         for (j, r) in recs.iter().enumerate() {
+            let r = &Rec {
+                position: r.position + shift,
+                ..*r
+            };
             let attest = attests.next_if(|(i, _)| *i == j as u32).map(|(_, a)| a);
             let name = |id: u32| (id != NONE).then(|| strings.resolve(id));
             let scope = r
                 .has_scope()
                 .then(|| (scopes.hashes[r.scope as usize], scopes.get(r.scope)));
-            if r.prop != UNATTRIBUTED && r.kind != Kind::Attestation {
-                let range = &mut self.ranges[r.prop as usize];
-                *range = Some(range.map_or((r.ts, r.ts), |(a, b)| (a.min(r.ts), b.max(r.ts))));
-            }
+            super::state::note_range(&mut self.ranges, r);
             let idx = self.next_idx;
             self.next_idx += 1;
             if let Some((e, _)) = r.seq_key() {
@@ -265,13 +267,7 @@ impl<S: SpillStore> Spilled<S> {
     /// `progress` is told the bytes of scope files assessed so far and their total.
     pub fn finish(mut self, progress: &mut dyn FnMut(u64, u64)) -> io::Result<Report> {
         let contract = self.main.contract().clone();
-        let mut accs: Vec<Acc> = contract.properties.iter().map(Acc::new).collect();
-        for (acc, range) in accs.iter_mut().zip(&self.ranges) {
-            if let Some((a, b)) = *range {
-                acc.series.cover(a);
-                acc.series.cover(b);
-            }
-        }
+        let mut accs = super::state::accs_covering(&contract, &self.ranges);
         let (aside, emitters) = self.settle_seqs(&mut accs)?;
         let aside = Arc::new(aside);
         let mut judged = Judged {
@@ -466,6 +462,7 @@ fn load(h: &mut History, data: &[u8]) -> io::Result<()> {
         r.emitter = name(s.emitter);
         let idx = h.recs.len() as u32;
         SeqTrack::note(&mut h.seqs, &r, idx);
+        super::state::note_range(&mut h.ranges, &r);
         if let Some(a) = s.attest {
             h.attests.push((idx, a));
         }

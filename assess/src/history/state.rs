@@ -42,12 +42,16 @@ pub struct History {
     pub(super) conformance: bool,
     /// Set when the (emitter, seq) keys are settled outside ([`History::settle_seqs_outside`]).
     pub(super) seqs_outside: Option<std::sync::Arc<AsideSet>>,
+    /// By property: the least and greatest time of its records that extend a window (see
+    /// [`History::accs`]), kept as records are added rather than read back from them all.
+    pub(super) ranges: Vec<Option<(i64, i64)>>,
 }
 
 impl History {
     /// An empty history under `contract`.
     pub fn new(contract: Contract) -> History {
         let compiled = contract.compile();
+        let ranges = vec![None; contract.properties.len()];
         History {
             contract,
             compiled,
@@ -63,6 +67,7 @@ impl History {
             attests: Vec::new(),
             conformance: false,
             seqs_outside: None,
+            ranges,
         }
     }
 
@@ -131,6 +136,7 @@ impl History {
         ) {
             Ok(Some(rec)) => {
                 SeqTrack::note(&mut self.seqs, &rec, self.recs.len() as u32);
+                note_range(&mut self.ranges, &rec);
                 super::attest::keep(&mut self.recs, &mut self.attests, rec, ev);
             }
             Ok(None) => {}
@@ -148,8 +154,9 @@ impl History {
             malformed,
             tally,
             attests,
+            shift,
         } = batch;
-        self.note_counts(source, malformed, tally);
+        self.note_counts(source, malformed, tally, shift);
         let ids: Vec<u32> = (0..strings.len() as u32)
             .map(|i| self.strings.intern(strings.resolve(i)))
             .collect();
@@ -166,21 +173,26 @@ impl History {
             if r.has_scope() {
                 r.scope += base;
             }
+            r.position += shift;
             SeqTrack::note(&mut self.seqs, &r, self.recs.len() as u32);
+            note_range(&mut self.ranges, &r);
             self.recs.push(r);
         }
     }
 
-    /// Takes a batch's malformed events and counts, read after everything so far.
+    /// Takes a batch's malformed events (their positions shifted by `shift`) and counts, read
+    /// after everything so far.
     pub(super) fn note_counts(
         &mut self,
         source: SourceId,
         malformed: Vec<super::input::BatchMalformed>,
         tally: Tally,
+        shift: u64,
     ) {
         let prior = self.tally.max_valid_ts;
         for m in malformed {
-            self.note_malformed(source, m.position, m.ts, later(prior, m.prior), m.message);
+            let (position, prior) = (m.position + shift, later(prior, m.prior));
+            self.note_malformed(source, position, m.ts, prior, m.message);
         }
         self.tally.add(tally);
     }
@@ -245,14 +257,7 @@ impl History {
     /// One empty accumulator per property, its window range covering every valid attributed
     /// event, duplicates included.
     pub(super) fn accs(&self) -> Vec<Acc> {
-        let mut accs: Vec<Acc> = self.contract.properties.iter().map(Acc::new).collect();
-        for r in &self.recs {
-            // Attestations extend no window (SPEC §10).
-            if r.prop != UNATTRIBUTED && r.kind != Kind::Attestation {
-                accs[r.prop as usize].series.cover(r.ts);
-            }
-        }
-        accs
+        accs_covering(&self.contract, &self.ranges)
     }
 
     /// Judges the records into `accs`: duplicates settled, telemetry gaps found (unless the
@@ -312,6 +317,28 @@ impl History {
     /// deliveries share their scope.
     pub(super) fn settle_seqs_outside(&mut self, aside: std::sync::Arc<AsideSet>) {
         self.seqs_outside = Some(aside);
+    }
+}
+
+/// One empty accumulator per property of `contract`, its window range covering its time range
+/// in `ranges` ([`note_range`]).
+pub(super) fn accs_covering(contract: &Contract, ranges: &[Option<(i64, i64)>]) -> Vec<Acc> {
+    let mut accs: Vec<Acc> = contract.properties.iter().map(Acc::new).collect();
+    for (acc, range) in accs.iter_mut().zip(ranges) {
+        if let Some((lo, hi)) = *range {
+            acc.series.cover(lo);
+            acc.series.cover(hi);
+        }
+    }
+    accs
+}
+
+/// Notes record `r` in the time range of its property ([`History::ranges`]): every valid
+/// attributed record but attestations, which extend no window (SPEC §10).
+pub(super) fn note_range(ranges: &mut [Option<(i64, i64)>], r: &Rec) {
+    if r.prop != UNATTRIBUTED && r.kind != Kind::Attestation {
+        let range = &mut ranges[r.prop as usize];
+        *range = Some(range.map_or((r.ts, r.ts), |(a, b)| (a.min(r.ts), b.max(r.ts))));
     }
 }
 

@@ -81,20 +81,24 @@ pub struct ReadError {
 /// Progress callback: bytes read so far.
 pub type Progress<'a> = &'a mut dyn FnMut(u64);
 
+/// Whole lines of one input, numbered from 1 here: the reader does not count them (a pass
+/// over every byte), the worker does, and the thread appending in order shifts them.
 struct Chunk {
     seq: u64,
     source: SourceId,
-    first_line: u64,
     data: Vec<u8>,
-    /// Line numbers (absolute) of lines over the limit, replaced by empty lines in `data`.
-    oversized: Vec<(u64, u64)>,
+    /// The byte length of the chunk's first line when it was over the limit and is an empty
+    /// line in `data` (a chunk holds at most one: the line that ends a skipped one starts it).
+    oversized: Option<u64>,
     array: bool,
 }
 
-/// A decoded chunk: its place in reading order and its events.
+/// A decoded chunk: its place in reading order, its events and its number of lines.
 struct Parsed {
     seq: u64,
+    source: SourceId,
     batch: Batch,
+    lines: u64,
 }
 
 fn bad(batch: &mut Batch, position: u64, e: DecodeError) {
@@ -136,15 +140,18 @@ fn decode_chunk(chunk: Chunk, max_line_bytes: usize, contract: &Contract) -> Par
                 },
             ),
         }
+        // The positions are element numbers, the only chunk of its input: no lines to shift.
         return Parsed {
             seq: chunk.seq,
+            source: chunk.source,
             batch,
+            lines: 0,
         };
     }
-    let mut oversized = chunk.oversized.iter().peekable();
-    for (this, line) in (chunk.first_line..).zip(lines(&chunk.data)) {
-        if oversized.peek().is_some_and(|(n, _)| *n == this) {
-            let (_, len) = oversized.next().expect("peeked");
+    let mut count = 0;
+    for (this, line) in (1..).zip(lines(&chunk.data)) {
+        count = this;
+        if let (1, Some(len)) = (this, chunk.oversized) {
             bad(
                 &mut batch,
                 this,
@@ -167,7 +174,9 @@ fn decode_chunk(chunk: Chunk, max_line_bytes: usize, contract: &Contract) -> Par
     }
     Parsed {
         seq: chunk.seq,
+        source: chunk.source,
         batch,
+        lines: count,
     }
 }
 
@@ -177,25 +186,22 @@ struct Cutter<'a> {
     seq: &'a mut u64,
     source: SourceId,
     max_line_bytes: usize,
-    line: u64,
     carry: Vec<u8>,
-    oversized: Vec<(u64, u64)>,
+    oversized: Option<u64>,
     /// Length so far of an oversized line being skipped.
     skipping: Option<u64>,
 }
 
 impl Cutter<'_> {
-    fn send(&mut self, data: Vec<u8>, lines: u64) -> bool {
+    fn send(&mut self, data: Vec<u8>) -> bool {
         let chunk = Chunk {
             seq: *self.seq,
             source: self.source,
-            first_line: self.line,
             data,
-            oversized: std::mem::take(&mut self.oversized),
+            oversized: self.oversized.take(),
             array: false,
         };
         *self.seq += 1;
-        self.line += lines;
         self.tx.send(chunk).is_ok()
     }
 
@@ -210,8 +216,10 @@ impl Cutter<'_> {
                     return true;
                 }
                 Some(i) => {
-                    // The oversized line ends here: it becomes an empty line of the next chunk.
-                    self.oversized.push((self.line, len + i as u64));
+                    // The oversized line ends here: it becomes the empty first line of the next
+                    // chunk, sent just below (the newline at 0 is found).
+                    debug_assert!(self.oversized.is_none());
+                    self.oversized = Some(len + i as u64);
                     self.skipping = None;
                     self.carry.drain(..from + i);
                     from = 0;
@@ -223,8 +231,7 @@ impl Cutter<'_> {
             let rest = self.carry[last + 1..].to_vec();
             let mut data = std::mem::replace(&mut self.carry, rest);
             data.truncate(last);
-            let lines = memchr::memchr_iter(b'\n', &data).count() as u64 + 1;
-            if !self.send(data, lines) {
+            if !self.send(data) {
                 return false;
             }
         }
@@ -238,11 +245,11 @@ impl Cutter<'_> {
 
     fn end(mut self) {
         if let Some(len) = self.skipping {
-            self.oversized.push((self.line, len));
-            self.send(Vec::new(), 1);
+            self.oversized = Some(len);
+            self.send(Vec::new());
         } else if !self.carry.is_empty() {
             let data = std::mem::take(&mut self.carry);
-            self.send(data, 1);
+            self.send(data);
         }
     }
 }
@@ -268,9 +275,8 @@ fn read_input(
         seq,
         source,
         max_line_bytes,
-        line: 1,
         carry: Vec::new(),
-        oversized: Vec::new(),
+        oversized: None,
         skipping: None,
     };
     let mut first = true;
@@ -317,9 +323,8 @@ fn read_input(
             let chunk = Chunk {
                 seq: *cutter.seq,
                 source,
-                first_line: 1,
                 data,
-                oversized: Vec::new(),
+                oversized: None,
                 array: true,
             };
             *cutter.seq += 1;
@@ -446,9 +451,16 @@ pub fn read_into(
         let mut pending: BTreeMap<u64, Parsed> = BTreeMap::new();
         let mut next = 0u64;
         let mut failed = None;
+        // The input being appended and its lines before the next chunk.
+        let (mut source, mut lines_before) = (None, 0u64);
         'read: for parsed in &parsed_rx {
             pending.insert(parsed.seq, parsed);
-            while let Some(p) = pending.remove(&next) {
+            while let Some(mut p) = pending.remove(&next) {
+                if source != Some(p.source) {
+                    (source, lines_before) = (Some(p.source), 0);
+                }
+                p.batch.shift_positions(lines_before);
+                lines_before += p.lines;
                 if let Err(e) = history.append(p.batch) {
                     failed = Some(e);
                     break 'read;
