@@ -12,11 +12,13 @@ use crate::scope::{self, Slot};
 impl History {
     /// What every applied event of `recs` counts for (SPEC §4 and [`rules::Applied`]): an
     /// event of its property (set-aside ones too), route observations, stale rejections and
-    /// the per-event reasons.
-    fn per_event(&self, recs: &[Rec], accs: &mut [Acc]) {
+    /// the per-event reasons. `each` is called with every record first, so that another pass
+    /// over them rides on this one.
+    fn per_event(&self, recs: &[Rec], accs: &mut [Acc], mut each: impl FnMut(&Rec)) {
         let routes = RouteIds::new(&self.contract, |name| self.strings.get(name));
         let name = |id: u32| (id != NONE).then(|| self.strings.resolve(id));
         for r in recs {
+            each(r);
             // Attestations count for their premise's support only (the `premises` module).
             if r.prop == UNATTRIBUTED || r.has(DUP) || r.kind == Kind::Attestation {
                 continue;
@@ -96,11 +98,12 @@ impl History {
         };
         let first = |lo: usize, hi: usize, mut accs: Vec<Acc>| -> Part {
             let recs = &recs[lo..hi];
-            self.per_event(recs, &mut accs);
             let mut starts = vec![0u32; nbuckets + 1];
-            for r in recs.iter().filter(|r| member(r)) {
-                starts[bucket(hashes[r.scope as usize]) + 1] += 1;
-            }
+            self.per_event(recs, &mut accs, |r| {
+                if member(r) {
+                    starts[bucket(hashes[r.scope as usize]) + 1] += 1;
+                }
+            });
             for b in 0..nbuckets {
                 starts[b + 1] += starts[b];
             }
