@@ -47,6 +47,16 @@ pub fn encoding(headers: &HeaderMap) -> Result<Encoding, ApiError> {
     }
 }
 
+/// The capacity to read a body into: its `Content-Length`, up to 1 MiB (what the buffer may
+/// grow to is the budget's and the limit's to say, not the header's); 0 without one.
+pub fn length_hint(headers: &HeaderMap) -> usize {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+        .unwrap_or(0)
+        .min(1 << 20)
+}
+
 /// The largest zstd window a body may use: 2^23 bytes (8 MiB).
 const ZSTD_WINDOW_LOG_MAX: u32 = 23;
 

@@ -642,13 +642,10 @@ async fn ingest(
     let source = "http";
     let header = batch::header_len(source);
     let encoding = body::encoding(&parts.headers)?;
-    let hint = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
-        .filter(|_| encoding == body::Encoding::Identity)
-        .unwrap_or(0)
-        .min(1 << 20);
+    let hint = match encoding {
+        body::Encoding::Identity => body::length_hint(&parts.headers),
+        _ => 0,
+    };
     let mut payload = batch::encode_header(Format::Ndjson, app.now(), source, None, hint);
     let mut held = app.wal.budget().reserve();
     let max_pending = app.wal.budget().max();

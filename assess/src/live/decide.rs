@@ -51,7 +51,7 @@ impl Live {
         self.state.props[p].scopes.note_kept(rec.scope, new == 0);
         if rec.class() < 2 {
             match plan {
-                Some(plan) => self.apply_plan(p, scope, new, plan, wm),
+                Some(plan) => self.apply_plan(p, (rec.scope, scope), new, plan, wm),
                 None => self.decide_scope(p, scope, Some(new), horizon),
             }
         }
@@ -255,21 +255,18 @@ impl Live {
 }
 
 impl Live {
-    /// Applies the fast path's `plan` for event `new` of `scope` (property `p`), just kept,
-    /// as the full decision would, in its order: the holder mismatch waiting, the flags (by
-    /// index), the counterexamples found (stale, holder mismatch, stale incarnation).
+    /// Applies the fast path's `plan` for event `new` of `scope` (id `id` in property `p`),
+    /// just kept, as the full decision would, in its order: the holder mismatch waiting, the
+    /// flags (by index), the counterexamples found (stale, holder mismatch, stale incarnation).
     pub(in crate::live) fn apply_plan(
         &mut self,
         p: usize,
-        scope: &str,
+        (id, scope): (u32, &str),
         new: usize,
         plan: Plan,
         wm: i64,
     ) {
-        let st = self.state.props[p]
-            .scopes
-            .get_mut(scope)
-            .expect("scope exists");
+        let st = self.state.props[p].scopes.state_mut(id);
         st.set_clean(Clean {
             clean: true,
             calm: plan.calm,
@@ -299,10 +296,7 @@ impl Live {
                 .pending
                 .insert((rec.ts, scope.to_string()));
         }
-        let st = self.state.props[p]
-            .scopes
-            .get_mut(scope)
-            .expect("scope exists");
+        let st = self.state.props[p].scopes.state_mut(id);
         let mut changes = Vec::with_capacity(plan.ambiguous.len() + 2);
         for &i in &plan.ambiguous {
             st.toggle_flag(i, AMBIGUOUS);
@@ -323,7 +317,7 @@ impl Live {
             });
         }
         if plan.late {
-            let e = self.state.props[p].scopes[scope].events()[new];
+            let e = self.state.props[p].scopes.state(id).events()[new];
             self.raise_late(p, scope, &e);
         }
         let found = [
@@ -334,7 +328,7 @@ impl Live {
         if found.iter().all(|(_, w)| w.is_none()) {
             return;
         }
-        let st = &self.state.props[p].scopes[scope];
+        let st = self.state.props[p].scopes.state(id);
         let mark = st.evidence();
         // In time order: the applied events before it by time are the last ones kept.
         let mut context: Vec<Rec> = (st.events()[..=new].iter().rev())

@@ -222,7 +222,7 @@ impl Live {
     pub(super) fn settle_order(&mut self, p: usize, rec: &Rec, scope: &str) -> Option<Attributed> {
         let key = rec.order_key();
         let is_new = |f: &Fast| f.order_is_new(rec);
-        let (q, first) = self.find_kept(p, scope, |e| e.order_key() == key, is_new)?;
+        let (q, first) = self.find_kept(p, rec.scope, scope, |e| e.order_key() == key, is_new)?;
         Some(self.settle_kept(p, rec, q, first, || {
             let epoch = rec
                 .epoch()
@@ -246,26 +246,33 @@ impl Live {
         let same = |e: &Rec| {
             e.position == rec.position && e.span().and_then(|n| spans.get(n)) == Some(&id)
         };
-        let (q, first) = self.find_kept(p, scope, same, |f: &Fast| f.span_is_new(rec))?;
+        let is_new = |f: &Fast| f.span_is_new(rec);
+        let (q, first) = self.find_kept(p, rec.scope, scope, same, is_new)?;
         let span = rec.shown_source(self);
         Some(self.settle_kept(p, rec, q, first, || {
             format!("two different events of scope `{scope}` come from span `{span}`")
         }))
     }
 
-    /// The first kept event of `scope` that `same_key` accepts, in property `p` first, then in
-    /// the others (a key names no property, SPEC §4 "Duplicates"), with its property. A hot
-    /// scope whose fast-path state says the key `is_new` is not read (the `fast` module).
+    /// The first kept event of `scope` (its id `id` in property `p`) that `same_key` accepts,
+    /// in property `p` first (by id: no second lookup of the name), then in the others (a key
+    /// names no property, SPEC §4 "Duplicates"), with its property. A hot scope whose
+    /// fast-path state says the key `is_new` is not read (the `fast` module).
     fn find_kept(
         &self,
         p: usize,
+        id: u32,
         scope: &str,
         same_key: impl Fn(&Rec) -> bool,
         is_new: impl Fn(&Fast) -> bool,
     ) -> Option<(usize, Rec)> {
-        let others = (0..self.state.props.len()).filter(|&q| q != p);
-        std::iter::once(p).chain(others).find_map(|q| {
-            let st = self.state.props[q].scopes.get(scope)?;
+        let props = &self.state.props;
+        let own = std::iter::once((p, Some(props[p].scopes.state(id))));
+        let others = (0..props.len())
+            .filter(|&q| q != p)
+            .map(|q| (q, props[q].scopes.get(scope)));
+        own.chain(others).find_map(|(q, st)| {
+            let st = st?;
             if st.fast().is_some_and(&is_new) {
                 return None;
             }

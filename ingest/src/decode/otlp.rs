@@ -365,6 +365,17 @@ struct Builder {
 }
 
 impl Builder {
+    /// For a request of `n` items: room for them all to be fencing items (a few hundred
+    /// bytes each, for the time of one request, and for 65,536 at most), so that the lists
+    /// do not grow on the way.
+    fn for_items(n: usize) -> Builder {
+        let n = n.min(1 << 16);
+        let mut b = Builder::default();
+        b.mapped.items.items.reserve(n);
+        b.mapped.locations.reserve(n);
+        b
+    }
+
     fn push_str(&mut self, s: String) -> Str {
         let strings = &mut self.mapped.items.strings;
         strings.push(s);
@@ -580,7 +591,8 @@ fn line_error(reason: String, ts: Option<EventTime>) -> DecodeError {
 /// Maps a trace request to its fencing spans (module doc), consuming it: item-level strings
 /// are moved, not copied.
 pub fn map_traces(req: ExportTraceServiceRequest) -> Mapped {
-    let mut b = Builder::default();
+    let spans = req.resource_spans.iter().flat_map(|r| &r.scope_spans);
+    let mut b = Builder::for_items(spans.map(|s| s.spans.len()).sum());
     for (r, rs) in req.resource_spans.into_iter().enumerate() {
         let resource = Level::of(rs.resource.map(|r| r.attributes).unwrap_or_default());
         for (s, ss) in rs.scope_spans.into_iter().enumerate() {
@@ -630,7 +642,8 @@ pub fn map_traces(req: ExportTraceServiceRequest) -> Mapped {
 
 /// Maps a logs request to its fencing log records (module doc), consuming it.
 pub fn map_logs(req: ExportLogsServiceRequest) -> Mapped {
-    let mut b = Builder::default();
+    let records = req.resource_logs.iter().flat_map(|r| &r.scope_logs);
+    let mut b = Builder::for_items(records.map(|s| s.log_records.len()).sum());
     for (r, rl) in req.resource_logs.into_iter().enumerate() {
         let resource = Level::of(rl.resource.map(|r| r.attributes).unwrap_or_default());
         for (s, sl) in rl.scope_logs.into_iter().enumerate() {
@@ -672,20 +685,31 @@ pub fn map_logs(req: ExportLogsServiceRequest) -> Mapped {
 #[error("{0}")]
 pub struct RequestError(pub String);
 
-/// Parses an OTLP/HTTP trace request body, protobuf or (`json`) OTLP/JSON.
-pub fn parse_traces(body: &[u8], json: bool) -> Result<ExportTraceServiceRequest, RequestError> {
+/// Parses an OTLP/HTTP trace request body, protobuf or (`json`) OTLP/JSON. Given a
+/// [`prost::bytes::Bytes`], prost copies each id once (from a slice, twice: through a `Bytes`
+/// of its own).
+pub fn parse_traces(
+    body: impl prost::bytes::Buf + AsRef<[u8]>,
+    json: bool,
+) -> Result<ExportTraceServiceRequest, RequestError> {
     if json {
-        serde_json::from_slice(body).map_err(|e| RequestError(format!("invalid OTLP/JSON: {e}")))
+        serde_json::from_slice(body.as_ref())
+            .map_err(|e| RequestError(format!("invalid OTLP/JSON: {e}")))
     } else {
         ExportTraceServiceRequest::decode(body)
             .map_err(|e| RequestError(format!("invalid OTLP protobuf: {e}")))
     }
 }
 
-/// Parses an OTLP/HTTP logs request body, protobuf or (`json`) OTLP/JSON.
-pub fn parse_logs(body: &[u8], json: bool) -> Result<ExportLogsServiceRequest, RequestError> {
+/// Parses an OTLP/HTTP logs request body, protobuf or (`json`) OTLP/JSON (as
+/// [`parse_traces`]).
+pub fn parse_logs(
+    body: impl prost::bytes::Buf + AsRef<[u8]>,
+    json: bool,
+) -> Result<ExportLogsServiceRequest, RequestError> {
     if json {
-        serde_json::from_slice(body).map_err(|e| RequestError(format!("invalid OTLP/JSON: {e}")))
+        serde_json::from_slice(body.as_ref())
+            .map_err(|e| RequestError(format!("invalid OTLP/JSON: {e}")))
     } else {
         ExportLogsServiceRequest::decode(body)
             .map_err(|e| RequestError(format!("invalid OTLP protobuf: {e}")))

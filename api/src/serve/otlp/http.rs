@@ -114,7 +114,7 @@ async fn take(
     let encoding = body::encoding(&parts.headers).map_err(IntoResponse::into_response)?;
     let mut held = wal.budget().reserve();
     let max_pending = wal.budget().max();
-    let mut raw = Vec::new();
+    let mut raw = Vec::with_capacity(body::length_hint(&parts.headers));
     body::read(body, &mut raw, &mut held, max_pending)
         .await
         .map_err(IntoResponse::into_response)?;
@@ -129,8 +129,7 @@ async fn take(
             body::decode(encoding, &raw, &mut out, limit, &mut held, max_pending).map_err(Err)?;
             out
         };
-        let request = Request::parse(signal, &body, json).map_err(Ok)?;
-        drop(body);
+        let request = Request::parse(signal, body.into(), json).map_err(Ok)?;
         Ok((Prepared::of(request, now), held))
     })
     .await

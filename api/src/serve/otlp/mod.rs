@@ -131,7 +131,11 @@ impl Request {
     }
 
     /// Parses an OTLP/HTTP body of `signal`, protobuf or (`json`) OTLP/JSON.
-    pub fn parse(signal: Signal, body: &[u8], json: bool) -> Result<Request, Failure> {
+    pub fn parse(
+        signal: Signal,
+        body: prost::bytes::Bytes,
+        json: bool,
+    ) -> Result<Request, Failure> {
         let invalid = |e: otlp::RequestError| Failure::Invalid(e.0);
         match signal {
             Signal::Traces => otlp::parse_traces(body, json)
@@ -171,7 +175,7 @@ impl Prepared {
         let items = mapped.items.len() as u64;
         let mut payload = Vec::new();
         if items > 0 {
-            let cap = batch::header_len(SOURCE) + 64 * mapped.items.len();
+            let cap = batch::header_len(SOURCE) + otlp::stored::encoded_len(&mapped.items);
             payload = batch::encode_header(Format::Otlp, now, SOURCE, None, cap);
             otlp::stored::encode_into(&mapped.items, &mut payload);
         }

@@ -43,6 +43,11 @@ impl Scopes {
     }
 
     /// The state of scope `id`.
+    pub(in crate::live) fn state(&self, id: u32) -> &ScopeState {
+        &self.states[id as usize]
+    }
+
+    /// The state of scope `id`.
     pub(in crate::live) fn state_mut(&mut self, id: u32) -> &mut ScopeState {
         &mut self.states[id as usize]
     }

@@ -10,7 +10,7 @@
 //! (length, bytes); for a malformed item its field (an index of the `fencing.*` keys, or none),
 //! its event time if known, and its reason.
 
-use super::{BodyError, Decoded, Entry, ItemError, KEYS, NO_STR};
+use super::{BodyError, Decoded, Entry, Item, ItemError, KEYS, NO_STR};
 use crate::decode::json::DecodeError;
 use fencewatch_assess::event::{Epoch, Event, Incarnation, Kind, Order, Outcome, Seq};
 use fencewatch_assess::live::SpanId;
@@ -52,6 +52,40 @@ fn string(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
+/// The strings of an item, in the order of their presence bits.
+fn strings(it: &Item) -> [u32; 9] {
+    [
+        it.property,
+        it.scope,
+        it.route,
+        it.holder,
+        it.op_id,
+        it.emitter,
+        it.premise,
+        it.attester,
+        it.evidence,
+    ]
+}
+
+/// An upper bound of the length of the WAL form of `items` ([`encode_into`]), to size its
+/// buffer once.
+pub fn encoded_len(items: &Decoded) -> usize {
+    const VARINT: usize = 10;
+    let str_len = |s: u32| match s {
+        NO_STR => 0,
+        s => VARINT + items.strings[s as usize].len(),
+    };
+    let each = |(item, _): &(Result<Item, DecodeError>, Option<SpanId>)| {
+        let fixed = 1 + 24;
+        fixed
+            + match item {
+                Ok(it) => 4 + 6 * VARINT + strings(it).into_iter().map(str_len).sum::<usize>(),
+                Err(e) => 2 + 2 * VARINT + e.to_string().len(),
+            }
+    };
+    VARINT + items.items.iter().map(each).sum::<usize>()
+}
+
 /// Appends the WAL form of `items` to `out`.
 pub fn encode_into(items: &Decoded, out: &mut Vec<u8>) {
     varint(out, items.items.len() as u64);
@@ -63,17 +97,7 @@ pub fn encode_into(items: &Decoded, out: &mut Vec<u8>) {
         }
         match item {
             Ok(it) => {
-                let strs = [
-                    it.property,
-                    it.scope,
-                    it.route,
-                    it.holder,
-                    it.op_id,
-                    it.emitter,
-                    it.premise,
-                    it.attester,
-                    it.evidence,
-                ];
+                let strs = strings(it);
                 let nums = [
                     it.epoch.map(|e| e.0),
                     it.order.map(|o| o.0),
