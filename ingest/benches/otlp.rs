@@ -4,10 +4,11 @@
 //!
 //! - `ndjson_lines`: what the WAL's decode stage does with an NDJSON body, line by line.
 //! - `otlp_request`: everything OTLP ingest decodes, once per span: the OTLP/HTTP handler
-//!   parses the client's request (prost, opentelemetry-proto's types), maps it to events and
-//!   encodes them for the WAL; the WAL's decode stage reads them back.
+//!   parses the client's request (prost, opentelemetry-proto's types, from the body's
+//!   `Bytes`), maps it to events and encodes them for the WAL; the WAL's decode stage reads
+//!   them back.
 //! - `otlp_parse`: the parse alone (prost into the owned generated types): the floor of the
-//!   above with those types.
+//!   above with those types; `otlp_parse_slice` from a `&[u8]` (prost copies each id twice).
 //! - `otlp_stored`: the WAL's decode stage alone (a record of format `Otlp`).
 //! - `otlp_old_stored`: what the decode stage did with the records of earlier builds (format
 //!   2: the request reduced to its fencing spans, protobuf, parsed and mapped again).
@@ -20,6 +21,7 @@ use fencewatch_ingest::decode::otlp::{self, Signal};
 use fencewatch_ingest::simulate::spans;
 use fencewatch_ingest::simulate::{Faults, Workload, simulate};
 use prost::Message;
+use prost::bytes::Bytes;
 use std::hint::black_box;
 
 const BATCH: usize = 1000;
@@ -68,15 +70,16 @@ fn benches(c: &mut Criterion) {
         let each = |(i, b): (usize, &&[&[u8]])| request(b, i as u64, reduced).encode_to_vec();
         batches.iter().enumerate().map(each).collect()
     };
-    let requests = encode(false);
+    let requests: Vec<Bytes> = encode(false).into_iter().map(Bytes::from).collect();
     let old_stored = encode(true);
-    let to_wal = |r: &[u8]| {
+    // What the handler does (api/src/serve/otlp): parse from the body's `Bytes`, map, encode.
+    let to_wal = |r: Bytes| {
         let mapped = otlp::map_traces(otlp::parse_traces(r, false).expect("valid"));
-        let mut body = Vec::new();
+        let mut body = Vec::with_capacity(otlp::stored::encoded_len(&mapped.items));
         otlp::stored::encode_into(&mapped.items, &mut body);
         body
     };
-    let stored: Vec<Vec<u8>> = requests.iter().map(|r| to_wal(r)).collect();
+    let stored: Vec<Vec<u8>> = requests.iter().map(|r| to_wal(r.clone())).collect();
     let mut g = c.benchmark_group("decode_1000");
     g.throughput(Throughput::Elements(lines.len() as u64));
     g.bench_function(BenchmarkId::new("ndjson_lines", lines.len()), |b| {
@@ -89,7 +92,7 @@ fn benches(c: &mut Criterion) {
     g.bench_function(BenchmarkId::new("otlp_request", lines.len()), |b| {
         b.iter(|| {
             for r in &requests {
-                let body = to_wal(r);
+                let body = to_wal(r.clone());
                 let entries = otlp::stored::decode(&body).expect("valid");
                 black_box(entries.len());
             }
@@ -98,7 +101,14 @@ fn benches(c: &mut Criterion) {
     g.bench_function(BenchmarkId::new("otlp_parse", lines.len()), |b| {
         b.iter(|| {
             for r in &requests {
-                black_box(otlp::parse_traces(r, false).expect("valid"));
+                black_box(otlp::parse_traces(r.clone(), false).expect("valid"));
+            }
+        })
+    });
+    g.bench_function(BenchmarkId::new("otlp_parse_slice", lines.len()), |b| {
+        b.iter(|| {
+            for r in &requests {
+                black_box(otlp::parse_traces(&r[..], false).expect("valid"));
             }
         })
     });
