@@ -21,10 +21,10 @@
 
 use crate::wal::fsync_dir;
 mod stream;
-pub use stream::{Pending, PipeReader, PipeWriter, pipe, stream};
 use std::fs::{self, File};
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+pub use stream::{Pending, PipeReader, PipeWriter, pipe, stream};
 
 /// The first bytes of every checkpoint file.
 pub const MAGIC: [u8; 4] = *b"FWCK";

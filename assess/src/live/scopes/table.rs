@@ -126,7 +126,10 @@ impl Scopes {
             self.states[id as usize].events().iter().for_each(&mut *f);
         }
         for &id in &self.granted {
-            self.states[id as usize].folded_grants().iter().for_each(&mut *f);
+            self.states[id as usize]
+                .folded_grants()
+                .iter()
+                .for_each(&mut *f);
         }
     }
 
@@ -350,7 +353,10 @@ mod tests {
         assert_eq!(scopes["leased"].folded_grants().len(), 1);
         assert_eq!((scopes.active.len(), scopes.granted.len()), (1, 1));
         let after = names(&scopes);
-        assert!(before.0.contains(&41) && after.0 == before.0, "{before:?} {after:?}");
+        assert!(
+            before.0.contains(&41) && after.0 == before.0,
+            "{before:?} {after:?}"
+        );
         assert_eq!((before.1, after.1), (12, 2), "the grant and busy's commit");
         let back: Scopes = postcard::from_bytes(&postcard::to_stdvec(&scopes).unwrap()).unwrap();
         assert_eq!((back.active, back.granted), (scopes.active, scopes.granted));

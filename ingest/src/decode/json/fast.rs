@@ -166,7 +166,11 @@ fn known_key(b: &[u8], i: usize) -> Option<(usize, usize)> {
         }
         bytes[key.len()] = b'"';
         let n = key.len() + 1;
-        let mask = if n == 8 { u64::MAX } else { (1u64 << (8 * n)) - 1 };
+        let mask = if n == 8 {
+            u64::MAX
+        } else {
+            (1u64 << (8 * n)) - 1
+        };
         (u64::from_le_bytes(bytes), mask)
     }
     // (first byte, pattern, mask, field index in `FIELDS`, key length).
@@ -230,7 +234,9 @@ fn number(b: &[u8], i: &mut usize) -> Option<u64> {
         if !eight_digits(v) {
             break;
         }
-        n = n.checked_mul(100_000_000)?.checked_add(eight_digits_value(v))?;
+        n = n
+            .checked_mul(100_000_000)?
+            .checked_add(eight_digits_value(v))?;
         *i += 8;
     }
     while let Some(&c @ b'0'..=b'9') = b.get(*i) {
@@ -274,12 +280,20 @@ fn str_slot(f: usize) -> usize {
 mod tests {
     #[test]
     fn known_keys_are_the_common_fields() {
-        for key in ["kind", "ts", "scope", "epoch", "route", "outcome", "holder", "order", "emitter", "seq"] {
+        for key in [
+            "kind", "ts", "scope", "epoch", "route", "outcome", "holder", "order", "emitter", "seq",
+        ] {
             let line = format!("{key}\":0,\"x\":1}}");
             let f = super::field_index(key).unwrap();
-            assert_eq!(super::known_key(line.as_bytes(), 0), Some((f, key.len())), "{key}");
+            assert_eq!(
+                super::known_key(line.as_bytes(), 0),
+                Some((f, key.len())),
+                "{key}"
+            );
         }
-        for miss in ["kin\"", "kinds\"", "emitte\"", "emitters", "seqs\"", "t\"", "tss\"", "order_\""] {
+        for miss in [
+            "kin\"", "kinds\"", "emitte\"", "emitters", "seqs\"", "t\"", "tss\"", "order_\"",
+        ] {
             let line = format!("{miss}:0}}");
             assert_eq!(super::known_key(line.as_bytes(), 0), None, "{miss}");
         }
@@ -310,7 +324,13 @@ mod tests {
                 }
             }
         }
-        for v in [*b"12345678", *b"1234567/", *b"1234567:", *b"a2345678", *b"\xb22345678"] {
+        for v in [
+            *b"12345678",
+            *b"1234567/",
+            *b"1234567:",
+            *b"a2345678",
+            *b"\xb22345678",
+        ] {
             let all = v.iter().all(u8::is_ascii_digit);
             assert_eq!(super::eight_digits(u64::from_le_bytes(v)), all, "{v:?}");
         }
