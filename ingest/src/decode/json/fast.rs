@@ -369,10 +369,7 @@ mod tests {
             proptest::prop_assert!(super::eight_digits(w));
             proptest::prop_assert_eq!(super::eight_digits_value(w), n);
         }
-    }
 
-    proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig { cases: 5000, ..Default::default() })]
         #[test]
         fn string_end_finds_the_first_quote_of_an_escape_free_string(
             bytes in proptest::collection::vec(proptest::prop_oneof![
