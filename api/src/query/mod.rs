@@ -197,6 +197,7 @@ impl Queries {
                     .thread_name("fencewatch-query")
                     .on_thread_start(move || {
                         up.fetch_add(1, Ordering::AcqRel);
+                        lower_priority();
                     })
                     .on_thread_stop(move || {
                         down.fetch_sub(1, Ordering::AcqRel);
@@ -278,6 +279,22 @@ impl Queries {
             .build()
             .map_err(|e| QueryError::Failed(e.to_string()))?
             .block_on(self.run(sql, snapshot))
+    }
+}
+
+/// The niceness of the query threads: the lowest CPU priority, so that on cores shared with
+/// ingest a runaway query takes only the time ingest, the API and the archive leave idle
+/// (SPEC §9: a runaway join must not stall ingest or its latency). On an idle machine a query
+/// still has every cycle.
+pub const QUERY_NICE: i32 = 19;
+
+/// Lowers the calling thread's CPU priority to [`QUERY_NICE`] (Linux: a thread's own nice
+/// value; elsewhere nothing). A failure is logged, not fatal: the query still runs.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), QUERY_NICE)
+    {
+        tracing::warn!(error = %e, "cannot lower the query thread's CPU priority");
     }
 }
 

@@ -342,3 +342,30 @@ fn answers_render_as_json_csv_arrow_and_a_table() {
         "scope\n"
     );
 }
+
+/// The nice value of the calling thread, from `/proc/thread-self/stat` (field 19).
+#[cfg(target_os = "linux")]
+fn own_nice() -> i32 {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    after_name.split(' ').nth(16).unwrap().parse().unwrap()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn queries_run_at_the_lowest_cpu_priority_and_ingest_keeps_its_own() {
+    // A runaway query shares the cores with ingest: the scheduler must favour ingest.
+    let before = own_nice();
+    let q = queries(Limits::default());
+    let handle = q.handle().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let (worker, blocking) = rt.block_on(async {
+        let worker = handle.spawn(async { own_nice() }).await.unwrap();
+        let blocking = handle.spawn_blocking(own_nice).await.unwrap();
+        (worker, blocking)
+    });
+    assert_eq!((worker, blocking), (QUERY_NICE, QUERY_NICE));
+    assert_eq!(own_nice(), before, "the caller's thread is left as it was");
+}
