@@ -4,7 +4,7 @@
 //! totals [`Scopes::heap_bytes`] reads without a walk.
 
 use super::ScopeState;
-use crate::intern::{Interner, reserve_for};
+use crate::intern::{Bulk, Duplicate, Interner, reserve_for};
 use crate::rules::Rec;
 use serde::de::{DeserializeSeed, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -193,10 +193,7 @@ impl<'de> Deserialize<'de> for Scopes {
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scopes, A::Error> {
                 let missing = || serde::de::Error::custom("scope ids and states missing");
-                let (ids, named) = seq.next_element_seed(Ids)?.ok_or_else(missing)?;
-                if ids.len() != named {
-                    return Err(serde::de::Error::custom("duplicate scope ids"));
-                }
+                let ids = seq.next_element_seed(Ids)?.ok_or_else(missing)?;
                 let states: Vec<ScopeState> = seq.next_element_seed(States)?.ok_or_else(missing)?;
                 if ids.len() != states.len() {
                     return Err(serde::de::Error::custom(
@@ -229,37 +226,36 @@ impl<'de> Deserialize<'de> for Scopes {
     }
 }
 
-/// The ids, interned as read, and how many were read.
+/// The ids, appended as read and interned at the end ([`Bulk`]); a duplicate is an error.
 struct Ids;
 
 impl<'de> DeserializeSeed<'de> for Ids {
-    type Value = (Interner, usize);
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(Interner, usize), D::Error> {
+    type Value = Interner;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Interner, D::Error> {
         struct Each;
         impl<'de> Visitor<'de> for Each {
-            type Value = (Interner, usize);
+            type Value = Interner;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("scope ids")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                let mut ids = Interner::new();
                 // As for the states below: a cautious bound (16-byte ids assumed).
                 let hint = seq.size_hint().unwrap_or(0).min(1 << 24);
-                ids.reserve(hint, hint * 17);
-                let mut n = 0;
-                while seq.next_element_seed(Intern(&mut ids))?.is_some() {
-                    n += 1;
-                }
-                Ok((ids, n))
+                let mut ids = Bulk::with_capacity(hint, hint * 16);
+                while seq.next_element_seed(Intern(&mut ids))?.is_some() {}
+                let ids = ids.finish().map_err(|Duplicate(id)| {
+                    serde::de::Error::custom(format!("scope id {id:?} given twice"))
+                })?;
+                Ok(ids)
             }
         }
         d.deserialize_seq(Each)
     }
 }
 
-/// One id, interned (read as a `String` would be: a streaming reader then reuses its scratch
+/// One id, appended (read as a `String` would be: a streaming reader then reuses its scratch
 /// space for every id).
-struct Intern<'a>(&'a mut Interner);
+struct Intern<'a>(&'a mut Bulk);
 
 impl<'de> DeserializeSeed<'de> for Intern<'_> {
     type Value = ();
@@ -274,7 +270,7 @@ impl<'de> Visitor<'de> for Intern<'_> {
         f.write_str("a scope id")
     }
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
-        self.0.intern(v);
+        self.0.push(v);
         Ok(())
     }
 }
@@ -393,5 +389,20 @@ mod tests {
         scopes.fold(i64::MAX, 0, &|_| 0);
         assert!(scopes.active.is_empty());
         assert_eq!(scopes.retained, 0);
+    }
+
+    #[test]
+    fn a_checkpoint_naming_a_scope_twice_does_not_decode() {
+        let mut scopes = Scopes::default();
+        for name in ["a", "b", "c"] {
+            commit(&mut scopes, name, 1);
+        }
+        let back: Scopes = postcard::from_bytes(&postcard::to_stdvec(&scopes).unwrap()).unwrap();
+        assert_eq!(back.get("b"), scopes.get("b"));
+        // The same layout with "b" in the place of "c".
+        let ids = vec!["a", "b", "b"];
+        let bytes = postcard::to_stdvec(&(ids, &scopes.states)).unwrap();
+        let err = postcard::from_bytes::<Scopes>(&bytes).unwrap_err();
+        assert!(matches!(err, postcard::Error::SerdeDeCustom), "{err:?}");
     }
 }
