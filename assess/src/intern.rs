@@ -226,13 +226,25 @@ impl Bulk {
             *slot += 1;
         }
         drop(hashed);
-        for (hash, entry) in order {
-            // The string is read only when a slot's tag matches (rarely: it is far away).
-            let same = |e: &Entry| at(&arena, e.start) == at(&arena, entry.start);
-            if table.find(hash, same).is_some() {
-                let text = at(&arena, entry.start);
-                return Err(Duplicate(String::from_utf8_lossy(text).into_owned()));
+        // Each group (its end is where its cursor stopped) sorted in cache by start bucket
+        // and hash: equal strings, whose hashes are equal, end up side by side.
+        let mut from = 0;
+        for &to in &next[..next.len() - 1] {
+            order[from..to].sort_unstable_by_key(|&(hash, _)| (hash & mask, hash));
+            from = to;
+        }
+        for run in order.chunk_by(|a, b| a.0 == b.0).filter(|r| r.len() > 1) {
+            for (i, (_, a)) in run.iter().enumerate() {
+                let text = at(&arena, a.start);
+                if run[i + 1..]
+                    .iter()
+                    .any(|(_, b)| at(&arena, b.start) == text)
+                {
+                    return Err(Duplicate(String::from_utf8_lossy(text).into_owned()));
+                }
             }
+        }
+        for (hash, entry) in order {
             table.insert_unique(hash, entry, |e| hasher.hash_one(at(&arena, e.start)));
         }
         Ok(Interner {
