@@ -13,7 +13,8 @@
 //!    handovers, declared routes, one emitter with a rising `seq` per connection, `ts` a few
 //!    seconds before now). Every `2xx` means the batch was fsync'd in the WAL and applied (group
 //!    commit). Reported: events/s and requests/s (wall), request latency, the service's CPU time
-//!    (utime+stime from `/proc`, split by thread: the writer, tokio workers) and max RSS, the
+//!    (utime+stime from `/proc`, split by thread: the writer, tokio workers, and per event the
+//!    WAL's applier, the serial stage) and max RSS, the
 //!    client's CPU, the WAL bytes from `/metrics` and the checkpoints the log reports.
 //!    With `--formats ndjson,otlp` each run is made in each format: `otlp` posts the same
 //!    events as OTLP/HTTP protobuf (`POST /v1/traces`), one span per event carrying the
@@ -201,14 +202,16 @@ fn get(a: &Agent, url: &str) -> String {
     body.read_to_string().expect("read the answer")
 }
 
-/// CPU seconds of a process: user, sys, the writer thread, the tokio threads.
-fn cpu(pid: u32) -> [f64; 4] {
+/// CPU seconds of a process: user, sys, the writer thread, the tokio threads, the WAL
+/// applier (the serial stage).
+fn cpu(pid: u32) -> [f64; 5] {
     let c = Cpu::of(pid);
     [
         c.user,
         c.sys,
         c.of_threads("fencewatch-wri"),
         c.of_threads("tokio"),
+        c.of_threads("fencewatch-app"),
     ]
 }
 
@@ -353,7 +356,7 @@ fn ingest(args: &Args, conns: usize, otlp: bool, archive: bool) -> (f64, String,
             .collect()
     });
     let wall = start.elapsed().as_secs_f64();
-    let d = |a: [f64; 4], b: [f64; 4]| [0, 1, 2, 3].map(|i| a[i] - b[i]);
+    let d = |a: [f64; 5], b: [f64; 5]| [0, 1, 2, 3, 4].map(|i| a[i] - b[i]);
     let (c, client) = (d(cpu(pid), cpu0), d(cpu(me), me0));
     lat.sort_by(f64::total_cmp);
     let m = get(&agent(), &format!("{}/metrics", svc.base));
@@ -374,6 +377,7 @@ fn ingest(args: &Args, conns: usize, otlp: bool, archive: bool) -> (f64, String,
         format!("{total:.2} ({:.2} + {:.2})", c[0], c[1]),
         format!("{:.2}", total / args.events as f64 * 1e6),
         format!("{:.2} / {:.2}", c[2], c[3]),
+        format!("{:.2}", c[4] / args.events as f64 * 1e6),
         format!("{:.2}", client[0] + client[1]),
         format!("{:.0}", hwm_mib(pid)),
         format!(
@@ -625,8 +629,8 @@ fn main() {
         args.events, args.batch, args.scopes
     );
     println!(
-        "| format, conns | wall s | events/s | req/s | latency p50 / p99 / max ms | service CPU s (user + sys) | service CPU µs/event | writer / tokio threads CPU s | client CPU s | service max RSS MiB | WAL MiB | checkpoints / longest ms | counterexamples |\n{}",
-        "| --- ".repeat(13) + "|"
+        "| format, conns | wall s | events/s | req/s | latency p50 / p99 / max ms | service CPU s (user + sys) | service CPU µs/event | writer / tokio threads CPU s | applier CPU µs/event | client CPU s | service max RSS MiB | WAL MiB | checkpoints / longest ms | counterexamples |\n{}",
+        "| --- ".repeat(14) + "|"
     );
     println!("{}", rows.join("\n"));
     if let Some(v) = vis {

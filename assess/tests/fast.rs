@@ -6,7 +6,8 @@
 //! events, pauses that fold the scope — the whole state (counterexamples with their witnesses
 //! and context, flags, reason counts and samples, windows, pending decisions) is identical
 //! after every event, and so are the counterexamples reported found and withdrawn; also when
-//! the fast one is checkpointed and restored on the way. And a hot scope does take the fast
+//! the fast one is checkpointed and restored on the way, and when it warms the next events'
+//! scopes (`Live::warm`) before taking them. And a hot scope does take the fast
 //! path: its full decisions do not grow with its events.
 
 mod common;
@@ -297,6 +298,13 @@ proptest! {
         for (i, e) in evs.iter().enumerate() {
             if cut == Some(i) {
                 fast = restored(&fast);
+            }
+            // The fast one warms the next events' scopes first, as the WAL's applier does
+            // (`Live::warm`): nothing it reads changes.
+            if i % 3 == 0 {
+                for (j, w) in evs.iter().enumerate().skip(i).take(4) {
+                    fast.warm(&event(w, seqs[j]));
+                }
             }
             let ev = event(e, seqs[i]);
             // As OTLP spans: their own provenance, one more duplicate key (a re-send shares it).

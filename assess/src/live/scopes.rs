@@ -286,6 +286,18 @@ impl ScopeState {
         a.events.len() - 1
     }
 
+    /// What taking one more event reads first of this scope (the kept events' summary, the
+    /// last of them, the fast-path state), for [`crate::live::Live::warm`]: a value to pass to
+    /// [`std::hint::black_box`], nothing more.
+    pub(super) fn warm(&self) -> i64 {
+        let Some(a) = self.recent.as_deref() else {
+            return self.mark.first;
+        };
+        let last = a.events.last().map_or(0, |e| e.ts);
+        let fast = a.fast.0.as_deref().map_or(0, |f| f.pending_min);
+        a.summary.max_ts ^ last ^ fast
+    }
+
     /// Whether the stored findings are what the full decision gives now, and whether it found
     /// nothing about the kept events (the `fast` module); a scope that keeps nothing is both.
     pub(super) fn clean(&self) -> Clean {

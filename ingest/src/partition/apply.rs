@@ -8,6 +8,9 @@ use crate::batch::{Batch, DecodedItems, Format, decode_item, for_each_item};
 use crate::decode::json::{self, DecodeError};
 use fencewatch_assess::live::{Live, Pushed};
 
+/// Events whose memory [`Live::warm`] reads in a row, ahead of pushing them.
+const WARM: usize = 32;
+
 /// Feeds a batch decoded by [`batch::decode_items`] (with the same `max_line_bytes`) at
 /// offset `base` to the assessor, in item order. A malformed item's error is worded again
 /// from its text, in one pass over the items, and only when the batch has some.
@@ -63,17 +66,25 @@ pub(super) fn apply_decoded<O: Observer>(
         live.push_malformed(source, at.position(i), error.ts, reason);
         out.malformed(i, base + i, error);
     };
+    let warm = |live: &Live, k: usize| {
+        if k.is_multiple_of(WARM) {
+            let ahead = items.events.iter().skip(k).take(WARM);
+            ahead.for_each(|(_, d)| live.warm(&d.event()));
+        }
+    };
     if items.bad.is_empty() && !O::TEXT {
-        for (i, d) in &items.events {
+        for (k, (i, d)) in items.events.iter().enumerate() {
+            warm(live, k);
             push_event(live, &mut out, obs, *i, d, None);
         }
         return out;
     }
-    let mut events = items.events.iter().peekable();
+    let mut events = items.events.iter().enumerate().peekable();
     let mut bad = items.bad.iter().copied().peekable();
     let walked = for_each_item(batch, |i, item| {
-        if events.peek().is_some_and(|(e, _)| *e == i) {
-            let (_, d) = events.next().expect("peeked");
+        if events.peek().is_some_and(|(_, (e, _))| *e == i) {
+            let (k, (_, d)) = events.next().expect("peeked");
+            warm(live, k);
             push_event(live, &mut out, obs, i, d, Some(item));
         } else if bad.peek() == Some(&i) {
             bad.next();
@@ -112,14 +123,25 @@ fn otlp_apply(
     #[cfg(feature = "otlp")]
     if let Some(otlp) = items.otlp {
         use crate::batch::OtlpItems;
-        let mut each =
-            |i: usize, entry| otlp_entry(live, &mut out, (source, &applying, obs), i, entry);
+        use crate::decode::otlp::Entry;
         match otlp {
-            OtlpItems::Stored(entries) => entries
-                .into_iter()
-                .enumerate()
-                .for_each(|(i, e)| each(i, e)),
-            OtlpItems::Request(d) => d.entries().enumerate().for_each(|(i, e)| each(i, e)),
+            OtlpItems::Stored(entries) => {
+                for (i, e) in entries.iter().enumerate() {
+                    if i.is_multiple_of(WARM) {
+                        for w in entries.iter().skip(i).take(WARM) {
+                            if let Entry::Event(ev, _) = w {
+                                live.warm(ev);
+                            }
+                        }
+                    }
+                    otlp_entry(live, &mut out, (source, &applying, obs), i, e);
+                }
+            }
+            OtlpItems::Request(d) => {
+                for (i, e) in d.entries().enumerate() {
+                    otlp_entry(live, &mut out, (source, &applying, obs), i, &e);
+                }
+            }
         }
         return out;
     }
@@ -146,7 +168,7 @@ fn otlp_entry(
     out: &mut Applied,
     (source, at, obs): (u32, &Applying<'_>, &mut impl Observer),
     i: usize,
-    entry: crate::decode::otlp::Entry<'_>,
+    entry: &crate::decode::otlp::Entry<'_>,
 ) {
     use crate::decode::otlp::Entry;
     let (received_at, applying) = (at.batch.received_at, at);
@@ -154,13 +176,13 @@ fn otlp_entry(
     match entry {
         Entry::Event(ev, span) => {
             let pushed = match span {
-                Some(s) => live.push_span(&ev, s, source, at, received_at),
-                None => live.push(&ev, source, at, received_at),
+                Some(s) => live.push_span(ev, s, source, at, received_at),
+                None => live.push(ev, source, at, received_at),
             };
-            obs.event(live, applying, i, span, &ev, pushed);
+            obs.event(live, applying, i, *span, ev, pushed);
             if pushed == Pushed::Malformed {
                 let reason = live.view().last_malformed().unwrap_or_default();
-                obs.malformed(applying, i, span, Some(ev.ts), reason, b"");
+                obs.malformed(applying, i, *span, Some(ev.ts), reason, b"");
             }
             count_pushed(live, out, pushed, i, at, ev.ts);
         }
@@ -171,7 +193,7 @@ fn otlp_entry(
                 Some(s) => live.push_malformed_span(s, source, at, e.error.ts, message),
                 None => live.push_malformed(source, at, e.error.ts, message),
             }
-            out.malformed(i, at, e.error);
+            out.malformed(i, at, e.error.clone());
         }
     }
 }

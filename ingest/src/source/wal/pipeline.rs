@@ -4,9 +4,10 @@
 //!    appends them to the WAL and fsyncs once; deletes the segments that saved checkpoints
 //!    cover. The fsync of one group overlaps the applying of the previous one.
 //! 2. **decode**: decodes each durable group's items, while the previous group is applied.
-//! 3. **apply**: applies each group to the local partition under its write lock, reports what
-//!    it found, answers each batch, and every `checkpoint_interval` encodes the state
-//!    (under a read lock: no copy of it) into a bounded pipe to the checkpoint stage.
+//! 3. **apply**: applies each batch of a group to the local partition under its write lock,
+//!    reports what it found, and answers it once the lock is released; every
+//!    `checkpoint_interval` encodes the state (under a read lock: no copy of it) into a
+//!    bounded pipe to the checkpoint stage.
 //! 4. **checkpoint**: writes the state's bytes into the checkpoint file as they come, then
 //!    commits it, and tells the writer which segments may go. On shutdown the queue is
 //!    drained and a last checkpoint taken.
@@ -401,37 +402,35 @@ fn applier(
     Ok(())
 }
 
-/// Applies, reports and answers one decoded group.
+/// Applies, reports and answers one decoded group, batch by batch: each batch is applied and
+/// reported under the partition's write lock, which is then released before the batch is
+/// answered, so a batch's `2xx` never waits for the rest of its group (its client sends the
+/// next one, which is made durable and decoded while the group is still being applied), and
+/// a query between two batches sees every answered batch.
 fn apply_group(part: &Shared, metrics: &Metrics, group: Decoded, max_line_bytes: usize) {
     let Decoded {
         jobs,
         bases,
         mut decoded,
     } = group;
-    let mut answers = Vec::with_capacity(jobs.len());
-    {
-        let mut part = write(part);
-        decoded.with_dependent_mut(|_, batches| {
-            for ((j, &base), (batch, items)) in jobs.iter().zip(&bases).zip(batches.iter_mut()) {
-                let items = std::mem::take(items);
-                let len = u64::from(j.items.max(1));
-                let applied = part
-                    .apply_decoded(base, len, batch, items, max_line_bytes)
-                    .expect("the writer hands out increasing offsets");
-                report_batch(metrics, batch.source, &applied);
-                answers.push(Ingested {
-                    first_offset: base,
-                    next_offset: base + len,
-                    applied,
-                });
-            }
-        });
-        part.report(metrics);
-    }
-    drop(decoded);
-    for (j, a) in jobs.into_iter().zip(answers) {
-        let _ = j.reply.send(Ok(a));
-    }
+    decoded.with_dependent_mut(|_, batches| {
+        for ((j, base), (batch, items)) in jobs.into_iter().zip(bases).zip(batches.iter_mut()) {
+            let items = std::mem::take(items);
+            let len = u64::from(j.items.max(1));
+            let mut part = write(part);
+            let applied = part
+                .apply_decoded(base, len, batch, items, max_line_bytes)
+                .expect("the writer hands out increasing offsets");
+            report_batch(metrics, batch.source, &applied);
+            part.report(metrics);
+            drop(part);
+            let _ = j.reply.send(Ok(Ingested {
+                first_offset: base,
+                next_offset: base + len,
+                applied,
+            }));
+        }
+    });
 }
 
 /// The events of one applied batch of `source`.
