@@ -66,8 +66,9 @@ pub(super) fn apply_decoded<O: Observer>(
         live.push_malformed(source, at.position(i), error.ts, reason);
         out.malformed(i, base + i, error);
     };
+    // A one-event batch (a Kafka message) gains nothing: its lookup has nothing to overlap.
     let warm = |live: &Live, k: usize| {
-        if k.is_multiple_of(WARM) {
+        if k.is_multiple_of(WARM) && items.events.len() > 1 {
             let ahead = items.events.iter().skip(k).take(WARM);
             ahead.for_each(|(_, d)| live.warm(&d.event()));
         }
