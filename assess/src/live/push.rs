@@ -50,7 +50,12 @@ impl Live {
         let Ok(p) = rules::property_of(&self.contract, ev) else {
             return;
         };
-        if let Some(st) = self.state.props.get(p as usize).and_then(|q| q.scopes.get(scope)) {
+        if let Some(st) = self
+            .state
+            .props
+            .get(p as usize)
+            .and_then(|q| q.scopes.get(scope))
+        {
             std::hint::black_box(st.warm());
         }
     }
