@@ -78,7 +78,7 @@ pub fn items(format: Format, body: &[u8]) -> u64 {
     }
 }
 
-fn lines(body: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub(crate) fn lines(body: &[u8]) -> impl Iterator<Item = &[u8]> {
     let body = body.strip_suffix(b"\n").unwrap_or(body);
     let mut rest = (!body.is_empty()).then_some(body);
     std::iter::from_fn(move || {

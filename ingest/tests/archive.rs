@@ -525,3 +525,118 @@ fn rows_are_handed_over_inside_a_record_and_a_crash_there_loses_or_repeats_none(
     all.dedup();
     assert_eq!(all.len() as u64, lines, "every item once");
 }
+
+#[test]
+fn a_crash_between_row_groups_of_an_open_file_leaves_no_file_and_replay_archives_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = || ArchiveOptions {
+        row_group_rows: 8,
+        ..opts(dir.path())
+    };
+    let open_small = || {
+        let archive = Arc::new(Archive::open(small()).unwrap());
+        let a = archive.clone();
+        let o = local::open_with(&dir.path().join("p"), contract(), popts(), |p| {
+            p.attach_archive(a)
+        })
+        .unwrap();
+        (archive, o)
+    };
+    let tmp = dir.path().join("archive/events/.open.parquet.tmp");
+    let (mut events, mut malformed) = (0, 0);
+    {
+        let (archive, mut o) = open_small();
+        for i in 0..20 {
+            ingest(&mut o, i);
+        }
+        assert!(archive.flush().unwrap());
+        let durable = archive.durable("wal");
+        for i in 20..60 {
+            ingest(&mut o, i);
+            // The archive's thread encodes rows as they come: row groups of 8 rows.
+            archive.write_some().unwrap();
+        }
+        for i in 0..60 {
+            events += 1;
+            malformed += u64::from(i % 10 == 9);
+        }
+        assert!(tmp.exists(), "a file is open");
+        // Nothing of the open file is listed, but a query sees its rows, once.
+        assert_eq!(archive.durable("wal"), durable);
+        assert_eq!(
+            Snapshot::of_dir(&dir.path().join("archive")).unwrap().files[&Table::Events].len(),
+            1
+        );
+        let snap = archive.snapshot(None, &[]);
+        let mut seen: Vec<String> = read(dir.path(), Table::Events)
+            .iter()
+            .chain(&snap.batches[&Table::Events])
+            .flat_map(|b| strings(std::slice::from_ref(b), "source"))
+            .collect();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len() as u64, events);
+        // A crash: the open file keeps the row groups written, without a footer.
+    }
+    let written = std::fs::metadata(&tmp).unwrap().len();
+    assert!(written > 0, "row groups were written before the crash");
+    let (archive, _o) = open_small();
+    assert!(archive.orphans_removed() >= 1);
+    assert!(!tmp.exists(), "the open file is deleted as a leftover");
+    archive.flush().unwrap();
+    let sources = strings(&read(dir.path(), Table::Events), "source");
+    assert_eq!(sources.len() as u64, events);
+    assert_eq!(sources.iter().collect::<BTreeSet<_>>().len() as u64, events);
+    let bad = strings(&read(dir.path(), Table::Malformed), "source");
+    assert_eq!(bad.len() as u64, malformed);
+    assert_eq!(bad.iter().collect::<BTreeSet<_>>().len() as u64, malformed);
+}
+
+#[test]
+fn write_some_cuts_a_file_once_it_holds_flush_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = Arc::new(
+        Archive::open(ArchiveOptions {
+            row_group_rows: 4,
+            flush_bytes: 1,
+            ..opts(dir.path())
+        })
+        .unwrap(),
+    );
+    let a = archive.clone();
+    let mut o = local::open_with(&dir.path().join("p"), contract(), popts(), |p| {
+        p.attach_archive(a)
+    })
+    .unwrap();
+    ingest(&mut o, 0);
+    archive.write_some().unwrap();
+    assert_eq!(read(dir.path(), Table::Events)[0].num_rows(), 1);
+    assert_eq!(archive.durable("wal"), o.wal.next_offset());
+    assert!(!dir.path().join("archive/events/.open.parquet.tmp").exists());
+}
+
+#[test]
+fn an_event_the_assessor_finds_malformed_is_archived_with_its_own_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (archive, mut o) = open(dir.path());
+    // Every line decodes; two are beyond the future tolerance of their batch's receive time.
+    let future = |i: u64| {
+        format!(
+            "{{\"kind\":\"commit\",\"ts\":{},\"scope\":\"f{i}\",\"epoch\":1,\"route\":\"r\"}}\n",
+            9_000_000_000_000_000_000u64 + i
+        )
+    };
+    let body = [line(0), future(1), line(2), line(3), future(4)].concat();
+    let base = append(&mut o, &body);
+    o.partition.commit_archive();
+    archive.flush().unwrap();
+    let m = read(dir.path(), Table::Malformed);
+    let sources = strings(&m, "source");
+    assert_eq!(
+        sources,
+        [format!("http:{}", base + 1), format!("http:{}", base + 4)]
+    );
+    let lines = strings(&m, "line");
+    assert_eq!(lines, [future(1).trim_end(), future(4).trim_end()]);
+    assert_eq!(strings(&read(dir.path(), Table::Events), "source").len(), 3);
+}

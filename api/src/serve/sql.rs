@@ -206,7 +206,14 @@ pub fn start(
                         tracing::debug!(windows = n, "archive: window rows");
                     }
                 }
-                if let Err(e) = archive.flush() {
+                // Rows as they come into the open files' row groups; a flush at each interval
+                // (or size, or checkpoint) cuts the files.
+                let written = if due == Due::Size {
+                    archive.write_some()
+                } else {
+                    archive.flush().map(drop)
+                };
+                if let Err(e) = written {
                     tracing::error!(error = %e, "archive: a flush failed; nothing more is archived until a restart");
                     return Err(e.to_string());
                 }

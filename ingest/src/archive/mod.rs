@@ -3,12 +3,15 @@
 //!
 //! Rows are collected as they are applied, by a [`Sink`] per partition (the WAL's, each Kafka
 //! partition's) fed by the same batches as the assessor, and by [`Archive::tick_windows`] from
-//! the merged view. They wait in memory, visible to queries ([`Archive::snapshot`]), until a
-//! flush writes them: one file per table, zstd, row groups of ~100k rows, under a temporary
-//! name, fsynced and renamed, then recorded in the manifest ([`manifest`]) together with each
+//! the merged view. They stay in memory, visible to queries ([`Archive::snapshot`]), until the
+//! file they go to is in the manifest: the archive's thread encodes them as they come into one
+//! open file per table under a temporary name ([`Archive::write_some`]: zstd, row groups of
+//! ~100k rows), and a flush (by size, interval, checkpoint or SIGTERM) closes, fsyncs and
+//! renames those files, then records them in the manifest ([`manifest`]) together with each
 //! partition's offset below which every row is archived and how far each property's windows
-//! are. Files are immutable; small ones are compacted, old ones dropped by retention, both
-//! crash-safe the same way.
+//! are. An open file is never listed: after a crash it is a leftover, deleted on open. Files
+//! are immutable; small ones are compacted, old ones dropped by retention, both crash-safe the
+//! same way.
 //!
 //! **Exactly once.** A checkpoint of a partition at offset C is saved only after the archive
 //! holds every row of the records below C ([`Archive::flush_through`]), so after a crash the
@@ -20,6 +23,7 @@
 
 mod maintain;
 pub mod manifest;
+mod open;
 pub mod read;
 pub mod rows;
 mod sink;

@@ -169,6 +169,52 @@ pub struct Origin<'a> {
     pub received: i64,
 }
 
+/// A row's provenance (its `source`): `<name>:<position>` (`http:17`, `orders/2:40`,
+/// `events.ndjson:3`), written without `core::fmt`, or any other text.
+#[derive(Debug, Clone, Copy)]
+pub enum Src<'a> {
+    /// `<name>:<position>`.
+    At(&'a str, u64),
+    /// The text of these arguments.
+    Args(std::fmt::Arguments<'a>),
+}
+
+impl<'a> From<std::fmt::Arguments<'a>> for Src<'a> {
+    fn from(a: std::fmt::Arguments<'a>) -> Src<'a> {
+        Src::Args(a)
+    }
+}
+
+impl Src<'_> {
+    /// Appends it as the next value of `b`.
+    fn append_to(self, b: &mut StringBuilder) {
+        use std::fmt::Write;
+        match self {
+            Src::At(name, n) => {
+                let mut digits = [0u8; 20];
+                let mut at = digits.len();
+                let mut n = n;
+                loop {
+                    at -= 1;
+                    digits[at] = b'0' + (n % 10) as u8;
+                    n /= 10;
+                    if n == 0 {
+                        break;
+                    }
+                }
+                let digits = std::str::from_utf8(&digits[at..]).expect("ASCII digits");
+                let _ = b.write_str(name);
+                let _ = b.write_str(":");
+                b.append_value(digits);
+            }
+            Src::Args(a) => {
+                let _ = b.write_fmt(a);
+                b.append_value("");
+            }
+        }
+    }
+}
+
 /// Rows of `events` being collected.
 #[derive(Debug)]
 pub struct EventRows {
@@ -228,15 +274,14 @@ impl Default for EventRows {
 impl EventRows {
     /// Adds one applied event: `property` as the assessor attributed it (`None`:
     /// unattributed), `source` its provenance, `offset` its offset in its partition.
-    pub fn push(
+    pub fn push<'s>(
         &mut self,
         at: Origin<'_>,
         ev: &Event<'_>,
         property: Option<&str>,
-        source: std::fmt::Arguments<'_>,
+        source: impl Into<Src<'s>>,
         offset: u64,
     ) {
-        use std::fmt::Write;
         self.ts.append_value(ev.ts.0);
         self.received.append_value(at.received);
         self.kind.append_value(ev.kind.as_str());
@@ -258,8 +303,7 @@ impl EventRows {
         self.valid_for.append_option(ev.valid_for.map(|d| d.0));
         self.attester.append_option(ev.attester);
         self.evidence.append_option(ev.evidence);
-        let _ = self.source.write_fmt(source);
-        self.source.append_value("");
+        source.into().append_to(&mut self.source);
         self.partition.append_value(at.partition);
         self.offset.append_value(offset);
         self.len += 1;
@@ -297,20 +341,18 @@ impl Default for MalformedRows {
 impl MalformedRows {
     /// Adds one malformed line: `line` is cut to its first [`MALFORMED_LINE_BYTES`] (invalid
     /// UTF-8 replaced).
-    pub fn push(
+    pub fn push<'s>(
         &mut self,
         at: Origin<'_>,
         ts: Option<EventTime>,
-        source: std::fmt::Arguments<'_>,
+        source: impl Into<Src<'s>>,
         reason: &str,
         line: &[u8],
         offset: u64,
     ) {
-        use std::fmt::Write;
         self.received.append_value(at.received);
         self.ts.append_option(ts.map(|t| t.0));
-        let _ = self.source.write_fmt(source);
-        self.source.append_value("");
+        source.into().append_to(&mut self.source);
         self.reason.append_value(reason);
         let cut = &line[..line.len().min(MALFORMED_LINE_BYTES)];
         self.line.append_value(String::from_utf8_lossy(cut));
@@ -550,12 +592,16 @@ mod tests {
             received: 7,
         };
         e.push(at, &ev, Some("p"), format_args!("http:{}", 12), 12);
-        e.push(at, &ev, None, format_args!("http:{}", 13), 13);
+        e.push(at, &ev, None, Src::At("http", 13), 13);
+        e.push(at, &ev, None, Src::At("orders/2", 0), 0);
+        e.push(at, &ev, None, Src::At("f", u64::MAX), 1);
         let b = e.finish();
-        assert_eq!(b.num_rows(), 2);
+        assert_eq!(b.num_rows(), 4);
         assert_eq!(b.schema(), Table::Events.schema());
         let src = b.column_by_name("source").unwrap().as_string::<i32>();
         assert_eq!((src.value(0), src.value(1)), ("http:12", "http:13"));
+        assert_eq!(src.value(2), "orders/2:0");
+        assert_eq!(src.value(3), format!("f:{}", u64::MAX));
         assert!(b.column_by_name("property").unwrap().is_null(1));
         assert_eq!(e.len(), 0);
         assert_eq!(e.finish().num_rows(), 0);

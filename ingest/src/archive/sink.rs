@@ -7,7 +7,7 @@
 //! and rows can be handed over in the middle of a record (a body of two million malformed
 //! lines costs a bounded buffer, not two million rows in memory).
 
-use super::rows::{CounterexampleRows, EventRows, MalformedRows, Origin, Rows, Table};
+use super::rows::{CounterexampleRows, EventRows, MalformedRows, Origin, Rows, Src, Table};
 use super::writer::Archive;
 use crate::batch::{Applying, Observer};
 use fencewatch_assess::live::{Live, Pushed, SpanId, SpanProvenance};
@@ -72,7 +72,7 @@ impl Sink {
         &mut self,
         live: &mut Live,
         received: i64,
-        source: std::fmt::Arguments<'_>,
+        source: Src<'_>,
         offset: u64,
         ev: &Event<'_>,
         pushed: Pushed,
@@ -106,7 +106,7 @@ impl Sink {
     pub fn malformed(
         &mut self,
         received: i64,
-        source: std::fmt::Arguments<'_>,
+        source: Src<'_>,
         offset: u64,
         ts: Option<EventTime>,
         reason: &str,
@@ -211,13 +211,10 @@ impl Observer for Sink {
         let r = b.received_at;
         match span {
             Some(s) => {
-                let src = format_args!("{}", SpanProvenance(b.source, s));
+                let src = Src::Args(format_args!("{}", SpanProvenance(b.source, s)));
                 Sink::event(self, live, r, src, o, ev, pushed);
             }
-            None => {
-                let src = format_args!("{}:{p}", b.source);
-                Sink::event(self, live, r, src, o, ev, pushed);
-            }
+            None => Sink::event(self, live, r, Src::At(b.source, p), o, ev, pushed),
         }
     }
 
@@ -234,13 +231,10 @@ impl Observer for Sink {
         let r = b.received_at;
         match span {
             Some(s) => {
-                let src = format_args!("{}", SpanProvenance(b.source, s));
+                let src = Src::Args(format_args!("{}", SpanProvenance(b.source, s)));
                 Sink::malformed(self, r, src, o, ts, reason, text);
             }
-            None => {
-                let src = format_args!("{}:{p}", b.source);
-                Sink::malformed(self, r, src, o, ts, reason, text);
-            }
+            None => Sink::malformed(self, r, Src::At(b.source, p), o, ts, reason, text),
         }
     }
 }

@@ -1,13 +1,14 @@
 //! The archive's buffers, flushes, snapshots, retention and compaction.
 
 use super::manifest::{self, FileEntry, Manifest, WindowsArchived, sync_dir};
+use super::open::Open;
 use super::rows::{CounterexampleRows, Rows, Table, WindowRows};
 use super::windows;
 use arrow_array::RecordBatch;
 use fencewatch_assess::live::{Settled, View};
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
+use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -28,8 +29,11 @@ pub struct ArchiveOptions {
     pub dir: PathBuf,
     /// Rows wait at most this long before they are written (`archive_flush_interval`).
     pub flush_interval: Duration,
-    /// Rows waiting in memory (Arrow bytes) that cut a file before the interval.
+    /// Rows in memory (Arrow bytes) that cut a file before the interval.
     pub flush_bytes: usize,
+    /// Rows waiting (Arrow bytes) that wake the archive's thread to encode them into the open
+    /// files ([`Archive::write_some`]).
+    pub write_bytes: usize,
     /// Rows per Parquet row group.
     pub row_group_rows: usize,
     /// Files older than this are dropped (`archive_retention`).
@@ -49,6 +53,7 @@ impl ArchiveOptions {
             dir,
             flush_interval: Duration::from_secs(10),
             flush_bytes: 32 << 20,
+            write_bytes: 4 << 20,
             row_group_rows: 100_000,
             retention: Some(Duration::from_secs(30 * 24 * 3600)),
             max_bytes: None,
@@ -151,8 +156,9 @@ fn snapshot_of(dir: &Path, m: &Manifest) -> Snapshot {
 pub(super) struct State {
     pending: [Vec<RecordBatch>; TABLES],
     pending_bytes: usize,
-    in_flight: [Vec<RecordBatch>; TABLES],
-    in_flight_bytes: usize,
+    /// Rows taken into the open files (visible until those are in the manifest).
+    open: [Vec<RecordBatch>; TABLES],
+    open_bytes: usize,
     /// Per partition, the offset below which every row is held (written or waiting).
     buffered: BTreeMap<String, u64>,
     /// How far windows are held (written or waiting).
@@ -170,8 +176,9 @@ pub struct Archive {
     pub(super) opts: ArchiveOptions,
     state: Mutex<State>,
     changed: Condvar,
-    /// One flush, compaction or retention pass at a time: each replaces the manifest.
-    pub(super) flush_lock: Mutex<()>,
+    /// One flush, compaction or retention pass at a time: each replaces the manifest. It
+    /// holds the open files.
+    pub(super) flush_lock: Mutex<Open>,
     /// Leftover files deleted when the archive was opened.
     orphans: usize,
     /// Counters.
@@ -220,7 +227,7 @@ impl Archive {
             opts,
             state: Mutex::new(state),
             changed: Condvar::new(),
-            flush_lock: Mutex::new(()),
+            flush_lock: Mutex::new(Open::default()),
             orphans,
             stats: Stats::default(),
         })
@@ -272,8 +279,8 @@ impl Archive {
         Sizes {
             files: s.manifest.files.len() as u64,
             bytes: s.manifest.files.iter().map(|f| f.bytes).sum(),
-            pending_rows: rows(&s.pending) + rows(&s.in_flight),
-            pending_bytes: (s.pending_bytes + s.in_flight_bytes) as u64,
+            pending_rows: rows(&s.pending) + rows(&s.open),
+            pending_bytes: (s.pending_bytes + s.open_bytes) as u64,
         }
     }
 
@@ -286,7 +293,7 @@ impl Archive {
         }
         let at = s.buffered.entry(partition.to_string()).or_insert(0);
         *at = (*at).max(next);
-        if s.pending_bytes >= self.opts.flush_bytes && !s.wake {
+        if s.pending_bytes >= self.opts.write_bytes && !s.wake {
             s.wake = true;
             self.changed.notify_all();
         }
@@ -312,7 +319,7 @@ impl Archive {
     fn wait_for_room_until(&self, deadline: Option<Instant>) {
         let max = self.opts.flush_bytes.saturating_mul(2);
         let mut s = self.lock();
-        while s.pending_bytes + s.in_flight_bytes > max && s.failed.is_none() && !s.closing {
+        while s.pending_bytes + s.open_bytes > max && s.failed.is_none() && !s.closing {
             s = match deadline {
                 None => self.changed.wait(s).unwrap_or_else(|p| p.into_inner()),
                 Some(d) => {
@@ -330,8 +337,8 @@ impl Archive {
         }
     }
 
-    /// Waits until a flush is due: enough rows wait, the interval since `since` passed, or
-    /// the archive is closing.
+    /// Waits until rows are due to be written (enough wait: [`Due::Size`]) or a flush is (the
+    /// interval since `since` passed, or the archive is closing).
     pub fn wait_due(&self, since: Instant) -> Due {
         let mut s = self.lock();
         loop {
@@ -379,42 +386,76 @@ impl Archive {
     /// Writes every row waiting (one file per table) and commits it to the manifest with the
     /// partitions' offsets and the windows' progress. Returns whether anything changed.
     pub fn flush(&self) -> Result<bool, Error> {
-        let _one = self.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let started = Instant::now();
-        let (batches, partitions, windows, mut m) = {
-            let mut s = self.lock();
+        let mut open = self.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
+        {
+            let s = self.lock();
             if let Some(f) = &s.failed {
                 return Err(Error::Failed(f.clone()));
             }
             let nothing = s.pending.iter().all(Vec::is_empty)
+                && !open.any()
                 && s.buffered == s.manifest.partitions
                 && s.windows == s.manifest.windows;
             if nothing {
                 return Ok(false);
             }
-            for i in 0..TABLES {
-                let b = std::mem::take(&mut s.pending[i]);
-                s.in_flight[i] = b;
+        }
+        self.write_pending(&mut open)?;
+        self.commit_open(&mut open)?;
+        Ok(true)
+    }
+
+    /// Encodes the rows waiting into the open files (a row group is written as each fills),
+    /// and cuts the files when they hold `flush_bytes` (a flush). The archive's thread calls
+    /// it when enough rows wait, so that a flush does not encode a whole file in one burst.
+    pub fn write_some(&self) -> Result<(), Error> {
+        let mut open = self.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.write_pending(&mut open)?;
+        if self.lock().open_bytes >= self.opts.flush_bytes {
+            self.commit_open(&mut open)?;
+        }
+        Ok(())
+    }
+
+    /// Takes the rows waiting into the open files, noting the offsets and windows they cover.
+    fn write_pending(&self, open: &mut Open) -> Result<(), Error> {
+        let batches = {
+            let mut s = self.lock();
+            if let Some(f) = &s.failed {
+                return Err(Error::Failed(f.clone()));
             }
-            s.in_flight_bytes = std::mem::take(&mut s.pending_bytes);
-            (
-                s.in_flight.clone(),
-                s.buffered.clone(),
-                s.windows.clone(),
-                s.manifest.clone(),
-            )
+            let mut taken: [Vec<RecordBatch>; TABLES] = Default::default();
+            for (i, t) in taken.iter_mut().enumerate() {
+                *t = std::mem::take(&mut s.pending[i]);
+                let o = t.clone();
+                s.open[i].extend(o);
+            }
+            s.open_bytes += std::mem::take(&mut s.pending_bytes);
+            open.partitions = s.buffered.clone();
+            open.windows = s.windows.clone();
+            taken
         };
+        let props = || file_properties(self.opts.row_group_rows);
+        let written = Table::ALL
+            .into_iter()
+            .try_for_each(|t| open.write(&self.opts.dir, t, &props, &batches[slot(t)]));
+        written.map_err(|e| self.failed(open, e))
+    }
+
+    /// Closes the open files under their names and commits them to the manifest with what
+    /// the rows taken into them cover.
+    fn commit_open(&self, open: &mut Open) -> Result<(), Error> {
+        let started = Instant::now();
+        let mut m = self.lock().manifest.clone();
         let dir = &self.opts.dir;
         let written = (|| {
             m.generation += 1;
             let mut files = Vec::new();
             for t in Table::ALL {
-                let bs = &batches[slot(t)];
-                if bs.iter().all(|b| b.num_rows() == 0) {
-                    continue;
-                }
                 let rel = format!("{}/{:020}.parquet", t.name(), m.generation);
-                let (rows, bytes) = self.write(t, &rel, bs.iter().cloned().map(Ok))?;
+                let Some((rows, bytes)) = open.close(dir, t, &rel)? else {
+                    continue;
+                };
                 files.push((t, rows, bytes));
                 m.files.push(FileEntry {
                     table: t.name().to_string(),
@@ -424,38 +465,39 @@ impl Archive {
                     created: now_ns(),
                 });
             }
-            m.partitions = partitions;
-            m.windows = windows;
+            m.partitions = open.partitions.clone();
+            m.windows = open.windows.clone();
             m.store(dir)?;
             Ok::<_, Error>(files)
         })();
+        let files = written.map_err(|e| self.failed(open, e))?;
         let mut s = self.lock();
-        match written {
-            Ok(files) => {
-                s.manifest = m;
-                s.in_flight = Default::default();
-                s.in_flight_bytes = 0;
-                let st = &self.stats;
-                for (t, rows, bytes) in files {
-                    st.rows[slot(t)].fetch_add(rows, Ordering::Relaxed);
-                    st.files.fetch_add(1, Ordering::Relaxed);
-                    st.bytes.fetch_add(bytes, Ordering::Relaxed);
-                }
-                st.flushes.fetch_add(1, Ordering::Relaxed);
-                st.last_flush_micros
-                    .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-                st.last_flush_at.store(now_ns(), Ordering::Relaxed);
-                self.changed.notify_all();
-                Ok(true)
-            }
-            Err(e) => {
-                // The rows stay visible in memory; nothing more is written (a restart replays
-                // the log into the archive from the offsets the manifest holds).
-                s.failed = Some(e.to_string());
-                self.changed.notify_all();
-                Err(e)
-            }
+        s.manifest = m;
+        s.open = Default::default();
+        s.open_bytes = 0;
+        let st = &self.stats;
+        for (t, rows, bytes) in files {
+            st.rows[slot(t)].fetch_add(rows, Ordering::Relaxed);
+            st.files.fetch_add(1, Ordering::Relaxed);
+            st.bytes.fetch_add(bytes, Ordering::Relaxed);
         }
+        st.flushes.fetch_add(1, Ordering::Relaxed);
+        st.last_flush_micros
+            .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        st.last_flush_at.store(now_ns(), Ordering::Relaxed);
+        self.changed.notify_all();
+        Ok(())
+    }
+
+    /// Stops the archive after `e`: the rows stay visible in memory; nothing more is written
+    /// (a restart replays the log into the archive from the offsets the manifest holds, and
+    /// deletes the open files as leftovers).
+    fn failed(&self, open: &mut Open, e: Error) -> Error {
+        open.abandon();
+        let mut s = self.lock();
+        s.failed = Some(e.to_string());
+        self.changed.notify_all();
+        e
     }
 
     /// Makes sure every row of `partition`'s records below `offset` is written and in the
@@ -525,7 +567,7 @@ impl Archive {
         let s = self.lock();
         let mut snap = snapshot_of(&self.opts.dir, &s.manifest);
         for t in Table::ALL {
-            let mut bs: Vec<RecordBatch> = s.in_flight[slot(t)].clone();
+            let mut bs: Vec<RecordBatch> = s.open[slot(t)].clone();
             bs.extend(s.pending[slot(t)].iter().cloned());
             snap.batches.insert(t, bs);
         }
@@ -578,24 +620,46 @@ impl Archive {
 /// How the archive's Parquet files are written: zstd, row groups of `row_group_rows`, and a
 /// bloom filter on `scope` per row group, so that a scope's history (`/v1/scopes/{scope}`,
 /// `WHERE scope = …`) reads the row groups that hold it, not the archive.
+///
+/// Encodings are chosen per column, as perf showed the archive's thread spending most of its
+/// time on dictionaries that never paid off: columns unique or nearly so per row (provenance,
+/// scopes, ids, lines) are plain (then zstd), rising integers (`ts`, `offset`, `seq`) delta
+/// encoded, the rest (kinds, routes, holders, epochs: few values) dictionary encoded.
+/// Statistics are per row group (what prunes by time or offset), not per page: page
+/// statistics cost a comparison per value of every column and prune nothing here.
 pub fn file_properties(row_group_rows: usize) -> WriterProperties {
     let scope = ColumnPath::from("scope");
-    WriterProperties::builder()
+    let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .set_max_row_group_row_count(Some(row_group_rows))
-        // Provenance is unique per row (`http:17`, `orders/2:40`): a dictionary never pays
-        // off; trying one was about a quarter of the archive thread's samples (perf). Service
-        // CPU with the archive on: 5.04–5.23 µs/event against 5.32–5.41 (serve_bench, 1M).
-        .set_column_dictionary_enabled(ColumnPath::from("source"), false)
+        .set_statistics_enabled(EnabledStatistics::Chunk)
         .set_column_bloom_filter_enabled(scope.clone(), true)
-        .set_column_bloom_filter_max_ndv(scope, row_group_rows as u64)
-        .build()
+        .set_column_bloom_filter_max_ndv(scope, row_group_rows as u64);
+    let plain = [
+        "source",
+        "scope",
+        "op_id",
+        "id",
+        "stale_source",
+        "superseding_source",
+        "explanation",
+        "line",
+    ];
+    for c in plain {
+        b = b.set_column_dictionary_enabled(ColumnPath::from(c), false);
+    }
+    for c in ["ts", "offset", "seq"] {
+        b = b
+            .set_column_dictionary_enabled(ColumnPath::from(c), false)
+            .set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BINARY_PACKED);
+    }
+    b.build()
 }
 
 /// Why [`Archive::wait_due`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Due {
-    /// Enough rows wait to cut a file.
+    /// Enough rows wait to be encoded into the open files ([`Archive::write_some`]).
     Size,
     /// `archive_flush_interval` passed.
     Interval,

@@ -3,8 +3,8 @@
 //! evidence archive) told of each item.
 
 use super::Applied;
+use crate::batch::{self, Batch, DecodedItems, Format, decode_item, for_each_item};
 use crate::batch::{Applying, Observer};
-use crate::batch::{Batch, DecodedItems, Format, decode_item, for_each_item};
 use crate::decode::json::{self, DecodeError};
 use fencewatch_assess::live::{Live, Pushed};
 
@@ -14,10 +14,10 @@ const WARM: usize = 32;
 /// Feeds a batch decoded by [`batch::decode_items`] (with the same `max_line_bytes`) at
 /// offset `base` to the assessor, in item order. A malformed item's error is worded again
 /// from its text, in one pass over the items, and only when the batch has some.
-pub(super) fn apply_decoded<O: Observer>(
+pub(super) fn apply_decoded<'a, O: Observer>(
     live: &mut Live,
     base: u64,
-    batch: &Batch<'_>,
+    batch: &Batch<'a>,
     items: DecodedItems<'_>,
     max_line_bytes: usize,
     obs: &mut O,
@@ -33,13 +33,13 @@ pub(super) fn apply_decoded<O: Observer>(
                       obs: &mut O,
                       i: u32,
                       d: &json::Decoded<'_>,
-                      text: Option<&[u8]>| {
+                      text: &mut dyn FnMut(u32) -> Option<&'a [u8]>| {
         let i = u64::from(i);
         let ev = d.event();
         let pushed = live.push(&ev, source, at.position(i), batch.received_at);
         obs.event(live, &at, i, None, &ev, pushed);
         if pushed == Pushed::Malformed
-            && let Some(t) = text
+            && let Some(t) = text(i as u32)
         {
             let reason = live.view().last_malformed().unwrap_or_default();
             obs.malformed(&at, i, None, Some(ev.ts), reason, t);
@@ -76,7 +76,18 @@ pub(super) fn apply_decoded<O: Observer>(
     if items.bad.is_empty() && !O::TEXT {
         for (k, (i, d)) in items.events.iter().enumerate() {
             warm(live, k);
-            push_event(live, &mut out, obs, *i, d, None);
+            push_event(live, &mut out, obs, *i, d, &mut |_| None);
+        }
+        return out;
+    }
+    if items.bad.is_empty() && batch.format == Format::Ndjson {
+        // An item's text is needed only when the assessor finds it malformed: the lines are
+        // walked to it then, not each one ahead (a memchr per line, with the archive on).
+        let mut lines = batch::lines(batch.body).enumerate();
+        let mut text = |i: u32| lines.find(|(n, _)| *n == i as usize).map(|(_, t)| t);
+        for (k, (i, d)) in items.events.iter().enumerate() {
+            warm(live, k);
+            push_event(live, &mut out, obs, *i, d, &mut text);
         }
         return out;
     }
@@ -86,7 +97,7 @@ pub(super) fn apply_decoded<O: Observer>(
         if events.peek().is_some_and(|(_, (e, _))| *e == i) {
             let (k, (_, d)) = events.next().expect("peeked");
             warm(live, k);
-            push_event(live, &mut out, obs, i, d, Some(item));
+            push_event(live, &mut out, obs, i, d, &mut |_| Some(item));
         } else if bad.peek() == Some(&i) {
             bad.next();
             match decode_item(batch.format, item, max_line_bytes) {

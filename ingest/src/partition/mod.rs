@@ -284,7 +284,7 @@ impl Partition {
             .push_malformed(id, offset, None, reason.to_string());
         #[cfg(feature = "archive")]
         if let Some(sink) = &mut self.sink {
-            let src = format_args!("{source}:{offset}");
+            let src = crate::archive::rows::Src::At(source, offset);
             sink.malformed(received_at, src, offset, None, reason, b"");
             sink.record(&mut self.live, offset + 1);
         }
