@@ -97,19 +97,7 @@ impl Open {
         let Some(f) = self.files[t as usize].take() else {
             return Ok(None);
         };
-        let tmp = f.tmp;
-        let file = f
-            .writer
-            .into_inner()
-            .map_err(pq(&tmp))?
-            .into_inner()
-            .map_err(|e| io(&tmp)(e.into_error()))?;
-        file.sync_all().map_err(io(&tmp))?;
-        let bytes = file.metadata().map_err(io(&tmp))?.len();
-        drop(file);
-        let path = dir.join(rel);
-        std::fs::rename(&tmp, &path).map_err(io(&path))?;
-        sync_dir(path.parent().expect("a table folder"))?;
+        let bytes = finish(f.writer, &f.tmp, &dir.join(rel))?;
         Ok(Some((f.rows, bytes)))
     }
 
@@ -117,4 +105,24 @@ impl Open {
     pub(super) fn abandon(&mut self) {
         self.files = Default::default();
     }
+}
+
+/// Writes the footer of the file `w` writes at `tmp`, fsyncs it, renames it to `path` and
+/// fsyncs its folder. Returns its bytes.
+pub(super) fn finish(
+    w: ArrowWriter<BufWriter<File>>,
+    tmp: &Path,
+    path: &Path,
+) -> Result<u64, Error> {
+    let file = w
+        .into_inner()
+        .map_err(pq(tmp))?
+        .into_inner()
+        .map_err(|e| io(tmp)(e.into_error()))?;
+    file.sync_all().map_err(io(tmp))?;
+    let bytes = file.metadata().map_err(io(tmp))?.len();
+    drop(file);
+    std::fs::rename(tmp, path).map_err(io(path))?;
+    sync_dir(path.parent().expect("a table folder"))?;
+    Ok(bytes)
 }

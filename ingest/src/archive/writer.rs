@@ -1,6 +1,6 @@
 //! The archive's buffers, flushes, snapshots, retention and compaction.
 
-use super::manifest::{self, FileEntry, Manifest, WindowsArchived, sync_dir};
+use super::manifest::{self, FileEntry, Manifest, WindowsArchived};
 use super::open::Open;
 use super::rows::{CounterexampleRows, Rows, Table, WindowRows};
 use super::windows;
@@ -546,17 +546,7 @@ impl Archive {
             rows += b.num_rows() as u64;
             w.write(&b).map_err(pq(&tmp))?;
         }
-        let file = w
-            .into_inner()
-            .map_err(pq(&tmp))?
-            .into_inner()
-            .map_err(|e| io(&tmp)(e.into_error()))?;
-        file.sync_all().map_err(io(&tmp))?;
-        let bytes = file.metadata().map_err(io(&tmp))?.len();
-        drop(file);
-        std::fs::rename(&tmp, &path).map_err(io(&path))?;
-        sync_dir(&folder)?;
-        Ok((rows, bytes))
+        Ok((rows, super::open::finish(w, &tmp, &path)?))
     }
 
     /// What a query sees: the manifest's files, the rows waiting, and from `view` (the merged
