@@ -21,6 +21,7 @@
 //! push on replay), so a replay re-archives exactly what was lost. Window rows are not tied to
 //! offsets: how far they are archived is in the manifest itself.
 
+mod error;
 mod maintain;
 pub mod manifest;
 mod open;

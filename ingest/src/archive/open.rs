@@ -5,9 +5,9 @@
 //! [`super::Archive::open`] deletes, and the log is replayed past the offsets the manifest
 //! holds, so its rows are archived again, once.
 
+use super::error::{Error, io, pq};
 use super::manifest::{WindowsArchived, sync_dir};
 use super::rows::Table;
-use super::writer::{Error, io, pq};
 use arrow_array::RecordBatch;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
