@@ -260,7 +260,7 @@ fn limits_end_a_query_naming_them_and_ingest_goes_on() {
         ORDERS_CONTRACT,
         &[
             "--query-timeout",
-            "3s",
+            "8s",
             "--query-memory",
             "8388608",
             "--query-max-rows",
@@ -309,7 +309,8 @@ fn limits_end_a_query_naming_them_and_ingest_goes_on() {
         ROUTES[1]
     );
     assert_eq!(svc.post_ndjson(&more).status, 200);
-    // Well before the query's deadline (3 s): ingest does not wait for queries.
+    // Well before the query's deadline (8 s: the queries run at the lowest CPU priority, and a
+    // loaded machine must not end the others by it): ingest does not wait for queries.
     assert!(
         t.elapsed() < Duration::from_millis(1500),
         "ingest waited {:?}",
@@ -319,7 +320,7 @@ fn limits_end_a_query_naming_them_and_ingest_goes_on() {
     assert_eq!(r.status, 422, "{}", r.text());
     let p = r.json();
     assert_eq!(p["limit"], "query_timeout", "{p}");
-    assert!(took < Duration::from_secs(6), "{took:?}");
+    assert!(took < Duration::from_secs(11), "{took:?}");
     // The service is still whole: the 60 events and the heartbeat.
     assert_eq!(one(&svc, "SELECT count(*) FROM events"), 61);
     assert_eq!(svc.get("/readyz").status, 200);
