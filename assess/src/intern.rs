@@ -42,6 +42,16 @@ fn at(arena: &[u8], start: u32) -> &[u8] {
     &arena[i..i + len]
 }
 
+/// The bucket count of a hash table of `capacity` (hashbrown's: a power of two, at least 8/7
+/// of the capacity; capacity + 1 when small).
+fn buckets(capacity: usize) -> usize {
+    match capacity {
+        0 => 0,
+        c if c < 8 => c + 1,
+        c => (c * 8 / 7).next_power_of_two(),
+    }
+}
+
 /// Appends `s` behind its length (LEB128) to `arena`; where it starts.
 fn append(arena: &mut Vec<u8>, s: &str) -> u32 {
     let start = u32::try_from(arena.len()).expect("interned strings fit in 4 GiB");
@@ -143,11 +153,7 @@ impl Interner {
     /// capacity is not touched, so not resident), the whole hash table (its slots are written
     /// all over).
     pub fn heap_bytes(&self) -> usize {
-        let buckets = match self.table.capacity() {
-            0 => 0,
-            c if c < 8 => c + 1,
-            c => (c * 8 / 7).next_power_of_two(),
-        };
+        let buckets = buckets(self.table.capacity());
         self.arena.len() + self.starts.len() * 4 + buckets * (std::mem::size_of::<Entry>() + 1)
     }
 }
@@ -189,13 +195,8 @@ impl Bulk {
         let Bulk { arena, starts } = self;
         let hasher = foldhash::fast::FixedState::default();
         let mut table: HashTable<Entry> = HashTable::with_capacity(starts.len());
-        // The table's bucket count (hashbrown's: a power of two, at least 8/7 of the
-        // capacity): a hash's probe starts at `hash & mask`.
-        let mask = match table.capacity() {
-            0 => 0,
-            c if c < 8 => c as u64,
-            c => ((c * 8 / 7).next_power_of_two() - 1) as u64,
-        };
+        // A hash's probe starts at `hash & mask`.
+        let mask = buckets(table.capacity()).saturating_sub(1) as u64;
         let hashed: Vec<(u64, Entry)> = starts
             .iter()
             .enumerate()
