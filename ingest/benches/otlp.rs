@@ -4,9 +4,11 @@
 //!
 //! - `ndjson_lines`: what the WAL's decode stage does with an NDJSON body, line by line.
 //! - `otlp_request`: everything OTLP ingest decodes, once per span: the OTLP/HTTP handler
-//!   parses the client's request (prost, opentelemetry-proto's types, from the body's
-//!   `Bytes`), maps it to events and encodes them for the WAL; the WAL's decode stage reads
-//!   them back.
+//!   maps the client's protobuf request as it reads it (`wire::map`) and encodes the events
+//!   for the WAL; the WAL's decode stage reads them back.
+//! - `otlp_request_prost`: the same through prost's parse into opentelemetry-proto's types
+//!   and the mapping of those (what the handler did before `wire::map`; gRPC still does).
+//! - `otlp_wire_map`: `wire::map` alone.
 //! - `otlp_parse`: the parse alone (prost into the owned generated types): the floor of the
 //!   above with those types; `otlp_parse_slice` from a `&[u8]` (prost copies each id twice).
 //! - `otlp_stored`: the WAL's decode stage alone (a record of format `Otlp`).
@@ -72,14 +74,20 @@ fn benches(c: &mut Criterion) {
     };
     let requests: Vec<Bytes> = encode(false).into_iter().map(Bytes::from).collect();
     let old_stored = encode(true);
-    // What the handler does (api/src/serve/otlp): parse from the body's `Bytes`, map, encode.
-    let to_wal = |r: Bytes| {
-        let mapped = otlp::map_traces(otlp::parse_traces(r, false).expect("valid"));
+    let encode = |mapped: otlp::Mapped| {
         let mut body = Vec::with_capacity(otlp::stored::encoded_len(&mapped.items));
         otlp::stored::encode_into(&mapped.items, &mut body);
         body
     };
-    let stored: Vec<Vec<u8>> = requests.iter().map(|r| to_wal(r.clone())).collect();
+    // What the handler does (api/src/serve/otlp): map the protobuf body as it is read, encode.
+    let to_wal = |r: &Bytes| encode(otlp::wire::map(Signal::Traces, r).expect("valid"));
+    // What it did before: parse into opentelemetry-proto's types (prost), map those, encode.
+    let to_wal_prost = |r: Bytes| {
+        encode(otlp::map_traces(
+            &otlp::parse_traces(r, false).expect("valid"),
+        ))
+    };
+    let stored: Vec<Vec<u8>> = requests.iter().map(to_wal).collect();
     let mut g = c.benchmark_group("decode_1000");
     g.throughput(Throughput::Elements(lines.len() as u64));
     g.bench_function(BenchmarkId::new("ndjson_lines", lines.len()), |b| {
@@ -92,9 +100,30 @@ fn benches(c: &mut Criterion) {
     g.bench_function(BenchmarkId::new("otlp_request", lines.len()), |b| {
         b.iter(|| {
             for r in &requests {
-                let body = to_wal(r.clone());
+                let body = to_wal(r);
                 let entries = otlp::stored::decode(&body).expect("valid");
                 black_box(entries.len());
+            }
+        })
+    });
+    g.bench_function(BenchmarkId::new("otlp_request_prost", lines.len()), |b| {
+        b.iter(|| {
+            for r in &requests {
+                let body = to_wal_prost(r.clone());
+                let entries = otlp::stored::decode(&body).expect("valid");
+                black_box(entries.len());
+            }
+        })
+    });
+    g.bench_function(BenchmarkId::new("otlp_wire_map", lines.len()), |b| {
+        b.iter(|| {
+            for r in &requests {
+                black_box(
+                    otlp::wire::map(Signal::Traces, r)
+                        .expect("valid")
+                        .items
+                        .len(),
+                );
             }
         })
     });

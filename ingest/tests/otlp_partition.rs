@@ -78,7 +78,7 @@ fn request() -> ExportTraceServiceRequest {
 
 /// The WAL payload of [`request`] as this build stores it.
 fn stored_payload() -> Vec<u8> {
-    let mapped = otlp::map_traces(request());
+    let mapped = otlp::map_traces(&request());
     assert_eq!((mapped.items.len(), mapped.ignored), (3, 1));
     let mut body = Vec::new();
     otlp::stored::encode_into(&mapped.items, &mut body);
@@ -164,5 +164,44 @@ fn a_record_that_does_not_decode_is_one_malformed_item() {
         let batch = batch::decode(&payload).unwrap();
         let a = part.apply(at as u64, 1, &batch, 1 << 20).unwrap();
         assert_eq!(a.malformed, 1);
+    }
+}
+
+/// The simulated workload's requests (`simulate --otlp`'s spans): the wire mapper, which ingest
+/// uses for protobuf bodies, maps each span as prost's parse and the mapping do.
+#[test]
+fn the_wire_mapper_maps_the_simulated_workload_as_prost_does() {
+    use fencewatch_ingest::decode::otlp::{Signal, wire};
+    use fencewatch_ingest::simulate::{Faults, Workload, simulate_into, spans::Spans};
+    use prost::Message;
+    let mut requests = Vec::new();
+    let mut sink = Spans::new(1, 50, "orders-api", |r| {
+        requests.push(r);
+        Ok(())
+    });
+    let wl = Workload {
+        events: 500,
+        scopes: 40,
+        seed: 3,
+        start: fencewatch_assess::EventTime(1_764_417_600_000_000_000),
+        rate: 1000,
+        rfc3339: false,
+        grants: true,
+        faults: Faults::default(),
+        attest: &[],
+    };
+    simulate_into(&wl, &mut sink).unwrap();
+    sink.finish().unwrap();
+    assert!(requests.len() >= 10);
+    let render = |m: otlp::Mapped| {
+        let items: Vec<String> = m.items.entries().map(|e| format!("{e:?}")).collect();
+        (items, m.ignored, m.locations)
+    };
+    for r in requests {
+        let body = r.encode_to_vec();
+        let w = render(wire::map(Signal::Traces, &body).unwrap());
+        assert_eq!(w.0.len(), r.resource_spans[0].scope_spans[0].spans.len());
+        assert!(w.0.iter().all(|e| e.starts_with("Event(")), "{:?}", w.0);
+        assert_eq!(render(otlp::map_traces(&r)), w);
     }
 }

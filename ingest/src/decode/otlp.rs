@@ -9,6 +9,10 @@
 //! observed time when that is 0). A span's provenance is `otlp:<trace_id>/<span_id>` (ids of
 //! exactly 16 and 8 bytes, not all zero); a log record has none of its own (the WAL offset).
 //!
+//! A protobuf body is mapped as it is read ([`wire::map`]: no request is built, the same items
+//! and the same refusals as prost's parse followed by the mapping); OTLP/JSON and gRPC
+//! requests are parsed into `opentelemetry-proto`'s types and mapped from those.
+//!
 //! Ingest decodes the client's request once: [`map_traces`] / [`map_logs`] map it to its
 //! fencing items (events, and errors in the place of malformed items, to be kept as
 //! `malformed_event` evidence), which the WAL stores as they are ([`stored`]); applying a
@@ -22,7 +26,6 @@ use fencewatch_assess::live::SpanId;
 use fencewatch_assess::time::EventTime;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 use prost::Message;
 
@@ -30,7 +33,11 @@ pub use opentelemetry_proto::tonic::collector::logs::v1 as logs_service;
 pub use opentelemetry_proto::tonic::collector::trace::v1 as trace_service;
 pub use opentelemetry_proto::tonic::{common, logs, resource, trace};
 
+mod level;
 pub mod stored;
+pub mod wire;
+
+use level::{Found, Level, Lookup, Val};
 
 /// The attribute that makes an item a fencing event (read from the item only).
 pub const KIND: &str = "fencing.kind";
@@ -89,10 +96,6 @@ pub struct Mapped {
     pub locations: Vec<Location>,
 }
 
-fn is_fencing(kv: &KeyValue) -> bool {
-    kv.key.starts_with(PREFIX)
-}
-
 /// A string of [`Decoded`]'s table, `NO_STR` when absent.
 type Str = u32;
 const NO_STR: Str = u32::MAX;
@@ -129,10 +132,13 @@ pub struct ItemError {
     pub error: DecodeError,
 }
 
-/// The fencing items of one request, mapped, in order.
+/// The fencing items of one request, mapped, in order. Their strings are copied into one
+/// buffer (`text`), so that mapping allocates per request, not per string.
 #[derive(Debug, Default)]
 pub struct Decoded {
-    strings: Vec<String>,
+    text: String,
+    /// Each string's range in `text`.
+    strings: Vec<(usize, usize)>,
     items: Vec<(Result<Item, DecodeError>, Option<SpanId>)>,
 }
 
@@ -156,8 +162,14 @@ impl Decoded {
         self.items.is_empty()
     }
 
+    /// String `s` of the table (not `NO_STR`).
+    fn get(&self, s: Str) -> &str {
+        let (from, to) = self.strings[s as usize];
+        self.text.get(from..to).unwrap_or_default()
+    }
+
     fn str(&self, s: Str) -> Option<&str> {
-        (s != NO_STR).then(|| self.strings[s as usize].as_str())
+        (s != NO_STR).then(|| self.get(s))
     }
 
     /// The items in order.
@@ -202,10 +214,10 @@ pub fn decode(signal: Signal, body: &[u8]) -> Result<Decoded, BodyError> {
         |e: prost::DecodeError| BodyError(format!("not an OTLP {} request: {e}", signal.as_str()));
     match signal {
         Signal::Traces => ExportTraceServiceRequest::decode(body)
-            .map(|r| map_traces(r).items)
+            .map(|r| map_traces(&r).items)
             .map_err(bad),
         Signal::Logs => ExportLogsServiceRequest::decode(body)
-            .map(|r| map_logs(r).items)
+            .map(|r| map_logs(&r).items)
             .map_err(bad),
     }
 }
@@ -246,102 +258,6 @@ const K_EMITTER: Key = 10;
 const K_SEQ: Key = 11;
 const K_PREMISES: [Key; 4] = [12, 13, 14, 15];
 
-/// The `fencing.*` attributes of one level (item, scope or resource), by key (a key present
-/// without a value is `Some(None)`), with the first key found repeated (unknown `fencing.*`
-/// keys too).
-#[derive(Debug, Default)]
-struct Level {
-    values: [Option<Option<AnyValue>>; KEYS.len()],
-    repeated: Option<String>,
-}
-
-impl Level {
-    fn of(attrs: Vec<KeyValue>) -> Level {
-        let mut level = Level::default();
-        let mut unknown: Vec<String> = Vec::new();
-        for kv in attrs {
-            if !is_fencing(&kv) {
-                continue;
-            }
-            match key_index(&kv.key) {
-                Some(i) if level.values[i].is_none() => level.values[i] = Some(kv.value),
-                Some(_) => {
-                    level.repeated.get_or_insert(kv.key);
-                }
-                None if unknown.contains(&kv.key) => {
-                    level.repeated.get_or_insert(kv.key);
-                }
-                None => unknown.push(kv.key),
-            }
-        }
-        level
-    }
-
-    fn has(&self, key: Key) -> bool {
-        self.values[key].is_some()
-    }
-}
-
-/// The index of a `fencing.*` key in [`KEYS`] (one `match`, not a search).
-fn key_index(key: &str) -> Option<Key> {
-    Some(match key.strip_prefix(PREFIX)? {
-        "kind" => 0,
-        "scope" => 1,
-        "epoch" => 2,
-        "route" => 3,
-        "property" => 4,
-        "holder" => 5,
-        "op_id" => 6,
-        "incarnation" => 7,
-        "order" => 8,
-        "outcome" => 9,
-        "emitter" => 10,
-        "seq" => 11,
-        "premise" => 12,
-        "valid_for" => 13,
-        "attester" => 14,
-        "evidence" => 15,
-        _ => return None,
-    })
-}
-
-/// The three levels an item's attributes are looked up in, item first.
-struct Lookup<'l> {
-    item: &'l mut Level,
-    scope: &'l Level,
-    resource: &'l Level,
-}
-
-/// Where a field's value was found.
-enum Found<'l> {
-    /// On the item: its value can be moved out.
-    Item,
-    /// On its scope (`true`) or resource: shared by its items.
-    Shared(bool, Option<&'l AnyValue>),
-}
-
-impl Lookup<'_> {
-    fn find(&self, key: Key) -> Option<Found<'_>> {
-        if self.item.has(key) {
-            return Some(Found::Item);
-        }
-        for (scope, level) in [(true, self.scope), (false, self.resource)] {
-            if let Some(v) = &level.values[key] {
-                return Some(Found::Shared(scope, v.as_ref()));
-            }
-        }
-        None
-    }
-
-    /// The value of `key`, if present (`Some(None)`: present without a value).
-    fn value(&self, key: Key) -> Option<Option<&AnyValue>> {
-        match self.find(key)? {
-            Found::Item => Some(self.item.values[key].as_ref().and_then(Option::as_ref)),
-            Found::Shared(_, v) => Some(v),
-        }
-    }
-}
-
 const U64_FIELDS: &str =
     "must be a non-negative integer: an intValue >= 0 or a stringValue of decimal digits";
 const STR_FIELDS: &str = "must be a string: a stringValue, or an intValue";
@@ -354,11 +270,23 @@ fn field_error(key: Key, reason: impl Into<String>, ts: Option<EventTime>) -> De
     }
 }
 
-/// Builds [`Decoded`], moving item-level strings into its table and sharing scope- and
-/// resource-level ones among their items.
+/// What a span contributes besides its attributes.
+struct SpanFacts<'a> {
+    trace_id: &'a [u8],
+    span_id: &'a [u8],
+    end_time_unix_nano: u64,
+    /// Its status is `ERROR`.
+    errored: bool,
+}
+
+/// Builds [`Decoded`], copying strings into its table once, item-level ones per item and
+/// scope- and resource-level ones once per scope, shared by its items.
 #[derive(Default)]
 struct Builder {
     mapped: Mapped,
+    /// The table's text as it is built: strings read as UTF-8, copied whole, so that it is
+    /// UTF-8 and each one's range falls on character boundaries ([`Builder::finish`]).
+    text: Vec<u8>,
     /// Table indices of the strings of the current scope's and resource's keys, once taken.
     scope_strs: [Option<Str>; KEYS.len()],
     resource_strs: [Option<Str>; KEYS.len()],
@@ -372,18 +300,36 @@ impl Builder {
         let n = n.min(1 << 16);
         let mut b = Builder::default();
         b.mapped.items.items.reserve(n);
+        b.mapped.items.strings.reserve(4 * n);
+        b.text.reserve(32 * n);
         b.mapped.locations.reserve(n);
         b
     }
 
-    fn push_str(&mut self, s: String) -> Str {
-        let strings = &mut self.mapped.items.strings;
-        strings.push(s);
-        (strings.len() - 1) as Str
+    /// Copies `v` (a string, or an integer written in decimal) into the table.
+    fn push_str(&mut self, v: Val<'_>) -> Option<Str> {
+        use std::io::Write as _;
+        let from = self.text.len();
+        match v {
+            Val::Str(s) => self.text.extend_from_slice(s),
+            Val::Int(i) => write!(self.text, "{i}").expect("a Vec takes any write"),
+            Val::Other => return None,
+        }
+        let d = &mut self.mapped.items;
+        d.strings.push((from, self.text.len()));
+        Some((d.strings.len() - 1) as Str)
+    }
+
+    /// The mapped request, its table's text checked once as a whole (one pass, a word at a
+    /// time: every string in it was UTF-8 already).
+    fn finish(mut self) -> Mapped {
+        self.mapped.items.text = String::from_utf8(self.text)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        self.mapped
     }
 
     /// Whether the item at `at` is a fencing item (else it is counted as ignored).
-    fn take(&mut self, item: &Level, at: [usize; 3]) -> bool {
+    fn take(&mut self, item: &Level<'_>, at: [usize; 3]) -> bool {
         if !item.has(K_KIND) {
             self.mapped.ignored += 1;
             return false;
@@ -402,42 +348,34 @@ impl Builder {
     /// A string field.
     fn string(
         &mut self,
-        look: &mut Lookup<'_>,
+        look: &Lookup<'_, '_>,
         key: Key,
         ts: Option<EventTime>,
     ) -> Result<Str, DecodeError> {
         let bad = || field_error(key, STR_FIELDS, ts);
-        match look.find(key) {
-            None => Ok(NO_STR),
-            Some(Found::Item) => {
-                let value = look.item.values[key].take().flatten();
-                let s = as_string(value.and_then(|v| v.value)).ok_or_else(bad)?;
-                Ok(self.push_str(s))
-            }
-            Some(Found::Shared(scope, v)) => {
-                let cached = if scope {
-                    self.scope_strs[key]
-                } else {
-                    self.resource_strs[key]
-                };
-                if let Some(s) = cached {
-                    return Ok(s);
-                }
-                let s = as_string(v.and_then(|v| v.value.clone())).ok_or_else(bad)?;
-                let s = self.push_str(s);
-                if scope {
-                    self.scope_strs[key] = Some(s);
-                } else {
-                    self.resource_strs[key] = Some(s);
-                }
-                Ok(s)
-            }
+        let Some((at, v)) = look.find(key) else {
+            return Ok(NO_STR);
+        };
+        let cached = match at {
+            Found::Item => None,
+            Found::Scope => self.scope_strs[key],
+            Found::Resource => self.resource_strs[key],
+        };
+        if let Some(s) = cached {
+            return Ok(s);
         }
+        let s = v.and_then(|v| self.push_str(v)).ok_or_else(bad)?;
+        match at {
+            Found::Item => {}
+            Found::Scope => self.scope_strs[key] = Some(s),
+            Found::Resource => self.resource_strs[key] = Some(s),
+        }
+        Ok(s)
     }
 
-    fn item(&mut self, look: &mut Lookup<'_>, at: EventTime) -> Result<Item, DecodeError> {
+    fn item(&mut self, look: &Lookup<'_, '_>, at: EventTime) -> Result<Item, DecodeError> {
         let ts = Some(at);
-        for level in [&*look.item, look.scope, look.resource] {
+        for level in [look.item, look.scope, look.resource] {
             if let Some(k) = &level.repeated {
                 return Err(line_error(format!("attribute `{k}` is repeated"), ts));
             }
@@ -449,7 +387,7 @@ impl Builder {
         let outcome = self.text(look, K_OUTCOME, ts, |s| {
             Outcome::parse(s).ok_or_else(|| format!("unknown outcome `{s}`"))
         })?;
-        let u = |look: &Lookup<'_>, key: Key| -> Result<Option<u64>, DecodeError> {
+        let u = |look: &Lookup<'_, '_>, key: Key| -> Result<Option<u64>, DecodeError> {
             look.value(key)
                 .map(|v| as_u64(v).map_err(|()| field_error(key, U64_FIELDS, ts)))
                 .transpose()
@@ -503,7 +441,7 @@ impl Builder {
     /// A string field read in place, through `parse` (an `Err` is the field's reason).
     fn text<T>(
         &self,
-        look: &Lookup<'_>,
+        look: &Lookup<'_, '_>,
         key: Key,
         ts: Option<EventTime>,
         parse: impl Fn(&str) -> Result<T, String>,
@@ -511,9 +449,12 @@ impl Builder {
         let Some(v) = look.value(key) else {
             return Ok(None);
         };
-        let parsed = match v.and_then(|v| v.value.as_ref()) {
-            Some(Value::StringValue(s)) => parse(s),
-            Some(Value::IntValue(i)) => parse(&i.to_string()),
+        let parsed = match v {
+            Some(Val::Str(b)) => match std::str::from_utf8(b) {
+                Ok(s) => parse(s),
+                Err(_) => Err(STR_FIELDS.to_string()),
+            },
+            Some(Val::Int(i)) => parse(&i.to_string()),
             _ => Err(STR_FIELDS.to_string()),
         };
         parsed.map(Some).map_err(|why| field_error(key, why, ts))
@@ -521,6 +462,68 @@ impl Builder {
 
     fn push(&mut self, item: Result<Item, DecodeError>, span: Option<SpanId>) {
         self.mapped.items.items.push((item, span));
+    }
+
+    /// The span at `at`, with its attributes `item` under `scope` and `resource`.
+    fn span(&mut self, levels: [&Level<'_>; 3], at: [usize; 3], span: SpanFacts<'_>) {
+        let [item, scope, resource] = levels;
+        if !self.take(item, at) {
+            return;
+        }
+        let ts = time(span.end_time_unix_nano);
+        let prov = span_ids(span.trace_id, span.span_id);
+        let ok_ts = ts.and_then(Result::ok);
+        let result = match (&prov, ts) {
+            (Err(e), _) => Err(line_error(e.clone(), ok_ts)),
+            (_, None) => Err(line_error("span end_time_unix_nano is 0".into(), None)),
+            (_, Some(Err(()))) => Err(line_error(
+                "span end_time_unix_nano is beyond 2^63-1 ns".into(),
+                None,
+            )),
+            (Ok(_), Some(Ok(t))) => {
+                let look = Lookup {
+                    item,
+                    scope,
+                    resource,
+                };
+                let outcome_set = look.find(K_OUTCOME).is_some();
+                self.item(&look, t).and_then(|it| {
+                    if span.errored && it.kind.is_mutation() && !outcome_set {
+                        Err(line_error(ERROR_WITHOUT_OUTCOME.into(), ok_ts))
+                    } else {
+                        Ok(it)
+                    }
+                })
+            }
+        };
+        self.push(result, prov.ok());
+    }
+
+    /// The log record at `at`, with its attributes `item` under `scope` and `resource`.
+    fn log(&mut self, levels: [&Level<'_>; 3], at: [usize; 3], time_ns: u64, observed_ns: u64) {
+        let [item, scope, resource] = levels;
+        if !self.take(item, at) {
+            return;
+        }
+        let result = match time(time_ns).or_else(|| time(observed_ns)) {
+            None => Err(line_error(
+                "log record time_unix_nano and observed_time_unix_nano are 0".into(),
+                None,
+            )),
+            Some(Err(())) => Err(line_error(
+                "log record time is beyond 2^63-1 ns".into(),
+                None,
+            )),
+            Some(Ok(t)) => {
+                let look = Lookup {
+                    item,
+                    scope,
+                    resource,
+                };
+                self.item(&look, t)
+            }
+        };
+        self.push(result, None);
     }
 }
 
@@ -540,19 +543,12 @@ fn valid_for(v: &str) -> Result<fencewatch_assess::time::Duration, String> {
     Ok(d)
 }
 
-fn as_string(v: Option<Value>) -> Option<String> {
-    match v? {
-        Value::StringValue(s) => Some(s),
-        Value::IntValue(i) => Some(i.to_string()),
-        _ => None,
-    }
-}
-
-fn as_u64(v: Option<&AnyValue>) -> Result<u64, ()> {
-    match v.and_then(|v| v.value.as_ref()) {
-        Some(Value::IntValue(i)) => u64::try_from(*i).map_err(drop),
-        Some(Value::StringValue(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
-            s.parse().map_err(drop)
+fn as_u64(v: Option<Val<'_>>) -> Result<u64, ()> {
+    match v {
+        Some(Val::Int(i)) => u64::try_from(i).map_err(drop),
+        Some(Val::Str(s)) if !s.is_empty() && s.iter().all(u8::is_ascii_digit) => {
+            // Digits only: ASCII.
+            std::str::from_utf8(s).map_err(drop)?.parse().map_err(drop)
         }
         _ => Err(()),
     }
@@ -588,96 +584,64 @@ fn line_error(reason: String, ts: Option<EventTime>) -> DecodeError {
     }
 }
 
-/// Maps a trace request to its fencing spans (module doc), consuming it: item-level strings
-/// are moved, not copied.
-pub fn map_traces(req: ExportTraceServiceRequest) -> Mapped {
-    let spans = req.resource_spans.iter().flat_map(|r| &r.scope_spans);
-    let mut b = Builder::for_items(spans.map(|s| s.spans.len()).sum());
-    for (r, rs) in req.resource_spans.into_iter().enumerate() {
-        let resource = Level::of(rs.resource.map(|r| r.attributes).unwrap_or_default());
-        for (s, ss) in rs.scope_spans.into_iter().enumerate() {
-            let scope = Level::of(ss.scope.map(|s| s.attributes).unwrap_or_default());
-            b.next_scope();
-            for (i, span) in ss.spans.into_iter().enumerate() {
-                let mut item = Level::of(span.attributes);
-                if !b.take(&item, [r, s, i]) {
-                    continue;
-                }
-                let ts = time(span.end_time_unix_nano);
-                let prov = span_ids(&span.trace_id, &span.span_id);
-                let ok_ts = ts.and_then(Result::ok);
-                let result = match (&prov, ts) {
-                    (Err(e), _) => Err(line_error(e.clone(), ok_ts)),
-                    (_, None) => Err(line_error("span end_time_unix_nano is 0".into(), None)),
-                    (_, Some(Err(()))) => Err(line_error(
-                        "span end_time_unix_nano is beyond 2^63-1 ns".into(),
-                        None,
-                    )),
-                    (Ok(_), Some(Ok(t))) => {
-                        let mut look = Lookup {
-                            item: &mut item,
-                            scope: &scope,
-                            resource: &resource,
-                        };
-                        let errored = span
-                            .status
-                            .as_ref()
-                            .is_some_and(|s| s.code == StatusCode::Error as i32);
-                        let outcome_set = look.find(K_OUTCOME).is_some();
-                        b.item(&mut look, t).and_then(|it| {
-                            if errored && it.kind.is_mutation() && !outcome_set {
-                                Err(line_error(ERROR_WITHOUT_OUTCOME.into(), ok_ts))
-                            } else {
-                                Ok(it)
-                            }
-                        })
-                    }
-                };
-                b.push(result, prov.ok());
-            }
-        }
-    }
-    b.mapped
+fn attributes_of(r: Option<&resource::v1::Resource>) -> Level<'_> {
+    r.map_or_else(Level::default, |r| Level::of(&r.attributes))
 }
 
-/// Maps a logs request to its fencing log records (module doc), consuming it.
-pub fn map_logs(req: ExportLogsServiceRequest) -> Mapped {
-    let records = req.resource_logs.iter().flat_map(|r| &r.scope_logs);
-    let mut b = Builder::for_items(records.map(|s| s.log_records.len()).sum());
-    for (r, rl) in req.resource_logs.into_iter().enumerate() {
-        let resource = Level::of(rl.resource.map(|r| r.attributes).unwrap_or_default());
-        for (s, sl) in rl.scope_logs.into_iter().enumerate() {
-            let scope = Level::of(sl.scope.map(|s| s.attributes).unwrap_or_default());
+fn scope_attributes(s: Option<&common::v1::InstrumentationScope>) -> Level<'_> {
+    s.map_or_else(Level::default, |s| Level::of(&s.attributes))
+}
+
+/// Maps a parsed trace request to its fencing spans (module doc). A protobuf body is mapped
+/// without materialising the request by [`wire::map`], to the same items.
+pub fn map_traces(req: &ExportTraceServiceRequest) -> Mapped {
+    let spans = req.resource_spans.iter().flat_map(|r| &r.scope_spans);
+    let mut b = Builder::for_items(spans.map(|s| s.spans.len()).sum());
+    for (r, rs) in req.resource_spans.iter().enumerate() {
+        let resource = attributes_of(rs.resource.as_ref());
+        for (s, ss) in rs.scope_spans.iter().enumerate() {
+            let scope = scope_attributes(ss.scope.as_ref());
             b.next_scope();
-            for (i, rec) in sl.log_records.into_iter().enumerate() {
-                let mut item = Level::of(rec.attributes);
-                if !b.take(&item, [r, s, i]) {
-                    continue;
-                }
-                let ts = time(rec.time_unix_nano).or_else(|| time(rec.observed_time_unix_nano));
-                let result = match ts {
-                    None => Err(line_error(
-                        "log record time_unix_nano and observed_time_unix_nano are 0".into(),
-                        None,
-                    )),
-                    Some(Err(())) => Err(line_error(
-                        "log record time is beyond 2^63-1 ns".into(),
-                        None,
-                    )),
-                    Some(Ok(t)) => {
-                        let mut look = Lookup {
-                            item: &mut item,
-                            scope: &scope,
-                            resource: &resource,
-                        };
-                        b.item(&mut look, t)
-                    }
+            for (i, span) in ss.spans.iter().enumerate() {
+                let item = Level::of(&span.attributes);
+                let facts = SpanFacts {
+                    trace_id: &span.trace_id,
+                    span_id: &span.span_id,
+                    end_time_unix_nano: span.end_time_unix_nano,
+                    errored: span
+                        .status
+                        .as_ref()
+                        .is_some_and(|s| s.code == StatusCode::Error as i32),
                 };
-                b.push(result, None);
+                b.span([&item, &scope, &resource], [r, s, i], facts);
             }
         }
     }
-    b.mapped
+    b.finish()
+}
+
+/// Maps a parsed logs request to its fencing log records (module doc).
+pub fn map_logs(req: &ExportLogsServiceRequest) -> Mapped {
+    let records = req.resource_logs.iter().flat_map(|r| &r.scope_logs);
+    let mut b = Builder::for_items(records.map(|s| s.log_records.len()).sum());
+    for (r, rl) in req.resource_logs.iter().enumerate() {
+        let resource = attributes_of(rl.resource.as_ref());
+        for (s, sl) in rl.scope_logs.iter().enumerate() {
+            let scope = scope_attributes(sl.scope.as_ref());
+            b.next_scope();
+            for (i, rec) in sl.log_records.iter().enumerate() {
+                let item = Level::of(&rec.attributes);
+                let levels = [&item, &scope, &resource];
+                b.log(
+                    levels,
+                    [r, s, i],
+                    rec.time_unix_nano,
+                    rec.observed_time_unix_nano,
+                );
+            }
+        }
+    }
+    b.finish()
 }
 
 /// Why a request body is not an OTLP request (an HTTP `400`, a gRPC `INVALID_ARGUMENT`).
@@ -718,13 +682,3 @@ pub fn parse_logs(
 
 #[cfg(test)]
 mod tests;
-
-#[cfg(test)]
-#[test]
-fn key_indices_name_their_keys() {
-    for (i, k) in KEYS.iter().enumerate() {
-        assert_eq!(key_index(k), Some(i), "{k}");
-    }
-    assert_eq!(key_index("fencing.other"), None);
-    assert_eq!(key_index("kind"), None);
-}

@@ -177,7 +177,7 @@ mod tests {
         let mut at = 0;
         let mut ids = std::collections::HashSet::new();
         for r in requests {
-            let mapped = otlp::map_traces(r);
+            let mapped = otlp::map_traces(&r);
             assert_eq!(mapped.ignored, 0);
             for e in mapped.items.entries() {
                 let Entry::Event(ev, Some(span)) = e else {

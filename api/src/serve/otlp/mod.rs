@@ -120,6 +120,8 @@ pub enum Request {
     Traces(otlp::trace_service::ExportTraceServiceRequest),
     /// Of the logs service.
     Logs(otlp::logs_service::ExportLogsServiceRequest),
+    /// A protobuf body of either, mapped as it was read ([`otlp::wire::map`]).
+    Mapped(Signal, Mapped),
 }
 
 impl Request {
@@ -127,6 +129,7 @@ impl Request {
         match self {
             Request::Traces(_) => Signal::Traces,
             Request::Logs(_) => Signal::Logs,
+            Request::Mapped(signal, _) => *signal,
         }
     }
 
@@ -137,6 +140,11 @@ impl Request {
         json: bool,
     ) -> Result<Request, Failure> {
         let invalid = |e: otlp::RequestError| Failure::Invalid(e.0);
+        if !json {
+            return otlp::wire::map(signal, &body)
+                .map(|m| Request::Mapped(signal, m))
+                .map_err(|e| Failure::Invalid(format!("invalid OTLP protobuf: {e}")));
+        }
         match signal {
             Signal::Traces => otlp::parse_traces(body, json)
                 .map(Request::Traces)
@@ -149,8 +157,9 @@ impl Request {
 
     fn map(self) -> Mapped {
         match self {
-            Request::Traces(r) => otlp::map_traces(r),
-            Request::Logs(r) => otlp::map_logs(r),
+            Request::Traces(r) => otlp::map_traces(&r),
+            Request::Logs(r) => otlp::map_logs(&r),
+            Request::Mapped(_, m) => m,
         }
     }
 }

@@ -73,7 +73,7 @@ pub fn encoded_len(items: &Decoded) -> usize {
     const VARINT: usize = 10;
     let str_len = |s: u32| match s {
         NO_STR => 0,
-        s => VARINT + items.strings[s as usize].len(),
+        s => VARINT + items.get(s).len(),
     };
     let each = |(item, _): &(Result<Item, DecodeError>, Option<SpanId>)| {
         let fixed = 1 + 24;
@@ -121,7 +121,7 @@ pub fn encode_into(items: &Decoded, out: &mut Vec<u8>) {
                     varint(out, n);
                 }
                 for s in strs.into_iter().filter(|s| *s != NO_STR) {
-                    string(out, &items.strings[s as usize]);
+                    string(out, items.get(s));
                 }
             }
             Err(e) => {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::decode::otlp::common::v1::any_value::Value;
 use crate::decode::otlp::common::v1::{AnyValue, InstrumentationScope, KeyValue};
 use crate::decode::otlp::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use crate::decode::otlp::resource::v1::Resource;
@@ -11,7 +12,7 @@ const TRACE: [u8; 16] = [
 const SPAN: [u8; 8] = [0xb7, 0xad, 0x6b, 0x71, 0x69, 0x20, 0x33, 0x31];
 const PROV: &str = "otlp:0af7651916cd43dd8448eb211c80319c/b7ad6b7169203331";
 
-fn s(k: &str, v: &str) -> KeyValue {
+pub(super) fn s(k: &str, v: &str) -> KeyValue {
     KeyValue {
         key: k.into(),
         value: Some(AnyValue {
@@ -29,14 +30,14 @@ fn i(k: &str, v: i64) -> KeyValue {
     }
 }
 
-fn kv(k: &str, v: Value) -> KeyValue {
+pub(super) fn kv(k: &str, v: Value) -> KeyValue {
     KeyValue {
         key: k.into(),
         value: Some(AnyValue { value: Some(v) }),
     }
 }
 
-fn span(attrs: Vec<KeyValue>) -> Span {
+pub(super) fn span(attrs: Vec<KeyValue>) -> Span {
     Span {
         trace_id: TRACE.to_vec(),
         span_id: SPAN.to_vec(),
@@ -48,7 +49,7 @@ fn span(attrs: Vec<KeyValue>) -> Span {
     }
 }
 
-fn commit(epoch: i64) -> Vec<KeyValue> {
+pub(super) fn commit(epoch: i64) -> Vec<KeyValue> {
     vec![
         s("fencing.kind", "commit"),
         s("fencing.scope", "order-17"),
@@ -57,7 +58,7 @@ fn commit(epoch: i64) -> Vec<KeyValue> {
     ]
 }
 
-fn traces(
+pub(super) fn traces(
     resource: Vec<KeyValue>,
     scope: Vec<KeyValue>,
     spans: Vec<Span>,
@@ -94,13 +95,13 @@ fn body(m: &Mapped) -> Vec<u8> {
 
 /// What a request comes to after the whole ingest path: mapped, stored, read back.
 fn ingest(req: ExportTraceServiceRequest) -> (Mapped, Vec<String>) {
-    let mapped = map_traces(req);
+    let mapped = map_traces(&req);
     let items = render(stored::decode(&body(&mapped)).unwrap());
     (mapped, items)
 }
 
 /// Each item as one comparable line.
-fn render<'a>(entries: impl IntoIterator<Item = Entry<'a>>) -> Vec<String> {
+pub(super) fn render<'a>(entries: impl IntoIterator<Item = Entry<'a>>) -> Vec<String> {
     entries
         .into_iter()
         .map(|e| match e {
@@ -127,7 +128,7 @@ fn one_with(
     scope: Vec<KeyValue>,
     sp: Span,
 ) -> Result<(String, Option<String>), String> {
-    let mapped = map_traces(traces(resource, scope, vec![sp]));
+    let mapped = map_traces(&traces(resource, scope, vec![sp]));
     assert_eq!(mapped.items.len(), 1);
     let body = body(&mapped);
     match stored::decode(&body).unwrap().into_iter().next().unwrap() {
@@ -137,7 +138,7 @@ fn one_with(
 }
 
 fn event_of(attrs: Vec<KeyValue>) -> Event<'static> {
-    let body = body(&map_traces(traces(vec![], vec![], vec![span(attrs)])));
+    let body = body(&map_traces(&traces(vec![], vec![], vec![span(attrs)])));
     let Entry::Event(ev, _) = stored::decode(&body).unwrap().into_iter().next().unwrap() else {
         panic!("malformed")
     };
@@ -269,7 +270,7 @@ fn attributes_are_looked_up_on_the_item_then_the_scope_then_the_resource() {
 fn shared_strings_are_shared_by_the_items_of_a_scope() {
     let resource = vec![s("fencing.property", "p")];
     let spans = (0..3).map(|_| span(commit(1))).collect();
-    let d = map_traces(traces(resource, vec![], spans)).items;
+    let d = map_traces(&traces(resource, vec![], spans)).items;
     // 3 items × (scope, route) of their own + the property once.
     assert_eq!(d.strings.len(), 7);
     assert!(
@@ -297,7 +298,7 @@ fn fencing_kind_counts_on_the_item_only() {
 
 #[test]
 fn a_request_without_fencing_items_stores_nothing() {
-    let mapped = map_traces(traces(vec![], vec![], vec![span(vec![s("a", "b")])]));
+    let mapped = map_traces(&traces(vec![], vec![], vec![span(vec![s("a", "b")])]));
     assert_eq!((mapped.items.len(), mapped.ignored), (0, 1));
     assert!(mapped.locations.is_empty());
 }
@@ -416,7 +417,7 @@ fn ids_must_be_16_and_8_bytes_and_not_zero() {
         let mut sp = span(commit(1));
         sp.trace_id = trace;
         sp.span_id = span_id;
-        let body = body(&map_traces(traces(vec![], vec![], vec![sp])));
+        let body = body(&map_traces(&traces(vec![], vec![], vec![sp])));
         match stored::decode(&body).unwrap().into_iter().next().unwrap() {
             Entry::Malformed(e) => {
                 assert_eq!(e.error.reason, why);
@@ -522,7 +523,7 @@ fn log_records_take_their_time_or_their_observed_time() {
         ],
         vec![s("fencing.property", "p")],
     );
-    let mapped = map_logs(req);
+    let mapped = map_logs(&req);
     assert_eq!((mapped.items.len(), mapped.ignored), (3, 1));
     let body = body(&mapped);
     let items = stored::decode(&body).unwrap();
@@ -602,7 +603,7 @@ fn otlp_json_ids_of_another_length_make_the_item_malformed_not_the_request() {
 fn a_stored_body_that_is_not_otlp_is_an_error() {
     let e = decode(Signal::Logs, b"\xff\xff\xff").unwrap_err();
     assert!(e.to_string().starts_with("not an OTLP logs request"), "{e}");
-    let good = body(&map_traces(traces(vec![], vec![], vec![span(commit(1))])));
+    let good = body(&map_traces(&traces(vec![], vec![], vec![span(commit(1))])));
     assert_eq!(stored::count(&good).unwrap(), 1);
     // Cut anywhere, or with a byte more, a record is refused, never misread.
     for cut in 0..good.len() {
@@ -613,7 +614,7 @@ fn a_stored_body_that_is_not_otlp_is_an_error() {
     assert!(stored::decode(&longer).is_err());
 }
 
-fn value() -> impl Strategy<Value = Value> {
+pub(super) fn value() -> impl Strategy<Value = Value> {
     prop_oneof![
         (-3i64..5).prop_map(Value::IntValue),
         prop_oneof![
@@ -675,7 +676,14 @@ fn request() -> impl Strategy<Value = ExportTraceServiceRequest> {
         });
     let scope = (attrs(), proptest::collection::vec(sp, 0..4));
     let resource = (attrs(), proptest::collection::vec(scope, 0..3));
-    proptest::collection::vec(resource, 0..3).prop_map(|rs| ExportTraceServiceRequest {
+    proptest::collection::vec(resource, 0..3).prop_map(assemble)
+}
+
+/// Resources (their attributes), each with its scopes (their attributes) and their spans.
+pub(super) type Tree = Vec<(Vec<KeyValue>, Vec<(Vec<KeyValue>, Vec<Span>)>)>;
+
+pub(super) fn assemble(rs: Tree) -> ExportTraceServiceRequest {
+    ExportTraceServiceRequest {
         resource_spans: rs
             .into_iter()
             .map(|(ra, scopes)| ResourceSpans {
@@ -687,17 +695,18 @@ fn request() -> impl Strategy<Value = ExportTraceServiceRequest> {
                     .into_iter()
                     .map(|(sa, spans)| ScopeSpans {
                         scope: Some(InstrumentationScope {
+                            name: "orders".into(),
                             attributes: sa,
                             ..InstrumentationScope::default()
                         }),
                         spans,
-                        schema_url: String::new(),
+                        schema_url: "u".into(),
                     })
                     .collect(),
                 schema_url: String::new(),
             })
             .collect(),
-    })
+    }
 }
 
 proptest! {
@@ -706,7 +715,7 @@ proptest! {
     /// give the same; every item is a fencing item or ignored.
     #[test]
     fn storing_and_json_change_no_item(req in request()) {
-        let whole = render(map_traces(req.clone()).items.entries());
+        let whole = render(map_traces(&req).items.entries());
         let total: usize = req.resource_spans.iter()
             .flat_map(|r| &r.scope_spans).map(|s| s.spans.len()).sum();
         let json = serde_json::to_vec(&req).unwrap();
