@@ -640,3 +640,33 @@ fn an_event_the_assessor_finds_malformed_is_archived_with_its_own_line() {
     assert_eq!(lines, [future(1).trim_end(), future(4).trim_end()]);
     assert_eq!(strings(&read(dir.path(), Table::Events), "source").len(), 3);
 }
+
+#[test]
+fn the_flush_interval_comes_due_under_a_steady_load() {
+    use fencewatch_ingest::archive::Due;
+    let dir = tempfile::tempdir().unwrap();
+    let archive = Arc::new(
+        Archive::open(ArchiveOptions {
+            write_bytes: 1,
+            flush_interval: std::time::Duration::from_millis(50),
+            ..opts(dir.path())
+        })
+        .unwrap(),
+    );
+    let a = archive.clone();
+    let mut o = local::open_with(&dir.path().join("p"), contract(), popts(), |p| {
+        p.attach_archive(a)
+    })
+    .unwrap();
+    // Rows waiting each time the archive's thread comes back (every commit sets `wake`): the
+    // interval, once passed, still comes first, so that windows, retention and compaction run.
+    let since = std::time::Instant::now();
+    let mut i = 0;
+    ingest(&mut o, i);
+    assert_eq!(archive.wait_due(since), Due::Size);
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    i += 1;
+    ingest(&mut o, i);
+    assert_eq!(archive.wait_due(since), Due::Interval);
+    assert_eq!(archive.wait_due(std::time::Instant::now()), Due::Size);
+}

@@ -155,6 +155,12 @@ impl Archive {
             let d = dir.join(t.name());
             std::fs::create_dir_all(&d).map_err(io(&d))?;
         }
+        // The folders are durable before a file in them is: a power loss after the first
+        // flush must not take `archive/` (and its rows, below a checkpoint) with it.
+        let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
+        for d in [Some(dir.as_path()), parent].into_iter().flatten() {
+            crate::wal::fsync_dir(d).map_err(io(d))?;
+        }
         let mut m = Manifest::load(dir)?;
         let listed: BTreeSet<&str> = m
             .files
@@ -306,13 +312,16 @@ impl Archive {
             if s.closing {
                 return Due::Closing;
             }
-            if s.wake {
-                s.wake = false;
-                return Due::Size;
-            }
+            // The interval first: under a steady load `wake` is set again each time the
+            // thread comes back, and the interval's work (windows, retention, compaction)
+            // must still be done.
             let left = self.opts.flush_interval.saturating_sub(since.elapsed());
             if left.is_zero() {
                 return Due::Interval;
+            }
+            if s.wake {
+                s.wake = false;
+                return Due::Size;
             }
             s = self
                 .changed
@@ -347,7 +356,7 @@ impl Archive {
     /// Writes every row waiting (one file per table) and commits it to the manifest with the
     /// partitions' offsets and the windows' progress. Returns whether anything changed.
     pub fn flush(&self) -> Result<bool, Error> {
-        let mut open = self.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut open = self.open_files()?;
         {
             let s = self.lock();
             if let Some(f) = &s.failed {
@@ -370,7 +379,7 @@ impl Archive {
     /// and cuts the files when they hold `flush_bytes` (a flush). The archive's thread calls
     /// it when enough rows wait, so that a flush does not encode a whole file in one burst.
     pub fn write_some(&self) -> Result<(), Error> {
-        let mut open = self.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut open = self.open_files()?;
         self.write_pending(&mut open)?;
         if self.lock().open_bytes >= self.opts.flush_bytes {
             self.commit_open(&mut open)?;
@@ -453,6 +462,16 @@ impl Archive {
     /// Stops the archive after `e`: the rows stay visible in memory; nothing more is written
     /// (a restart replays the log into the archive from the offsets the manifest holds, and
     /// deletes the open files as leftovers).
+    /// The open files, to write to. A panic while they were written left them half
+    /// written: that fails the archive (as a write error does), never closes them as they are.
+    fn open_files(&self) -> Result<MutexGuard<'_, Open>, Error> {
+        self.flush_lock.lock().or_else(|poisoned| {
+            let mut open = poisoned.into_inner();
+            let why = Error::Failed("a write of the open files panicked".into());
+            Err(self.failed(&mut open, why))
+        })
+    }
+
     fn failed(&self, open: &mut Open, e: Error) -> Error {
         open.abandon();
         let mut s = self.lock();
