@@ -111,6 +111,7 @@ fn local(args: &QueryArgs, format: OutFormat) -> Result<(Vec<u8>, bool), String>
         timeout: std::time::Duration::from_secs(args.timeout.max(1)),
         max_rows: args.max_rows.max(1),
         memory: args.memory.max(1 << 20),
+        ..Limits::default()
     })
     .map_err(|e| e.to_string())?;
     let answer = queries

@@ -54,6 +54,8 @@ pub struct Limits {
     pub max_rows: usize,
     /// Bytes of memory all queries together may hold (operators and results).
     pub memory: usize,
+    /// The query threads' niceness, 0 to 19 (`query_nice`).
+    pub nice: i32,
 }
 
 impl Default for Limits {
@@ -62,6 +64,7 @@ impl Default for Limits {
             timeout: Duration::from_secs(30),
             max_rows: 100_000,
             memory: 512 << 20,
+            nice: QUERY_NICE,
         }
     }
 }
@@ -190,6 +193,7 @@ impl Queries {
         let mut rt = self.runtime.lock().unwrap_or_else(|p| p.into_inner());
         if rt.is_none() {
             let (up, down) = (self.threads.clone(), self.threads.clone());
+            let nice = self.limits.nice;
             *rt = Some(
                 tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(1)
@@ -197,7 +201,7 @@ impl Queries {
                     .thread_name("fencewatch-query")
                     .on_thread_start(move || {
                         up.fetch_add(1, Ordering::AcqRel);
-                        lower_priority();
+                        lower_priority(nice);
                     })
                     .on_thread_stop(move || {
                         down.fetch_sub(1, Ordering::AcqRel);
@@ -282,18 +286,17 @@ impl Queries {
     }
 }
 
-/// The niceness of the query threads: the lowest CPU priority, so that on cores shared with
-/// ingest a runaway query takes only the time ingest, the API and the archive leave idle
-/// (SPEC §9: a runaway join must not stall ingest or its latency). On an idle machine a query
-/// still has every cycle.
+/// The default niceness of the query threads (`query_nice`): the lowest CPU priority, so that
+/// on cores shared with ingest a runaway query takes only the time ingest, the API and the
+/// archive leave idle (SPEC §9: a runaway join must not stall ingest or its latency). On an
+/// idle machine a query still has every cycle; on a saturated one it waits.
 pub const QUERY_NICE: i32 = 19;
 
-/// Lowers the calling thread's CPU priority to [`QUERY_NICE`] (Linux: a thread's own nice
-/// value; elsewhere nothing). A failure is logged, not fatal: the query still runs.
-fn lower_priority() {
+/// Sets the calling thread's CPU priority to `nice` (Linux: a thread's own nice value;
+/// elsewhere nothing). A failure is logged, not fatal: the query still runs.
+fn lower_priority(nice: i32) {
     #[cfg(target_os = "linux")]
-    if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), QUERY_NICE)
-    {
+    if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), nice) {
         tracing::warn!(error = %e, "cannot lower the query thread's CPU priority");
     }
 }

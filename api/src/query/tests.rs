@@ -368,4 +368,12 @@ fn queries_run_at_the_lowest_cpu_priority_and_ingest_keeps_its_own() {
     });
     assert_eq!((worker, blocking), (QUERY_NICE, QUERY_NICE));
     assert_eq!(own_nice(), before, "the caller's thread is left as it was");
+    // `query_nice` sets it (a thread may lower its own priority, never raise it).
+    let q = queries(Limits {
+        nice: 7.max(before),
+        ..Limits::default()
+    });
+    let handle = q.handle().unwrap();
+    let worker = rt.block_on(async { handle.spawn(async { own_nice() }).await.unwrap() });
+    assert_eq!(worker, 7.max(before));
 }

@@ -50,6 +50,7 @@ archive_max_bytes = 0           # 0: no limit
 query_timeout = "30s"
 query_max_rows = 100000
 query_memory = 536870912        # 512 MiB
+query_nice = 19                 # query threads' CPU priority: 19 lowest (ingest first), 0 normal
 "#;
 
 /// The smallest accepted `max_body_bytes`.
@@ -277,6 +278,7 @@ struct Layer {
     query_timeout: Option<String>,
     query_max_rows: Option<u64>,
     query_memory: Option<u64>,
+    query_nice: Option<u64>,
 }
 
 fn is_level(s: &str) -> bool {

@@ -282,6 +282,7 @@ async fn serve(
         timeout: std::time::Duration::from_nanos(config.query.timeout.0 as u64),
         max_rows: usize::try_from(config.query.max_rows).unwrap_or(usize::MAX),
         memory: usize::try_from(config.query.memory).unwrap_or(usize::MAX),
+        nice: config.query.nice,
     })
     .map_err(Failed::QueryRuntime)?;
     let mut base = Base::new(

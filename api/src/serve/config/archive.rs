@@ -1,6 +1,6 @@
 //! The evidence archive's and the queries' keys (SPEC §9): `archive`,
 //! `archive_flush_interval`, `archive_retention`, `archive_max_bytes`, `query_timeout`,
-//! `query_max_rows`, `query_memory`.
+//! `query_max_rows`, `query_memory`, `query_nice`.
 
 use super::{Layer, Loader, Origin, pick};
 use clap::Args;
@@ -35,6 +35,10 @@ pub struct ArchiveArgs {
     /// Bytes of memory SQL queries may hold together [default: 512 MiB].
     #[arg(long, env = "FENCEWATCH_QUERY_MEMORY", value_name = "BYTES")]
     pub query_memory: Option<String>,
+    /// The query threads' CPU priority (nice), 0 to 19: 19 yields every core to ingest
+    /// [default: 19].
+    #[arg(long, env = "FENCEWATCH_QUERY_NICE", value_name = "N")]
+    pub query_nice: Option<String>,
 }
 
 /// The archive's settings; `None` in [`super::ServeConfig`] when `archive = false`.
@@ -57,6 +61,8 @@ pub struct QueryConfig {
     pub max_rows: u64,
     /// Bytes the queries may hold together.
     pub memory: u64,
+    /// The query threads' niceness (0 to 19).
+    pub nice: i32,
 }
 
 /// The smallest accepted `query_memory`.
@@ -89,6 +95,7 @@ pub(super) fn load(
         f.archive_max_bytes,
         d.archive_max_bytes,
     );
+    let nice: Keys<u64> = (a.query_nice, f.query_nice, d.query_nice);
     let query: (Keys<String>, Keys<u64>, Keys<u64>) = (
         (
             a.query_timeout,
@@ -144,6 +151,14 @@ pub(super) fn load(
         memory.2,
         MIN_QUERY_MEMORY,
     );
+    let (nice, origin) = l.number("query_nice", nice.0, nice.1, nice.2, 0);
+    if nice > 19 {
+        l.error(
+            "query_nice",
+            origin,
+            format_args!("{nice} is not a nice value from 0 to 19"),
+        );
+    }
     let archive = on.then_some(ArchiveConfig {
         flush_interval: every,
         retention: keep,
@@ -155,6 +170,7 @@ pub(super) fn load(
             timeout,
             max_rows,
             memory,
+            nice: i32::try_from(nice.min(19)).unwrap_or(19),
         },
     )
 }
