@@ -48,7 +48,12 @@ fn open(dir: &Path) -> (Arc<Archive>, Opened) {
 }
 
 fn open_under(dir: &Path, c: Contract) -> (Arc<Archive>, Opened) {
-    let archive = Arc::new(Archive::open(opts(dir)).unwrap());
+    open_archive(dir, c, opts(dir))
+}
+
+/// An archive of `options` and the local partition of `dir` opened feeding it.
+fn open_archive(dir: &Path, c: Contract, options: ArchiveOptions) -> (Arc<Archive>, Opened) {
+    let archive = Arc::new(Archive::open(options).unwrap());
     let a = archive.clone();
     let o = local::open_with(&dir.join("p"), c, popts(), |p| p.attach_archive(a)).unwrap();
     (archive, o)
@@ -595,19 +600,12 @@ fn a_crash_between_row_groups_of_an_open_file_leaves_no_file_and_replay_archives
 #[test]
 fn write_some_cuts_a_file_once_it_holds_flush_bytes() {
     let dir = tempfile::tempdir().unwrap();
-    let archive = Arc::new(
-        Archive::open(ArchiveOptions {
-            row_group_rows: 4,
-            flush_bytes: 1,
-            ..opts(dir.path())
-        })
-        .unwrap(),
-    );
-    let a = archive.clone();
-    let mut o = local::open_with(&dir.path().join("p"), contract(), popts(), |p| {
-        p.attach_archive(a)
-    })
-    .unwrap();
+    let small = ArchiveOptions {
+        row_group_rows: 4,
+        flush_bytes: 1,
+        ..opts(dir.path())
+    };
+    let (archive, mut o) = open_archive(dir.path(), contract(), small);
     ingest(&mut o, 0);
     archive.write_some().unwrap();
     assert_eq!(read(dir.path(), Table::Events)[0].num_rows(), 1);
@@ -645,19 +643,12 @@ fn an_event_the_assessor_finds_malformed_is_archived_with_its_own_line() {
 fn the_flush_interval_comes_due_under_a_steady_load() {
     use fencewatch_ingest::archive::Due;
     let dir = tempfile::tempdir().unwrap();
-    let archive = Arc::new(
-        Archive::open(ArchiveOptions {
-            write_bytes: 1,
-            flush_interval: std::time::Duration::from_millis(50),
-            ..opts(dir.path())
-        })
-        .unwrap(),
-    );
-    let a = archive.clone();
-    let mut o = local::open_with(&dir.path().join("p"), contract(), popts(), |p| {
-        p.attach_archive(a)
-    })
-    .unwrap();
+    let eager = ArchiveOptions {
+        write_bytes: 1,
+        flush_interval: std::time::Duration::from_millis(50),
+        ..opts(dir.path())
+    };
+    let (archive, mut o) = open_archive(dir.path(), contract(), eager);
     // Rows waiting each time the archive's thread comes back (every commit sets `wake`): the
     // interval, once passed, still comes first, so that windows, retention and compaction run.
     let since = std::time::Instant::now();

@@ -244,44 +244,36 @@ fn skip_field(wt: WireType, tag: u32, buf: &mut &[u8], depth: u32) -> Result<(),
     Ok(())
 }
 
-/// An attribute's value before its key is known: a string is kept as its (checked) bytes.
-#[derive(Clone, Copy)]
-enum Raw<'a> {
-    Str(&'a [u8]),
-    Int(i64),
-    Other,
-}
-
 /// An `AnyValue`: its `oneof` after every field (the last one set wins), checked whole.
-fn any_value<'a>(mut m: Msg<'a>) -> R<Option<Raw<'a>>> {
+fn any_value<'a>(mut m: Msg<'a>) -> R<Option<Val<'a>>> {
     let mut v = None;
     while m.more() {
         let (tag, wt) = m.key()?;
         v = Some(match tag {
-            1 => Raw::Str(m.checked(wt)?),
+            1 => Val::Str(m.checked(wt)?),
             2 | 3 => {
                 let n = m.varint(wt)?;
                 if tag == 3 {
-                    Raw::Int(n as i64)
+                    Val::Int(n as i64)
                 } else {
-                    Raw::Other
+                    Val::Other
                 }
             }
             4 => {
                 m.fixed64(wt)?;
-                Raw::Other
+                Val::Other
             }
             5 => {
                 array(m.message(wt, "ArrayValue")?)?;
-                Raw::Other
+                Val::Other
             }
             6 => {
                 kvlist(m.message(wt, "KeyValueList")?)?;
-                Raw::Other
+                Val::Other
             }
             7 => {
                 m.bytes(wt)?;
-                Raw::Other
+                Val::Other
             }
             _ => {
                 m.skip(wt, tag)?;
@@ -316,7 +308,7 @@ fn kvlist(mut m: Msg<'_>) -> R<()> {
 
 /// A `KeyValue`: its key's bytes (the last one, checked) and its value (`AnyValue`s met
 /// twice merge: a later one that sets no value keeps the earlier one's).
-fn key_value<'a>(mut m: Msg<'a>) -> R<(&'a [u8], Option<Raw<'a>>)> {
+fn key_value<'a>(mut m: Msg<'a>) -> R<(&'a [u8], Option<Val<'a>>)> {
     let (mut key, mut value): (&[u8], _) = (&[], None);
     while m.more() {
         let (tag, wt) = m.key()?;
@@ -337,7 +329,7 @@ fn key_value<'a>(mut m: Msg<'a>) -> R<(&'a [u8], Option<Raw<'a>>)> {
 /// integer, each length below 128, nothing else, all valid. `None` for any other form (read
 /// by [`key_value`], which also finds what is wrong): the same key and value either way.
 #[inline(always)]
-fn common_key_value<'a>(kv: &Msg<'a>) -> Option<(&'a [u8], Raw<'a>)> {
+fn common_key_value<'a>(kv: &Msg<'a>) -> Option<(&'a [u8], Val<'a>)> {
     // The AnyValue inside is one message deeper.
     if kv.depth == 0 {
         return None;
@@ -354,7 +346,7 @@ fn common_key_value<'a>(kv: &Msg<'a>) -> Option<(&'a [u8], Raw<'a>)> {
     }
     let raw = match value {
         [0x0a, slen, s @ ..] if usize::from(*slen) == s.len() && *slen < 0x80 && utf8(s) => {
-            Raw::Str(s)
+            Val::Str(s)
         }
         [0x18, v @ ..] => {
             let mut v: &[u8] = v;
@@ -362,7 +354,7 @@ fn common_key_value<'a>(kv: &Msg<'a>) -> Option<(&'a [u8], Raw<'a>)> {
             if !v.is_empty() {
                 return None;
             }
-            Raw::Int(n as i64)
+            Val::Int(n as i64)
         }
         _ => return None,
     };
@@ -373,19 +365,13 @@ fn common_key_value<'a>(kv: &Msg<'a>) -> Option<(&'a [u8], Raw<'a>)> {
 /// known names matched as bytes.
 fn attribute<'a>(m: &mut Msg<'a>, wt: WireType, level: &mut Level<'a>) -> R<()> {
     let kv = m.message(wt, "KeyValue")?;
-    let (key, raw) = match common_key_value(&kv) {
-        Some((key, raw)) => (key, Some(raw)),
+    let (key, value) = match common_key_value(&kv) {
+        Some((key, value)) => (key, Some(value)),
         None => key_value(kv)?,
     };
     if !key.starts_with(PREFIX.as_bytes()) {
         return Ok(());
     }
-    let value = match raw {
-        None => None,
-        Some(Raw::Str(b)) => Some(Val::Str(b)),
-        Some(Raw::Int(i)) => Some(Val::Int(i)),
-        Some(Raw::Other) => Some(Val::Other),
-    };
     match key_index_bytes(key) {
         Some(i) => level.add_known(i, value),
         None => level.add_unknown(std::str::from_utf8(key).map_err(|_| kv.not_utf8())?),
@@ -480,8 +466,12 @@ fn status(mut m: Msg<'_>, code: &mut i32) -> R<()> {
 
 /// One item (a span or a log record) mapped into `b`.
 trait Items {
-    /// The items' field in a scope message (`spans`, `log_records`), its message name.
+    /// The items' message (`Span`, `LogRecord`), and those of their scope, resource and
+    /// request, as errors name them.
     const NAME: &'static str;
+    const SCOPE: &'static str;
+    const RESOURCE: &'static str;
+    const REQUEST: &'static str;
     fn item<'a>(b: &mut Builder, m: Msg<'a>, levels: [&Level<'a>; 2], at: [usize; 3]) -> R<()>;
 }
 
@@ -489,6 +479,9 @@ struct Spans;
 
 impl Items for Spans {
     const NAME: &'static str = "Span";
+    const SCOPE: &'static str = "ScopeSpans";
+    const RESOURCE: &'static str = "ResourceSpans";
+    const REQUEST: &'static str = "ExportTraceServiceRequest";
 
     fn item<'a>(b: &mut Builder, mut m: Msg<'a>, up: [&Level<'a>; 2], at: [usize; 3]) -> R<()> {
         let mut item = Level::default();
@@ -527,6 +520,9 @@ struct Logs;
 
 impl Items for Logs {
     const NAME: &'static str = "LogRecord";
+    const SCOPE: &'static str = "ScopeLogs";
+    const RESOURCE: &'static str = "ResourceLogs";
+    const REQUEST: &'static str = "ExportLogsServiceRequest";
 
     fn item<'a>(b: &mut Builder, mut m: Msg<'a>, up: [&Level<'a>; 2], at: [usize; 3]) -> R<()> {
         let mut item = Level::default();
@@ -550,8 +546,50 @@ impl Items for Logs {
     }
 }
 
-/// A `ScopeSpans` / `ScopeLogs` (index `at[1]` of resource `at[0]`): its scope is read first,
-/// wherever (and however often) it occurs, then its items.
+/// The first pass over a `Resource*` or `Scope*` message: its field 1 (its resource or scope,
+/// a `head` message, wherever and however often it occurs, merged) to `read`, its items (field
+/// 2, `child` messages) only delimited, its `schema_url` checked.
+fn heads<'a>(
+    mut m: Msg<'a>,
+    head: &'static str,
+    child: &'static str,
+    mut read: impl FnMut(Msg<'a>) -> R<()>,
+) -> R<()> {
+    while m.more() {
+        let (tag, wt) = m.key()?;
+        match tag {
+            1 => read(m.message(wt, head)?)?,
+            2 => drop(m.message(wt, child)?),
+            3 => drop(m.checked(wt)?),
+            _ => m.skip(wt, tag)?,
+        }
+    }
+    Ok(())
+}
+
+/// The second pass: each item (field 2, a `child` message) to `each` with its index.
+fn children<'a>(
+    mut m: Msg<'a>,
+    child: &'static str,
+    mut each: impl FnMut(Msg<'a>, usize) -> R<()>,
+) -> R<()> {
+    let mut i = 0;
+    while m.more() {
+        let (tag, wt) = m.key()?;
+        match tag {
+            2 => {
+                each(m.message(wt, child)?, i)?;
+                i += 1;
+            }
+            1 | 3 => drop(m.bytes(wt)?),
+            _ => m.skip(wt, tag)?,
+        }
+    }
+    Ok(())
+}
+
+/// A `ScopeSpans` / `ScopeLogs` (index `at[1]` of resource `at[0]`): its scope first, then
+/// its items.
 fn scope_items<'a, I: Items>(
     b: &mut Builder,
     m: Msg<'a>,
@@ -559,78 +597,25 @@ fn scope_items<'a, I: Items>(
     at: [usize; 2],
 ) -> R<()> {
     let mut level = Level::default();
-    let mut first = m;
-    while first.more() {
-        let (tag, wt) = first.key()?;
-        match tag {
-            1 => scope(first.message(wt, "InstrumentationScope")?, &mut level)?,
-            2 => drop(first.message(wt, I::NAME)?),
-            3 => drop(first.checked(wt)?),
-            _ => first.skip(wt, tag)?,
-        }
-    }
+    heads(m, "InstrumentationScope", I::NAME, |h| scope(h, &mut level))?;
     b.next_scope();
-    let (mut then, mut i) = (m, 0);
-    while then.more() {
-        let (tag, wt) = then.key()?;
-        match tag {
-            2 => {
-                I::item(
-                    b,
-                    then.message(wt, I::NAME)?,
-                    [&level, res],
-                    [at[0], at[1], i],
-                )?;
-                i += 1;
-            }
-            1 | 3 => drop(then.bytes(wt)?),
-            _ => then.skip(wt, tag)?,
-        }
-    }
-    Ok(())
+    children(m, I::NAME, |item, i| {
+        I::item(b, item, [&level, res], [at[0], at[1], i])
+    })
 }
 
 /// A `ResourceSpans` / `ResourceLogs`: its resource first, then its scopes.
 fn resource_items<I: Items>(b: &mut Builder, m: Msg<'_>, r: usize) -> R<()> {
-    let scope_name = match I::NAME {
-        "Span" => "ScopeSpans",
-        _ => "ScopeLogs",
-    };
     let mut level = Level::default();
-    let mut first = m;
-    while first.more() {
-        let (tag, wt) = first.key()?;
-        match tag {
-            1 => resource(first.message(wt, "Resource")?, &mut level)?,
-            2 => drop(first.message(wt, scope_name)?),
-            3 => drop(first.checked(wt)?),
-            _ => first.skip(wt, tag)?,
-        }
-    }
-    let (mut then, mut s) = (m, 0);
-    while then.more() {
-        let (tag, wt) = then.key()?;
-        match tag {
-            2 => {
-                scope_items::<I>(b, then.message(wt, scope_name)?, &level, [r, s])?;
-                s += 1;
-            }
-            1 | 3 => drop(then.bytes(wt)?),
-            _ => then.skip(wt, tag)?,
-        }
-    }
-    Ok(())
+    heads(m, "Resource", I::SCOPE, |h| resource(h, &mut level))?;
+    children(m, I::SCOPE, |sc, s| scope_items::<I>(b, sc, &level, [r, s]))
 }
 
-fn request<I: Items>(body: &[u8], name: &'static str) -> R<Mapped> {
+fn request<I: Items>(body: &[u8]) -> R<Mapped> {
     // Room for a fencing item per ~200 bytes of body: no list grows for a typical request.
     let mut b = Builder::for_items(body.len() / 200);
-    let resource_name = match I::NAME {
-        "Span" => "ResourceSpans",
-        _ => "ResourceLogs",
-    };
     let mut m = Msg {
-        name,
+        name: I::REQUEST,
         buf: body,
         depth: RECURSION_LIMIT,
     };
@@ -639,7 +624,7 @@ fn request<I: Items>(body: &[u8], name: &'static str) -> R<Mapped> {
         let (tag, wt) = m.key()?;
         match tag {
             1 => {
-                resource_items::<I>(&mut b, m.message(wt, resource_name)?, r)?;
+                resource_items::<I>(&mut b, m.message(wt, I::RESOURCE)?, r)?;
                 r += 1;
             }
             _ => m.skip(wt, tag)?,
@@ -653,8 +638,8 @@ fn request<I: Items>(body: &[u8], name: &'static str) -> R<Mapped> {
 /// error where prost's decoding fails.
 pub fn map(signal: Signal, body: &[u8]) -> Result<Mapped, WireError> {
     match signal {
-        Signal::Traces => request::<Spans>(body, "ExportTraceServiceRequest"),
-        Signal::Logs => request::<Logs>(body, "ExportLogsServiceRequest"),
+        Signal::Traces => request::<Spans>(body),
+        Signal::Logs => request::<Logs>(body),
     }
     .map_err(|e| *e)
 }
