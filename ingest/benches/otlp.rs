@@ -2,10 +2,14 @@
 //! against decoding the same event as an NDJSON line (issue 13: at most 2x), side by side, on
 //! 1000-event batches of the simulated workload.
 //!
-//! - `ndjson_lines`: what the WAL's decode stage does with an NDJSON body, line by line.
-//! - `otlp_request`: everything OTLP ingest decodes, once per span: the OTLP/HTTP handler
-//!   maps the client's protobuf request as it reads it (`wire::map`) and encodes the events
-//!   for the WAL; the WAL's decode stage reads them back.
+//! - `ndjson_batch` and `otlp_batch`, the comparison: what ingest does to decode a line and a
+//!   span. NDJSON: the WAL's decode stage over the payload `/v1/events` stores, its events
+//!   collected per batch. OTLP: the OTLP/HTTP handler maps the client's protobuf request as it
+//!   reads it (`wire::map`) and stores its items' WAL form after a batch header; the decode
+//!   stage reads them back, collected per batch.
+//! - `ndjson_lines`: the lines decoded one by one and dropped (nothing collected).
+//! - `otlp_request`: the handler's mapping, the items' WAL form and the record read back,
+//!   without the batch header and the decode stage's dispatch.
 //! - `otlp_request_prost`: the same through prost's parse into opentelemetry-proto's types
 //!   and the mapping of those (what the handler did before `wire::map`; gRPC still does).
 //! - `otlp_wire_map`: `wire::map` alone.
@@ -16,64 +20,22 @@
 //!   2: the request reduced to its fencing spans, protobuf, parsed and mapped again).
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use fencewatch_assess::EventTime;
 use fencewatch_ingest::decode::json::decode_line;
-use fencewatch_ingest::decode::otlp::trace_service::ExportTraceServiceRequest;
 use fencewatch_ingest::decode::otlp::{self, Signal};
-use fencewatch_ingest::simulate::spans;
-use fencewatch_ingest::simulate::{Faults, Workload, simulate};
-use prost::Message;
 use prost::bytes::Bytes;
 use std::hint::black_box;
 
-const BATCH: usize = 1000;
-
-/// One span per line (`simulate --otlp`'s), reduced to its `fencing.*` attributes and
-/// without its name when `reduced` (what earlier builds stored).
-fn request(lines: &[&[u8]], batch: u64, reduced: bool) -> ExportTraceServiceRequest {
-    let id = spans::trace_id(1, batch);
-    let spans = lines
-        .iter()
-        .enumerate()
-        .map(|(i, l)| {
-            let e: serde_json::Value = serde_json::from_slice(l).expect("a simulated event");
-            let end = e["ts"].as_i64().expect("integer ts");
-            let mut span = spans::span(l, end, id, i as u64 + 1).expect("a simulated event");
-            if reduced {
-                span.attributes.retain(|kv| kv.key.starts_with("fencing."));
-                span.name.clear();
-            }
-            span
-        })
-        .collect();
-    spans::request("orders-api", spans)
-}
+#[path = "common/otlp_workload.rs"]
+mod workload;
 
 fn benches(c: &mut Criterion) {
-    let wl = Workload {
-        events: 20_000,
-        scopes: 2_000,
-        seed: 1,
-        start: EventTime(1_764_417_600_000_000_000),
-        rate: 1000,
-        rfc3339: false,
-        grants: false,
-        faults: Faults::default(),
-        attest: &[],
-    };
-    let mut buf = Vec::new();
-    simulate(&wl, &mut buf).expect("simulate");
-    let lines: Vec<&[u8]> = buf
-        .split(|&b| b == b'\n')
-        .filter(|l| !l.is_empty())
+    let ndjson = workload::ndjson();
+    let lines = workload::lines(&ndjson);
+    let requests: Vec<Bytes> = workload::requests(&lines, false)
+        .into_iter()
+        .map(Bytes::from)
         .collect();
-    let batches: Vec<&[&[u8]]> = lines.chunks(BATCH).collect();
-    let encode = |reduced: bool| -> Vec<Vec<u8>> {
-        let each = |(i, b): (usize, &&[&[u8]])| request(b, i as u64, reduced).encode_to_vec();
-        batches.iter().enumerate().map(each).collect()
-    };
-    let requests: Vec<Bytes> = encode(false).into_iter().map(Bytes::from).collect();
-    let old_stored = encode(true);
+    let old_stored = workload::requests(&lines, true);
     let encode = |mapped: otlp::Mapped| {
         let mut body = Vec::with_capacity(otlp::stored::encoded_len(&mapped.items));
         otlp::stored::encode_into(&mapped.items, &mut body);
@@ -103,6 +65,23 @@ fn benches(c: &mut Criterion) {
                 let body = to_wal(r);
                 let entries = otlp::stored::decode(&body).expect("valid");
                 black_box(entries.len());
+            }
+        })
+    });
+    // Both through the WAL's decode stage as ingest stores them: the decoded items collected
+    // per batch (the OTLP side's cost includes the handler's mapping and encoding).
+    let ndjson_payloads = workload::ndjson_payloads(&lines);
+    g.bench_function(BenchmarkId::new("ndjson_batch", lines.len()), |b| {
+        b.iter(|| {
+            for p in &ndjson_payloads {
+                black_box(workload::decode_stage(p));
+            }
+        })
+    });
+    g.bench_function(BenchmarkId::new("otlp_batch", lines.len()), |b| {
+        b.iter(|| {
+            for r in &requests {
+                black_box(workload::decode_stage(&workload::otlp_payload(r)));
             }
         })
     });

@@ -134,6 +134,11 @@ pub fn header_len(source: &str) -> usize {
     20 + source.len()
 }
 
+/// Sets the receive time of a payload from [`encode_header`].
+pub fn set_received_at(payload: &mut [u8], received_at: i64) {
+    payload[2..10].copy_from_slice(&received_at.to_le_bytes());
+}
+
 /// Sets the body format of a payload from [`encode_header`] (known once the body is read).
 pub fn set_format(payload: &mut [u8], format: Format) {
     payload[1] = format_byte(format);
@@ -211,6 +216,26 @@ pub struct DecodedItems<'a> {
     /// The items of an OTLP body.
     #[cfg(feature = "otlp")]
     pub(crate) otlp: Option<OtlpItems<'a>>,
+}
+
+impl DecodedItems<'_> {
+    /// How many items: events, items that did not decode, and OTLP items.
+    pub fn len(&self) -> usize {
+        #[cfg(feature = "otlp")]
+        let otlp = match &self.otlp {
+            Some(OtlpItems::Stored(entries)) => entries.len(),
+            Some(OtlpItems::Request(items)) => items.len(),
+            None => 0,
+        };
+        #[cfg(not(feature = "otlp"))]
+        let otlp = 0;
+        self.events.len() + self.bad.len() + otlp
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// The items of an OTLP body, decoded.
@@ -362,6 +387,9 @@ mod tests {
         let mut q = encode_header(Format::Ndjson, 42, "http", None, 2);
         q.extend_from_slice(b"[]");
         set_format(&mut q, Format::Array);
+        set_received_at(&mut q, 7);
+        assert_eq!(decode(&q).unwrap().received_at, 7);
+        set_received_at(&mut q, 42);
         assert_eq!(q, encode(Format::Array, 42, "http", None, b"[]"));
         assert_eq!(items(Format::Ndjson, BATCH.as_bytes()), 4);
         assert_eq!(items(Format::Ndjson, b"{}"), 1);

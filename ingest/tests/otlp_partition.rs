@@ -1,6 +1,7 @@
 //! OTLP bodies through a partition (SPEC §8): stored mapped in the WAL, applied with the
 //! span's provenance, replayed after a restart to the same counterexample ids; a span delivered
-//! twice is one event; a record of an earlier build (the request as protobuf) gives the same.
+//! twice is one event; a record of an earlier build (the request as protobuf) gives the same,
+//! and so does the payload the OTLP/HTTP handler writes as it maps (`wire::map_into`).
 
 use fencewatch_assess::Contract;
 use fencewatch_assess::live::LiveOptions;
@@ -95,6 +96,29 @@ fn a_span_request_is_stored_applied_and_replayed_to_the_same_counterexample() {
     assert_eq!(batch::items(Format::OtlpTraces, &body), 3);
     let old = batch::encode(Format::OtlpTraces, 10_000_000_000, "otlp", None, &body);
     assert_eq!(stored_applied_replayed(&old), ids);
+}
+
+#[test]
+fn a_request_mapped_after_its_payload_header_is_its_payload() {
+    // What the OTLP/HTTP handler stores for a protobuf body: the items written as mapped,
+    // after the header, in one buffer; the same events and counterexample ids.
+    let header = batch::encode_header(Format::Otlp, 0, "otlp", None, 0);
+    let body = request().encode_to_vec();
+    let mapped = otlp::wire::map_into(otlp::Signal::Traces, &body, header).unwrap();
+    assert_eq!((mapped.items.len(), mapped.ignored), (3, 1));
+    let mut payload = mapped.items.into_buffer();
+    batch::set_received_at(&mut payload, 10_000_000_000);
+    let b = batch::decode(&payload).unwrap();
+    assert_eq!(
+        (b.format, b.received_at, b.source),
+        (Format::Otlp, 10_000_000_000, "otlp")
+    );
+    assert_eq!(batch::items(Format::Otlp, b.body), 3);
+    assert_eq!(payload, stored_payload());
+    assert_eq!(
+        stored_applied_replayed(&payload),
+        stored_applied_replayed(&stored_payload())
+    );
 }
 
 /// Applies `payload` twice and restarts: the counterexample ids, the same before and after.

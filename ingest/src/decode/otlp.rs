@@ -37,7 +37,7 @@ mod level;
 pub mod stored;
 pub mod wire;
 
-use level::{Found, Level, Lookup, Val};
+use level::{Level, Lookup, Val};
 
 /// The attribute that makes an item a fencing event (read from the item only).
 pub const KIND: &str = "fencing.kind";
@@ -96,13 +96,14 @@ pub struct Mapped {
     pub locations: Vec<Location>,
 }
 
-/// A string of [`Decoded`]'s table, `NO_STR` when absent.
-type Str = u32;
-const NO_STR: Str = u32::MAX;
+/// A string field's value, borrowed from the request: absent, a string's bytes (UTF-8), or
+/// an integer (written in decimal where it is stored); never [`Val::Other`].
+type Text<'a> = Option<Val<'a>>;
 
-/// One fencing item mapped to an event; strings are indices into [`Decoded`]'s table.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Item {
+/// One fencing item mapped to an event, its strings borrowed from the request until the item
+/// is written into [`Decoded`]'s record.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Item<'a> {
     kind: Kind,
     ts: EventTime,
     outcome: Outcome,
@@ -110,17 +111,17 @@ struct Item {
     incarnation: Incarnation,
     order: Option<Order>,
     seq: Option<Seq>,
-    property: Str,
-    scope: Str,
-    route: Str,
-    holder: Str,
-    op_id: Str,
-    emitter: Str,
+    property: Text<'a>,
+    scope: Text<'a>,
+    route: Text<'a>,
+    holder: Text<'a>,
+    op_id: Text<'a>,
+    emitter: Text<'a>,
     /// The attestation fields (SPEC §10), kept on an attestation only.
-    premise: Str,
+    premise: Text<'a>,
     valid_for: Option<fencewatch_assess::time::Duration>,
-    attester: Str,
-    evidence: Str,
+    attester: Text<'a>,
+    evidence: Text<'a>,
 }
 
 /// A malformed fencing item.
@@ -132,14 +133,18 @@ pub struct ItemError {
     pub error: DecodeError,
 }
 
-/// The fencing items of one request, mapped, in order. Their strings are copied into one
-/// buffer (`text`), so that mapping allocates per request, not per string.
+/// The fencing items of one request, mapped, in order: written as they are mapped in the
+/// WAL's form of them ([`stored`]), so that the request's strings are copied once, into it,
+/// and storing the items is one copy of it.
 #[derive(Debug, Default)]
 pub struct Decoded {
-    text: String,
-    /// Each string's range in `text`.
-    strings: Vec<(usize, usize)>,
-    items: Vec<(Result<Item, DecodeError>, Option<SpanId>)>,
+    /// How many items.
+    count: usize,
+    /// What the buffer began with (a WAL payload's header: [`wire::map_into`]), then from
+    /// `start` the items' WAL form: their count (in [`stored::COUNT_BYTES`], written last),
+    /// then the items.
+    record: Vec<u8>,
+    start: usize,
 }
 
 /// One decoded item: an event (with its span's provenance, if any), or why it is malformed.
@@ -154,51 +159,30 @@ pub enum Entry<'a> {
 impl Decoded {
     /// How many items.
     pub fn len(&self) -> usize {
-        self.items.len()
+        self.count
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
-    /// String `s` of the table (not `NO_STR`).
-    fn get(&self, s: Str) -> &str {
-        let (from, to) = self.strings[s as usize];
-        self.text.get(from..to).unwrap_or_default()
-    }
-
-    fn str(&self, s: Str) -> Option<&str> {
-        (s != NO_STR).then(|| self.get(s))
+        self.count == 0
     }
 
     /// The items in order.
     pub fn entries(&self) -> impl Iterator<Item = Entry<'_>> {
-        self.items.iter().map(|(item, span)| match item {
-            Ok(it) => {
-                let mut ev = Event::new(it.kind, it.ts);
-                ev.outcome = it.outcome;
-                ev.epoch = it.epoch;
-                ev.incarnation = it.incarnation;
-                ev.order = it.order;
-                ev.seq = it.seq;
-                ev.property = self.str(it.property);
-                ev.scope = self.str(it.scope);
-                ev.route = self.str(it.route);
-                ev.holder = self.str(it.holder);
-                ev.op_id = self.str(it.op_id);
-                ev.emitter = self.str(it.emitter);
-                ev.premise = self.str(it.premise);
-                ev.valid_for = it.valid_for;
-                ev.attester = self.str(it.attester);
-                ev.evidence = self.str(it.evidence);
-                Entry::Event(ev, span.as_ref())
-            }
-            Err(e) => Entry::Malformed(ItemError {
-                span: *span,
-                error: e.clone(),
-            }),
-        })
+        stored::decode(self.stored())
+            .expect("a record written by the mapping reads back")
+            .into_iter()
+    }
+
+    /// The items' WAL form ([`stored`]).
+    pub fn stored(&self) -> &[u8] {
+        &self.record[self.start..]
+    }
+
+    /// The buffer: what it began with, then the items' WAL form (for [`wire::map_into`], the
+    /// WAL payload).
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.record
     }
 }
 
@@ -279,52 +263,37 @@ struct SpanFacts<'a> {
     errored: bool,
 }
 
-/// Builds [`Decoded`], copying strings into its table once, item-level ones per item and
-/// scope- and resource-level ones once per scope, shared by its items.
+/// Builds [`Decoded`], writing each item's WAL form as it is mapped.
 #[derive(Default)]
 struct Builder {
     mapped: Mapped,
-    /// The table's text as it is built: strings read as UTF-8, copied whole, so that it is
-    /// UTF-8 and each one's range falls on character boundaries ([`Builder::finish`]).
-    text: Vec<u8>,
-    /// Table indices of the strings of the current scope's and resource's keys, once taken.
-    scope_strs: [Option<Str>; KEYS.len()],
-    resource_strs: [Option<Str>; KEYS.len()],
 }
 
 impl Builder {
-    /// For a request of `n` items: room for them all to be fencing items (a few hundred
-    /// bytes each, for the time of one request, and for 65,536 at most), so that the lists
-    /// do not grow on the way.
+    /// For a request of `n` items: room for them all to be fencing items (about a hundred
+    /// bytes each in the record, for the time of one request, and for 65,536 at most), so
+    /// that the lists do not grow on the way.
     fn for_items(n: usize) -> Builder {
+        Builder::after(Vec::new(), n)
+    }
+
+    /// [`Builder::for_items`], the items' WAL form written after what `buf` holds.
+    fn after(mut buf: Vec<u8>, n: usize) -> Builder {
         let n = n.min(1 << 16);
+        buf.reserve(stored::COUNT_BYTES + 96 * n);
+        let start = buf.len();
+        buf.extend_from_slice(&[0; stored::COUNT_BYTES]);
         let mut b = Builder::default();
-        b.mapped.items.items.reserve(n);
-        b.mapped.items.strings.reserve(4 * n);
-        b.text.reserve(32 * n);
+        b.mapped.items.record = buf;
+        b.mapped.items.start = start;
         b.mapped.locations.reserve(n);
         b
     }
 
-    /// Copies `v` (a string, or an integer written in decimal) into the table.
-    fn push_str(&mut self, v: Val<'_>) -> Option<Str> {
-        use std::io::Write as _;
-        let from = self.text.len();
-        match v {
-            Val::Str(s) => self.text.extend_from_slice(s),
-            Val::Int(i) => write!(self.text, "{i}").expect("a Vec takes any write"),
-            Val::Other => return None,
-        }
-        let d = &mut self.mapped.items;
-        d.strings.push((from, self.text.len()));
-        Some((d.strings.len() - 1) as Str)
-    }
-
-    /// The mapped request, its table's text checked once as a whole (one pass, a word at a
-    /// time: every string in it was UTF-8 already).
     fn finish(mut self) -> Mapped {
-        self.mapped.items.text = String::from_utf8(self.text)
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        let d = &mut self.mapped.items;
+        let at = d.start..d.start + stored::COUNT_BYTES;
+        d.record[at].copy_from_slice(&stored::count_bytes(d.count));
         self.mapped
     }
 
@@ -339,52 +308,31 @@ impl Builder {
         true
     }
 
-    /// A new scope: its strings are its own (a resource's too: they are few).
-    fn next_scope(&mut self) {
-        self.scope_strs = [None; KEYS.len()];
-        self.resource_strs = [None; KEYS.len()];
-    }
-
     /// A string field.
-    fn string(
-        &mut self,
-        look: &Lookup<'_, '_>,
+    fn string<'a>(
+        look: &Lookup<'_, 'a>,
         key: Key,
         ts: Option<EventTime>,
-    ) -> Result<Str, DecodeError> {
-        let bad = || field_error(key, STR_FIELDS, ts);
-        let Some((at, v)) = look.find(key) else {
-            return Ok(NO_STR);
-        };
-        let cached = match at {
-            Found::Item => None,
-            Found::Scope => self.scope_strs[key],
-            Found::Resource => self.resource_strs[key],
-        };
-        if let Some(s) = cached {
-            return Ok(s);
+    ) -> Result<Text<'a>, DecodeError> {
+        match look.value(key) {
+            None => Ok(None),
+            Some(Some(v @ (Val::Str(_) | Val::Int(_)))) => Ok(Some(v)),
+            Some(_) => Err(field_error(key, STR_FIELDS, ts)),
         }
-        let s = v.and_then(|v| self.push_str(v)).ok_or_else(bad)?;
-        match at {
-            Found::Item => {}
-            Found::Scope => self.scope_strs[key] = Some(s),
-            Found::Resource => self.resource_strs[key] = Some(s),
-        }
-        Ok(s)
     }
 
-    fn item(&mut self, look: &Lookup<'_, '_>, at: EventTime) -> Result<Item, DecodeError> {
+    fn item<'a>(look: &Lookup<'_, 'a>, at: EventTime) -> Result<Item<'a>, DecodeError> {
         let ts = Some(at);
-        for level in [look.item, look.scope, look.resource] {
+        for level in [look.item, look.up] {
             if let Some(k) = &level.repeated {
                 return Err(line_error(format!("attribute `{k}` is repeated"), ts));
             }
         }
-        let kind = self.text(look, K_KIND, ts, |s| {
+        let kind = Self::text(look, K_KIND, ts, |s| {
             Kind::parse(s).ok_or_else(|| format!("unknown kind `{s}`"))
         })?;
         let kind = kind.ok_or_else(|| field_error(K_KIND, STR_FIELDS, ts))?;
-        let outcome = self.text(look, K_OUTCOME, ts, |s| {
+        let outcome = Self::text(look, K_OUTCOME, ts, |s| {
             Outcome::parse(s).ok_or_else(|| format!("unknown outcome `{s}`"))
         })?;
         let u = |look: &Lookup<'_, '_>, key: Key| -> Result<Option<u64>, DecodeError> {
@@ -400,22 +348,22 @@ impl Builder {
         let attestation = kind == Kind::Attestation;
         let [k_premise, k_valid_for, k_attester, k_evidence] = K_PREMISES;
         let valid_for = if attestation {
-            self.text(look, k_valid_for, ts, valid_for)?
+            Self::text(look, k_valid_for, ts, valid_for)?
         } else {
-            self.text(look, k_valid_for, ts, |_| Ok(()))?;
+            Self::text(look, k_valid_for, ts, |_| Ok(()))?;
             None
         };
         let (premise, attester, evidence) = if attestation {
             (
-                self.string(look, k_premise, ts)?,
-                self.string(look, k_attester, ts)?,
-                self.string(look, k_evidence, ts)?,
+                Self::string(look, k_premise, ts)?,
+                Self::string(look, k_attester, ts)?,
+                Self::string(look, k_evidence, ts)?,
             )
         } else {
             for key in [k_premise, k_attester, k_evidence] {
-                self.text(look, key, ts, |_| Ok(()))?;
+                Self::text(look, key, ts, |_| Ok(()))?;
             }
-            (NO_STR, NO_STR, NO_STR)
+            (None, None, None)
         };
         Ok(Item {
             kind,
@@ -425,12 +373,12 @@ impl Builder {
             incarnation,
             order,
             seq,
-            property: self.string(look, K_PROPERTY, ts)?,
-            scope: self.string(look, K_SCOPE, ts)?,
-            route: self.string(look, K_ROUTE, ts)?,
-            holder: self.string(look, K_HOLDER, ts)?,
-            op_id: self.string(look, K_OP_ID, ts)?,
-            emitter: self.string(look, K_EMITTER, ts)?,
+            property: Self::string(look, K_PROPERTY, ts)?,
+            scope: Self::string(look, K_SCOPE, ts)?,
+            route: Self::string(look, K_ROUTE, ts)?,
+            holder: Self::string(look, K_HOLDER, ts)?,
+            op_id: Self::string(look, K_OP_ID, ts)?,
+            emitter: Self::string(look, K_EMITTER, ts)?,
             premise,
             valid_for,
             attester,
@@ -440,7 +388,6 @@ impl Builder {
 
     /// A string field read in place, through `parse` (an `Err` is the field's reason).
     fn text<T>(
-        &self,
         look: &Lookup<'_, '_>,
         key: Key,
         ts: Option<EventTime>,
@@ -460,13 +407,14 @@ impl Builder {
         parsed.map(Some).map_err(|why| field_error(key, why, ts))
     }
 
-    fn push(&mut self, item: Result<Item, DecodeError>, span: Option<SpanId>) {
-        self.mapped.items.items.push((item, span));
+    fn push(&mut self, item: Result<Item<'_>, DecodeError>, span: Option<SpanId>) {
+        let d = &mut self.mapped.items;
+        stored::write_item(&mut d.record, &item, span.as_ref());
+        d.count += 1;
     }
 
-    /// The span at `at`, with its attributes `item` under `scope` and `resource`.
-    fn span(&mut self, levels: [&Level<'_>; 3], at: [usize; 3], span: SpanFacts<'_>) {
-        let [item, scope, resource] = levels;
+    /// The span at `at`, with its attributes `item` under `up` (its scope's and resource's).
+    fn span(&mut self, item: &Level<'_>, up: &Level<'_>, at: [usize; 3], span: SpanFacts<'_>) {
         if !self.take(item, at) {
             return;
         }
@@ -481,13 +429,9 @@ impl Builder {
                 None,
             )),
             (Ok(_), Some(Ok(t))) => {
-                let look = Lookup {
-                    item,
-                    scope,
-                    resource,
-                };
-                let outcome_set = look.find(K_OUTCOME).is_some();
-                self.item(&look, t).and_then(|it| {
+                let look = Lookup { item, up };
+                let outcome_set = look.value(K_OUTCOME).is_some();
+                Self::item(&look, t).and_then(|it| {
                     if span.errored && it.kind.is_mutation() && !outcome_set {
                         Err(line_error(ERROR_WITHOUT_OUTCOME.into(), ok_ts))
                     } else {
@@ -499,9 +443,16 @@ impl Builder {
         self.push(result, prov.ok());
     }
 
-    /// The log record at `at`, with its attributes `item` under `scope` and `resource`.
-    fn log(&mut self, levels: [&Level<'_>; 3], at: [usize; 3], time_ns: u64, observed_ns: u64) {
-        let [item, scope, resource] = levels;
+    /// The log record at `at`, with its attributes `item` under `up` (its scope's and
+    /// resource's).
+    fn log(
+        &mut self,
+        item: &Level<'_>,
+        up: &Level<'_>,
+        at: [usize; 3],
+        time_ns: u64,
+        observed_ns: u64,
+    ) {
         if !self.take(item, at) {
             return;
         }
@@ -515,12 +466,8 @@ impl Builder {
                 None,
             )),
             Some(Ok(t)) => {
-                let look = Lookup {
-                    item,
-                    scope,
-                    resource,
-                };
-                self.item(&look, t)
+                let look = Lookup { item, up };
+                Self::item(&look, t)
             }
         };
         self.push(result, None);
@@ -600,8 +547,7 @@ pub fn map_traces(req: &ExportTraceServiceRequest) -> Mapped {
     for (r, rs) in req.resource_spans.iter().enumerate() {
         let resource = attributes_of(rs.resource.as_ref());
         for (s, ss) in rs.scope_spans.iter().enumerate() {
-            let scope = scope_attributes(ss.scope.as_ref());
-            b.next_scope();
+            let up = scope_attributes(ss.scope.as_ref()).over(&resource);
             for (i, span) in ss.spans.iter().enumerate() {
                 let item = Level::of(&span.attributes);
                 let facts = SpanFacts {
@@ -613,7 +559,7 @@ pub fn map_traces(req: &ExportTraceServiceRequest) -> Mapped {
                         .as_ref()
                         .is_some_and(|s| s.code == StatusCode::Error as i32),
                 };
-                b.span([&item, &scope, &resource], [r, s, i], facts);
+                b.span(&item, &up, [r, s, i], facts);
             }
         }
     }
@@ -627,13 +573,12 @@ pub fn map_logs(req: &ExportLogsServiceRequest) -> Mapped {
     for (r, rl) in req.resource_logs.iter().enumerate() {
         let resource = attributes_of(rl.resource.as_ref());
         for (s, sl) in rl.scope_logs.iter().enumerate() {
-            let scope = scope_attributes(sl.scope.as_ref());
-            b.next_scope();
+            let up = scope_attributes(sl.scope.as_ref()).over(&resource);
             for (i, rec) in sl.log_records.iter().enumerate() {
                 let item = Level::of(&rec.attributes);
-                let levels = [&item, &scope, &resource];
                 b.log(
-                    levels,
+                    &item,
+                    &up,
                     [r, s, i],
                     rec.time_unix_nano,
                     rec.observed_time_unix_nano,

@@ -141,7 +141,9 @@ impl Request {
     ) -> Result<Request, Failure> {
         let invalid = |e: otlp::RequestError| Failure::Invalid(e.0);
         if !json {
-            return otlp::wire::map(signal, &body)
+            // The items are written after their WAL payload's header (its time set when stored).
+            let header = batch::encode_header(Format::Otlp, 0, SOURCE, None, 0);
+            return otlp::wire::map_into(signal, &body, header)
                 .map(|m| Request::Mapped(signal, m))
                 .map_err(|e| Failure::Invalid(format!("invalid OTLP protobuf: {e}")));
         }
@@ -155,11 +157,12 @@ impl Request {
         }
     }
 
-    fn map(self) -> Mapped {
+    /// Its items, and whether their buffer begins with their WAL payload's header.
+    fn map(self) -> (Mapped, bool) {
         match self {
-            Request::Traces(r) => otlp::map_traces(&r),
-            Request::Logs(r) => otlp::map_logs(&r),
-            Request::Mapped(_, m) => m,
+            Request::Traces(r) => (otlp::map_traces(&r), false),
+            Request::Logs(r) => (otlp::map_logs(&r), false),
+            Request::Mapped(_, m) => (m, true),
         }
     }
 }
@@ -180,10 +183,13 @@ impl Prepared {
     /// work, to do off the async workers.
     pub fn of(request: Request, now: i64) -> Prepared {
         let signal = request.signal();
-        let mapped = request.map();
+        let (mapped, with_header) = request.map();
         let items = mapped.items.len() as u64;
         let mut payload = Vec::new();
-        if items > 0 {
+        if items > 0 && with_header {
+            payload = mapped.items.into_buffer();
+            batch::set_received_at(&mut payload, now);
+        } else if items > 0 {
             let cap = batch::header_len(SOURCE) + otlp::stored::encoded_len(&mapped.items);
             payload = batch::encode_header(Format::Otlp, now, SOURCE, None, cap);
             otlp::stored::encode_into(&mapped.items, &mut payload);

@@ -74,6 +74,18 @@ impl<'a> Level<'a> {
         }
     }
 
+    /// This level over `lower` (a scope's over its resource's): each key's value from this
+    /// one if it has it, else from `lower`, and the first repeated key of this one, else of
+    /// `lower`. An item's fields are looked up in its own level, then in this one, once per
+    /// scope rather than per item.
+    pub(super) fn over(mut self, lower: &Level<'a>) -> Level<'a> {
+        for (v, low) in self.values.iter_mut().zip(lower.values) {
+            *v = v.or(low);
+        }
+        self.repeated = self.repeated.or(lower.repeated);
+        self
+    }
+
     pub(super) fn has(&self, key: Key) -> bool {
         self.values[key].is_some()
     }
@@ -107,36 +119,18 @@ pub(super) fn key_index_bytes(key: &[u8]) -> Option<Key> {
     })
 }
 
-/// The three levels an item's attributes are looked up in, item first.
+/// The levels an item's attributes are looked up in: the item's, then its scope's over its
+/// resource's ([`Level::over`]).
 pub(super) struct Lookup<'l, 'a> {
     pub(super) item: &'l Level<'a>,
-    pub(super) scope: &'l Level<'a>,
-    pub(super) resource: &'l Level<'a>,
-}
-
-/// Which level a field's value was found on.
-#[derive(Clone, Copy)]
-pub(super) enum Found {
-    Item,
-    Scope,
-    Resource,
+    pub(super) up: &'l Level<'a>,
 }
 
 impl<'a> Lookup<'_, 'a> {
-    /// Where `key` is, and its value (`None`: present without a value).
-    pub(super) fn find(&self, key: Key) -> Option<(Found, Option<Val<'a>>)> {
-        [
-            (Found::Item, self.item),
-            (Found::Scope, self.scope),
-            (Found::Resource, self.resource),
-        ]
-        .into_iter()
-        .find_map(|(at, level)| level.values[key].map(|v| (at, v)))
-    }
-
-    /// The value of `key`, if present (`Some(None)`: present without a value).
+    /// The value of `key` on the first level that has it, if any (`Some(None)`: present
+    /// without a value).
     pub(super) fn value(&self, key: Key) -> Option<Option<Val<'a>>> {
-        self.find(key).map(|(_, v)| v)
+        self.item.values[key].or(self.up.values[key])
     }
 }
 

@@ -10,7 +10,8 @@
 //! (length, bytes); for a malformed item its field (an index of the `fencing.*` keys, or none),
 //! its event time if known, and its reason.
 
-use super::{BodyError, Decoded, Entry, Item, ItemError, KEYS, NO_STR};
+use super::level::Val;
+use super::{BodyError, Decoded, Entry, Item, ItemError, KEYS, Text};
 use crate::decode::json::DecodeError;
 use fencewatch_assess::event::{Epoch, Event, Incarnation, Kind, Order, Outcome, Seq};
 use fencewatch_assess::live::SpanId;
@@ -47,13 +48,36 @@ fn varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-fn string(out: &mut Vec<u8>, s: &str) {
-    varint(out, s.len() as u64);
-    out.extend_from_slice(s.as_bytes());
+/// A string: its length, then its bytes (room for both reserved by the caller).
+#[inline(always)]
+fn string(out: &mut Vec<u8>, s: &[u8]) {
+    match u8::try_from(s.len()) {
+        Ok(n) if n < 0x80 => out.push(n),
+        _ => varint(out, s.len() as u64),
+    }
+    out.extend_from_slice(s);
+}
+
+/// A string field's value: a string, or an integer in decimal.
+#[inline(always)]
+fn text(out: &mut Vec<u8>, v: Val<'_>) {
+    match v {
+        Val::Str(s) => string(out, s),
+        Val::Int(i) => {
+            use std::io::Write as _;
+            let mut digits = [0u8; 20];
+            let mut w: &mut [u8] = &mut digits;
+            write!(w, "{i}").expect("an i64 takes at most 20 bytes");
+            let n = 20 - w.len();
+            string(out, &digits[..n]);
+        }
+        // Never kept: a string field of another type is malformed.
+        Val::Other => string(out, b""),
+    }
 }
 
 /// The strings of an item, in the order of their presence bits.
-fn strings(it: &Item) -> [u32; 9] {
+fn strings<'a>(it: &Item<'a>) -> [Text<'a>; 9] {
     [
         it.property,
         it.scope,
@@ -67,80 +91,160 @@ fn strings(it: &Item) -> [u32; 9] {
     ]
 }
 
-/// An upper bound of the length of the WAL form of `items` ([`encode_into`]), to size its
-/// buffer once.
+/// The length of the WAL form of `items` ([`encode_into`]), to size its buffer once.
 pub fn encoded_len(items: &Decoded) -> usize {
-    const VARINT: usize = 10;
-    let str_len = |s: u32| match s {
-        NO_STR => 0,
-        s => VARINT + items.get(s).len(),
-    };
-    let each = |(item, _): &(Result<Item, DecodeError>, Option<SpanId>)| {
-        let fixed = 1 + 24;
-        fixed
-            + match item {
-                Ok(it) => 4 + 6 * VARINT + strings(it).into_iter().map(str_len).sum::<usize>(),
-                Err(e) => 2 + 2 * VARINT + e.to_string().len(),
-            }
-    };
-    VARINT + items.items.iter().map(each).sum::<usize>()
+    items.stored().len()
 }
 
 /// Appends the WAL form of `items` to `out`.
 pub fn encode_into(items: &Decoded, out: &mut Vec<u8>) {
-    varint(out, items.items.len() as u64);
-    for (item, span) in &items.items {
-        let tag = (u8::from(item.is_err()) * MALFORMED) | (u8::from(span.is_some()) * SPAN);
-        out.push(tag);
-        if let Some(s) = span {
-            out.extend_from_slice(s);
+    out.extend_from_slice(items.stored());
+}
+
+/// The bytes of a record's item count as the mapping writes it: a LEB128 varint padded to a
+/// fixed width (its first bytes carry a continuation bit over zero bits), so that the count
+/// is written in place once the items are.
+pub const COUNT_BYTES: usize = 5;
+
+/// `n` (below 2^35: items of a request bounded in bytes) in [`COUNT_BYTES`].
+pub(super) fn count_bytes(n: usize) -> [u8; COUNT_BYTES] {
+    let n = (n as u64).min((1 << (7 * COUNT_BYTES)) - 1);
+    let mut out = [0; COUNT_BYTES];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = ((n >> (7 * i)) & 0x7f) as u8 | if i + 1 < COUNT_BYTES { 0x80 } else { 0 };
+    }
+    out
+}
+
+/// The index of `kind` in [`KINDS`].
+fn kind_index(kind: Kind) -> u8 {
+    match kind {
+        Kind::Commit => 0,
+        Kind::Fence => 1,
+        Kind::Grant => 2,
+        Kind::Heartbeat => 3,
+        Kind::Attestation => 4,
+    }
+}
+
+/// The index of `outcome` in [`OUTCOMES`].
+fn outcome_index(outcome: Outcome) -> u8 {
+    match outcome {
+        Outcome::Committed => 0,
+        Outcome::Rejected => 1,
+        Outcome::Holds => 2,
+        Outcome::Failed => 3,
+    }
+}
+
+/// The fixed part of an item's WAL form: a tag, a span id, kind, outcome and mask, six
+/// varints at most.
+struct Head {
+    buf: [u8; 1 + 24 + 4 + 6 * 10],
+    len: usize,
+}
+
+impl Default for Head {
+    fn default() -> Head {
+        Head {
+            buf: [0; 1 + 24 + 4 + 6 * 10],
+            len: 0,
         }
-        match item {
-            Ok(it) => {
-                let strs = strings(it);
-                let nums = [
-                    it.epoch.map(|e| e.0),
-                    it.order.map(|o| o.0),
-                    it.seq.map(|s| s.0),
-                    it.valid_for.map(|d| d.0 as u64),
-                ];
-                let mut mask = 0u16;
-                for (bit, n) in nums.iter().enumerate() {
-                    mask |= u16::from(n.is_some()) << bit;
-                }
-                for (bit, s) in strs.iter().enumerate() {
-                    mask |= u16::from(*s != NO_STR) << (STRINGS as usize + bit);
-                }
-                let kind = KINDS.iter().position(|k| *k == it.kind).expect("a kind");
-                let outcome = OUTCOMES.iter().position(|o| *o == it.outcome);
-                out.extend_from_slice(&[kind as u8, outcome.expect("an outcome") as u8]);
-                out.extend_from_slice(&mask.to_le_bytes());
-                varint(out, it.ts.0 as u64);
-                varint(out, it.incarnation.0);
-                for n in nums.into_iter().flatten() {
-                    varint(out, n);
-                }
-                for s in strs.into_iter().filter(|s| *s != NO_STR) {
-                    string(out, items.get(s));
-                }
+    }
+}
+
+impl Head {
+    #[inline(always)]
+    fn push(&mut self, b: u8) {
+        self.buf[self.len] = b;
+        self.len += 1;
+    }
+
+    #[inline(always)]
+    fn bytes(&mut self, b: &[u8]) {
+        self.buf[self.len..self.len + b.len()].copy_from_slice(b);
+        self.len += b.len();
+    }
+
+    #[inline(always)]
+    fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        self.push(v as u8);
+    }
+
+    fn written(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// Appends the WAL form of one item (an event or why it is malformed, with its span's ids)
+/// to `out`.
+pub(super) fn write_item(
+    out: &mut Vec<u8>,
+    item: &Result<Item<'_>, DecodeError>,
+    span: Option<&SpanId>,
+) {
+    let tag = (u8::from(item.is_err()) * MALFORMED) | (u8::from(span.is_some()) * SPAN);
+    // The fixed part of an event is assembled on the stack and appended at once.
+    let mut head = Head::default();
+    head.push(tag);
+    if let Some(s) = span {
+        head.bytes(s);
+    }
+    match item {
+        Ok(it) => {
+            let strs = strings(it);
+            let nums = [
+                it.epoch.map(|e| e.0),
+                it.order.map(|o| o.0),
+                it.seq.map(|s| s.0),
+                it.valid_for.map(|d| d.0 as u64),
+            ];
+            let mut mask = 0u16;
+            for (bit, n) in nums.iter().enumerate() {
+                mask |= u16::from(n.is_some()) << bit;
             }
-            Err(e) => {
-                let field = e.field.and_then(|f| KEYS.iter().position(|k| *k == f));
-                // A field outside the keys (none is) is kept in the reason's wording.
-                let reason = match (e.field, field) {
-                    (Some(_), None) => e.to_string(),
-                    _ => e.reason.clone(),
-                };
-                out.push(field.map_or(NO_FIELD, |f| f as u8));
-                match e.ts {
-                    Some(t) => {
-                        out.push(1);
-                        varint(out, t.0 as u64);
-                    }
-                    None => out.push(0),
-                }
-                string(out, &reason);
+            for (bit, s) in strs.iter().enumerate() {
+                mask |= u16::from(s.is_some()) << (STRINGS as usize + bit);
             }
+            head.bytes(&[kind_index(it.kind), outcome_index(it.outcome)]);
+            head.bytes(&mask.to_le_bytes());
+            head.varint(it.ts.0 as u64);
+            head.varint(it.incarnation.0);
+            for n in nums.into_iter().flatten() {
+                head.varint(n);
+            }
+            // Each string takes its bytes and a length of up to 10 (20 digits for an integer).
+            let room = |s: &Text<'_>| match s {
+                Some(Val::Str(b)) => 10 + b.len(),
+                _ => 30,
+            };
+            out.reserve(head.len + strs.iter().map(room).sum::<usize>());
+            out.extend_from_slice(head.written());
+            for s in strs.into_iter().flatten() {
+                text(out, s);
+            }
+        }
+        Err(e) => {
+            out.extend_from_slice(head.written());
+            let field = e.field.and_then(|f| KEYS.iter().position(|k| *k == f));
+            // A field outside the keys (none is) is kept in the reason's wording.
+            let reason = match (e.field, field) {
+                (Some(_), None) => e.to_string(),
+                _ => e.reason.clone(),
+            };
+            out.push(field.map_or(NO_FIELD, |f| f as u8));
+            match e.ts {
+                Some(t) => {
+                    out.push(1);
+                    varint(out, t.0 as u64);
+                }
+                None => out.push(0),
+            }
+            string(out, reason.as_bytes());
         }
     }
 }
@@ -215,9 +319,26 @@ impl<'a> Reader<'a> {
             &mut ev.attester,
             &mut ev.evidence,
         ];
-        for (bit, f) in fields.into_iter().enumerate() {
+        // The strings follow one another: their bytes are checked to be UTF-8 as one (each
+        // one's range then taken from that `str`, at its character boundaries), else one by one.
+        let region = self.rest;
+        let mut ranges = [(0, 0); 9];
+        for (bit, r) in ranges.iter_mut().enumerate() {
             if mask & (1 << (STRINGS as usize + bit)) != 0 {
-                *f = Some(self.str()?);
+                let n = usize::try_from(self.varint()?).map_err(|_| Bad)?;
+                let at = region.len() - self.rest.len();
+                self.bytes(n)?;
+                *r = (at, at + n);
+            }
+        }
+        let region = &region[..region.len() - self.rest.len()];
+        let whole = std::str::from_utf8(region).ok();
+        for (bit, (f, (from, to))) in fields.into_iter().zip(ranges).enumerate() {
+            if mask & (1 << (STRINGS as usize + bit)) != 0 {
+                *f = Some(match whole.and_then(|w| w.get(from..to)) {
+                    Some(s) => s,
+                    None => std::str::from_utf8(&region[from..to]).map_err(|_| Bad)?,
+                });
             }
         }
         Ok(ev)
@@ -273,8 +394,12 @@ pub fn count(body: &[u8]) -> Result<u64, BodyError> {
 pub fn decode(body: &[u8]) -> Result<Vec<Entry<'_>>, BodyError> {
     let mut r = Reader { rest: body };
     let n = r.varint().map_err(|Bad| bad())?;
+    read(r, n)
+}
+
+fn read(mut r: Reader<'_>, n: u64) -> Result<Vec<Entry<'_>>, BodyError> {
     // Every item takes at least a byte: a count beyond the record is not trusted.
-    let mut out = Vec::with_capacity(usize::try_from(n).unwrap_or(0).min(body.len()));
+    let mut out = Vec::with_capacity(usize::try_from(n).unwrap_or(0).min(r.rest.len()));
     for _ in 0..n {
         out.push(r.entry().map_err(|Bad| bad())?);
     }

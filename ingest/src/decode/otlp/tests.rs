@@ -267,12 +267,12 @@ fn attributes_are_looked_up_on_the_item_then_the_scope_then_the_resource() {
 }
 
 #[test]
-fn shared_strings_are_shared_by_the_items_of_a_scope() {
+fn a_resource_string_reaches_every_item_of_its_scope() {
     let resource = vec![s("fencing.property", "p")];
     let spans = (0..3).map(|_| span(commit(1))).collect();
     let d = map_traces(&traces(resource, vec![], spans)).items;
-    // 3 items × (scope, route) of their own + the property once.
-    assert_eq!(d.strings.len(), 7);
+    assert_eq!(d.len(), 3);
+    assert_eq!(d.entries().count(), 3);
     assert!(
         d.entries()
             .all(|e| matches!(e, Entry::Event(ev, _) if ev.property == Some("p")))
@@ -612,6 +612,22 @@ fn a_stored_body_that_is_not_otlp_is_an_error() {
     let mut longer = good.clone();
     longer.push(0);
     assert!(stored::decode(&longer).is_err());
+    // Earlier builds wrote the count as a minimal varint: their records read the same.
+    assert_eq!(good[..stored::COUNT_BYTES], stored::count_bytes(1));
+    let mut earlier = vec![1];
+    earlier.extend_from_slice(&good[stored::COUNT_BYTES..]);
+    assert_eq!(
+        render(stored::decode(&earlier).unwrap()),
+        render(stored::decode(&good).unwrap())
+    );
+}
+
+#[test]
+fn an_item_count_takes_its_fixed_width_at_any_size() {
+    for n in [0, 1, 127, 128, 300, 1 << 20, (1 << 35) - 1] {
+        let bytes = stored::count_bytes(n);
+        assert_eq!(stored::count(&bytes).unwrap(), n as u64, "{n}");
+    }
 }
 
 pub(super) fn value() -> impl Strategy<Value = Value> {

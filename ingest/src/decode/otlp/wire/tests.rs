@@ -392,3 +392,20 @@ fn wire_agrees_at_the_edges_of_merging_and_nesting() {
     }
     assert!(refused > 0 && refused < 15, "{refused}");
 }
+
+/// The short ASCII check agrees with the standard library's at every length and position of
+/// a byte above 127.
+#[test]
+fn ascii_agrees_with_is_ascii() {
+    for n in 0..40 {
+        let clean = vec![b'a'; n];
+        assert!(super::ascii(&clean), "{n}");
+        for at in 0..n {
+            for high in [0x80u8, 0xc3, 0xff] {
+                let mut b = clean.clone();
+                b[at] = high;
+                assert_eq!(super::ascii(&b), b.is_ascii(), "{n} {at} {high}");
+            }
+        }
+    }
+}
