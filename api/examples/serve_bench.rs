@@ -19,7 +19,8 @@
 //!    With `--formats ndjson,otlp` each run is made in each format: `otlp` posts the same
 //!    events as OTLP/HTTP protobuf (`POST /v1/traces`), one span per event carrying the
 //!    `fencing.*` attributes (and a few others, as instrumented code has), `--batch` spans per
-//!    request.
+//!    request; `grpc` sends the same requests over OTLP/gRPC (the trace service on
+//!    `--otlp-grpc-listen`, one channel per connection, the client encoding each request).
 //! 2. **Visibility**: on the last service, with a background load at `--load` times the best
 //!    measured rate, `--trials` times: post one batch whose last event completes a stale commit
 //!    on a fresh scope (epoch 2 at t, then epoch 1 at t + 1s), note the instant the `2xx`
@@ -77,7 +78,8 @@ struct Args {
     /// Background load during the trials, as a fraction of the best measured rate.
     #[arg(long, default_value_t = 0.5)]
     load: f64,
-    /// Body formats: `ndjson` (`POST /v1/events`), `otlp` (OTLP/HTTP protobuf, `POST /v1/traces`).
+    /// Body formats: `ndjson` (`POST /v1/events`), `otlp` (OTLP/HTTP protobuf, `POST
+    /// /v1/traces`), `grpc` (the same requests over OTLP/gRPC).
     #[arg(long, value_delimiter = ',', default_value = "ndjson")]
     formats: Vec<String>,
     /// The evidence archive in each ingest run: `on`, `off` (`--archive false`), or both
@@ -176,6 +178,43 @@ fn otlp_body(ndjson: &[u8], batch_no: usize) -> Vec<u8> {
     spans::request("orders-api", spans).encode_to_vec()
 }
 
+/// Sends `bodies` (OTLP trace requests, protobuf) one after the other over one OTLP/gRPC
+/// channel to `url`: each request's latency, ms. Each is parsed before the clock starts; the
+/// client encodes it again to send it (its CPU is the client's).
+fn grpc_worker<'a>(url: &str, bodies: impl Iterator<Item = &'a Vec<u8>>) -> Vec<f64> {
+    use fencewatch_ingest::decode::otlp::trace_service::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+    use prost::Message;
+    let requests: Vec<ExportTraceServiceRequest> = bodies
+        .map(|b| ExportTraceServiceRequest::decode(&b[..]).expect("a request this bench encoded"))
+        .collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let channel = tonic::transport::Endpoint::from_shared(url.to_string())
+            .expect("a gRPC url")
+            .connect()
+            .await
+            .expect("connect to the OTLP/gRPC listener");
+        let mut client = TraceServiceClient::new(channel).max_encoding_message_size(64 << 20);
+        let mut lat = Vec::with_capacity(requests.len());
+        for r in requests {
+            let t = Instant::now();
+            let answer = client
+                .export(r)
+                .await
+                .expect("an OTLP/gRPC export")
+                .into_inner();
+            lat.push(ms(t.elapsed()));
+            let rejected = answer.partial_success.map_or(0, |p| p.rejected_spans);
+            assert_eq!(rejected, 0, "a partial success");
+        }
+        lat
+    })
+}
+
 fn agent() -> Agent {
     let config = Agent::config_builder().http_status_as_error(false);
     Agent::new_with_config(config.timeout_global(Some(Duration::from_secs(60))).build())
@@ -219,6 +258,8 @@ fn cpu(pid: u32) -> [f64; 5] {
 struct Service {
     child: Child,
     base: String,
+    /// The OTLP/gRPC listener, `http://127.0.0.1:PORT`.
+    grpc: String,
     dir: PathBuf,
     _tmp: Option<tempfile::TempDir>,
 }
@@ -233,6 +274,11 @@ impl Service {
         let dir = tmp.path().to_path_buf();
         std::fs::write(dir.join("contract.toml"), CONTRACT).expect("write the contract");
         let log = std::fs::File::create(dir.join("serve.log")).expect("create the log");
+        // A free port for the gRPC listener (the HTTP one reports its own).
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
         let mut child = Command::new(bin)
             .args(["serve", "--listen", "127.0.0.1:0", "--contract"])
             .arg(dir.join("contract.toml"))
@@ -240,6 +286,7 @@ impl Service {
             .arg(dir.join("data"))
             .args(["--archive", if archive { "true" } else { "false" }])
             .args(["--query-timeout", &args.query_timeout])
+            .args(["--otlp-grpc-listen", &format!("127.0.0.1:{port}")])
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
@@ -271,6 +318,7 @@ impl Service {
         Service {
             child,
             base,
+            grpc: format!("http://127.0.0.1:{port}"),
             dir,
             _tmp,
         }
@@ -312,7 +360,8 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// One ingest run on a fresh service: its events/s, its table row and the service.
-fn ingest(args: &Args, conns: usize, otlp: bool, archive: bool) -> (f64, String, Service) {
+fn ingest(args: &Args, conns: usize, format: &str, archive: bool) -> (f64, String, Service) {
+    let (otlp, grpc) = (format != "ndjson", format == "grpc");
     let batches = args.events.div_ceil(args.batch);
     let step = 2_000; // ns between events: 2M events span 4 s, ending 5 s before now
     let mut g = Gen::new("order", args.scopes, conns, 7);
@@ -338,6 +387,9 @@ fn ingest(args: &Args, conns: usize, otlp: bool, archive: bool) -> (f64, String,
     let (cpu0, me0, start) = (cpu(pid), cpu(me), Instant::now());
     let mut lat: Vec<f64> = std::thread::scope(|s| {
         let worker = |k: usize| {
+            if grpc {
+                return grpc_worker(&svc.grpc, bodies.iter().skip(k).step_by(conns));
+            }
             let a = agent();
             let mine = bodies.iter().skip(k).step_by(conns);
             let post = |body: &Vec<u8>| {
@@ -366,8 +418,7 @@ fn ingest(args: &Args, conns: usize, otlp: bool, archive: bool) -> (f64, String,
     let (eps, total) = (args.events as f64 / wall, c[0] + c[1]);
     let row = [
         format!(
-            "{} {conns}{}",
-            if otlp { "otlp" } else { "ndjson" },
+            "{format} {conns}{}",
             if archive { "" } else { ", archive off" }
         ),
         format!("{wall:.2}"),
@@ -600,7 +651,7 @@ fn main() {
                     s.stop();
                 }
                 let archive = a != "off";
-                let (eps, row, svc) = ingest(&args, c.max(1), f == "otlp", archive);
+                let (eps, row, svc) = ingest(&args, c.max(1), f, archive);
                 (best, last) = (best.max(eps), Some(svc));
                 rows.push(row);
             }
