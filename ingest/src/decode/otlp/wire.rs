@@ -110,14 +110,12 @@ impl<'a> Msg<'a> {
         ))
     }
 
-    /// A varint (of one byte without the general decoder).
+    /// A varint (of one or two bytes without the general decoder).
     #[inline(always)]
     fn raw_varint(&mut self) -> R<u64> {
-        if let Some(&b) = self.buf.first() {
-            if b < 0x80 {
-                self.buf = &self.buf[1..];
-                return Ok(u64::from(b));
-            }
+        if let Some((v, n)) = short_varint(self.buf) {
+            self.buf = &self.buf[n..];
+            return Ok(v);
         }
         self.varint_slow()
     }
@@ -208,6 +206,17 @@ impl<'a> Msg<'a> {
         skip_field(wt, tag, &mut buf, self.depth).map_err(|why| self.err(why))?;
         self.buf = buf;
         Ok(())
+    }
+}
+
+/// A varint of one or two bytes at the start of `b` (lengths below 16 KiB, small integers),
+/// and its length, as prost reads it; `None` for a longer one (or too few bytes).
+#[inline(always)]
+fn short_varint(b: &[u8]) -> Option<(u64, usize)> {
+    match *b {
+        [b0, ..] if b0 < 0x80 => Some((u64::from(b0), 1)),
+        [b0, b1, ..] if b1 < 0x80 => Some((u64::from(b0 & 0x7f) | (u64::from(b1) << 7), 2)),
+        _ => None,
     }
 }
 
@@ -367,9 +376,15 @@ fn common_key_value<'a>(kv: &Msg<'a>) -> Option<(&'a [u8], Val<'a>)> {
             Val::Str(s)
         }
         [0x18, v @ ..] => {
-            let mut v: &[u8] = v;
-            let n = decode_varint(&mut v).ok()?;
-            if !v.is_empty() {
+            let (n, len) = match short_varint(v) {
+                Some(short) => short,
+                None => {
+                    let mut rest: &[u8] = v;
+                    let n = decode_varint(&mut rest).ok()?;
+                    (n, v.len() - rest.len())
+                }
+            };
+            if len != v.len() {
                 return None;
             }
             Val::Int(n as i64)

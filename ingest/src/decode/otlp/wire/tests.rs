@@ -409,3 +409,24 @@ fn ascii_agrees_with_is_ascii() {
         }
     }
 }
+
+/// The short varint reader agrees with prost's on every value of one and two bytes, on
+/// non-minimal two-byte forms, and leaves longer ones to it.
+#[test]
+fn short_varints_read_as_prost_reads_them() {
+    let prost_read = |b: &[u8]| {
+        let mut rest = b;
+        prost::encoding::decode_varint(&mut rest).map(|v| (v, b.len() - rest.len()))
+    };
+    for v in 0u64..(1 << 14) {
+        let mut b = Vec::new();
+        prost::encoding::encode_varint(v, &mut b);
+        b.push(0x55);
+        assert_eq!(super::short_varint(&b), prost_read(&b).ok(), "{v}");
+    }
+    for b0 in 0x80..=0xffu8 {
+        assert_eq!(super::short_varint(&[b0, 0]), prost_read(&[b0, 0]).ok());
+        assert_eq!(super::short_varint(&[b0]), None);
+    }
+    assert_eq!(super::short_varint(&[0x80, 0x80, 0x01]), None);
+}
