@@ -136,7 +136,7 @@ pub struct ItemError {
 /// The fencing items of one request, mapped, in order: written as they are mapped in the
 /// WAL's form of them ([`stored`]), so that the request's strings are copied once, into it,
 /// and storing the items is one copy of it.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Decoded {
     /// How many items.
     count: usize,
@@ -154,6 +154,17 @@ pub enum Entry<'a> {
     Event(Event<'a>, Option<&'a SpanId>),
     /// A malformed fencing item.
     Malformed(ItemError),
+}
+
+/// No items: a valid record of none.
+impl Default for Decoded {
+    fn default() -> Decoded {
+        Decoded {
+            count: 0,
+            record: stored::count_bytes(0).to_vec(),
+            start: 0,
+        }
+    }
 }
 
 impl Decoded {

@@ -623,6 +623,15 @@ fn a_stored_body_that_is_not_otlp_is_an_error() {
 }
 
 #[test]
+fn an_empty_mapping_is_a_valid_record_of_no_items() {
+    let d = Decoded::default();
+    assert_eq!((d.len(), d.entries().count()), (0, 0));
+    assert_eq!(stored::count(d.stored()).unwrap(), 0);
+    let m = map_traces(&ExportTraceServiceRequest::default());
+    assert_eq!((m.items.len(), m.items.entries().count()), (0, 0));
+}
+
+#[test]
 fn an_item_count_takes_its_fixed_width_at_any_size() {
     for n in [0, 1, 127, 128, 300, 1 << 20, (1 << 35) - 1] {
         let bytes = stored::count_bytes(n);
