@@ -108,6 +108,7 @@ pub const COUNT_BYTES: usize = 5;
 
 /// `n` (below 2^35: items of a request bounded in bytes) in [`COUNT_BYTES`].
 pub(super) fn count_bytes(n: usize) -> [u8; COUNT_BYTES] {
+    debug_assert!(n < 1 << (7 * COUNT_BYTES), "{n} items in one request");
     let n = (n as u64).min((1 << (7 * COUNT_BYTES)) - 1);
     let mut out = [0; COUNT_BYTES];
     for (i, b) in out.iter_mut().enumerate() {
@@ -220,7 +221,8 @@ pub(super) fn write_item(
             // Each string takes its bytes and a length of up to 10 (20 digits for an integer).
             let room = |s: &Text<'_>| match s {
                 Some(Val::Str(b)) => 10 + b.len(),
-                _ => 30,
+                Some(_) => 30,
+                None => 0,
             };
             out.reserve(head.len + strs.iter().map(room).sum::<usize>());
             out.extend_from_slice(head.written());
