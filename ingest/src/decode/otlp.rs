@@ -284,11 +284,7 @@ impl Builder {
     /// For a request of `n` items: room for them all to be fencing items (about a hundred
     /// bytes each in the record, for the time of one request, and for 65,536 at most), so
     /// that the lists do not grow on the way.
-    fn for_items(n: usize) -> Builder {
-        Builder::after(Vec::new(), n)
-    }
-
-    /// [`Builder::for_items`], the items' WAL form written after what `buf` holds.
+    /// The items' WAL form is written after what `buf` holds.
     fn after(mut buf: Vec<u8>, n: usize) -> Builder {
         let n = n.min(1 << 16);
         buf.reserve(stored::COUNT_BYTES + 96 * n);
@@ -553,8 +549,13 @@ fn scope_attributes(s: Option<&common::v1::InstrumentationScope>) -> Level<'_> {
 /// Maps a parsed trace request to its fencing spans (module doc). A protobuf body is mapped
 /// without materialising the request by [`wire::map`], to the same items.
 pub fn map_traces(req: &ExportTraceServiceRequest) -> Mapped {
+    map_traces_into(req, Vec::new())
+}
+
+/// [`map_traces`], the items' WAL form written after what `buf` holds (as [`wire::map_into`]).
+pub fn map_traces_into(req: &ExportTraceServiceRequest, buf: Vec<u8>) -> Mapped {
     let spans = req.resource_spans.iter().flat_map(|r| &r.scope_spans);
-    let mut b = Builder::for_items(spans.map(|s| s.spans.len()).sum());
+    let mut b = Builder::after(buf, spans.map(|s| s.spans.len()).sum());
     for (r, rs) in req.resource_spans.iter().enumerate() {
         let resource = attributes_of(rs.resource.as_ref());
         for (s, ss) in rs.scope_spans.iter().enumerate() {
@@ -579,8 +580,13 @@ pub fn map_traces(req: &ExportTraceServiceRequest) -> Mapped {
 
 /// Maps a parsed logs request to its fencing log records (module doc).
 pub fn map_logs(req: &ExportLogsServiceRequest) -> Mapped {
+    map_logs_into(req, Vec::new())
+}
+
+/// [`map_logs`], the items' WAL form written after what `buf` holds (as [`wire::map_into`]).
+pub fn map_logs_into(req: &ExportLogsServiceRequest, buf: Vec<u8>) -> Mapped {
     let records = req.resource_logs.iter().flat_map(|r| &r.scope_logs);
-    let mut b = Builder::for_items(records.map(|s| s.log_records.len()).sum());
+    let mut b = Builder::after(buf, records.map(|s| s.log_records.len()).sum());
     for (r, rl) in req.resource_logs.iter().enumerate() {
         let resource = attributes_of(rl.resource.as_ref());
         for (s, sl) in rl.scope_logs.iter().enumerate() {

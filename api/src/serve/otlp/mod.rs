@@ -141,9 +141,7 @@ impl Request {
     ) -> Result<Request, Failure> {
         let invalid = |e: otlp::RequestError| Failure::Invalid(e.0);
         if !json {
-            // The items are written after their WAL payload's header (its time set when stored).
-            let header = batch::encode_header(Format::Otlp, 0, SOURCE, None, 0);
-            return otlp::wire::map_into(signal, &body, header)
+            return otlp::wire::map_into(signal, &body, header())
                 .map(|m| Request::Mapped(signal, m))
                 .map_err(|e| Failure::Invalid(format!("invalid OTLP protobuf: {e}")));
         }
@@ -157,14 +155,20 @@ impl Request {
         }
     }
 
-    /// Its items, and whether their buffer begins with their WAL payload's header.
-    fn map(self) -> (Mapped, bool) {
+    /// Its items, written after their WAL payload's [`header`].
+    fn map(self) -> Mapped {
         match self {
-            Request::Traces(r) => (otlp::map_traces(&r), false),
-            Request::Logs(r) => (otlp::map_logs(&r), false),
-            Request::Mapped(_, m) => (m, true),
+            Request::Traces(r) => otlp::map_traces_into(&r, header()),
+            Request::Logs(r) => otlp::map_logs_into(&r, header()),
+            Request::Mapped(_, m) => m,
         }
     }
+}
+
+/// The header of an OTLP request's WAL payload, which its items are written after as they are
+/// mapped (the time is set when it is stored: [`Prepared::of`]).
+fn header() -> Vec<u8> {
+    batch::encode_header(Format::Otlp, 0, SOURCE, None, 0)
 }
 
 /// A request mapped to its fencing items, and their WAL payload.
@@ -183,22 +187,19 @@ impl Prepared {
     /// work, to do off the async workers.
     pub fn of(request: Request, now: i64) -> Prepared {
         let signal = request.signal();
-        let (mapped, with_header) = request.map();
+        let mapped = request.map();
         let items = mapped.items.len() as u64;
+        let ignored = mapped.ignored;
         let mut payload = Vec::new();
-        if items > 0 && with_header {
+        if items > 0 {
             payload = mapped.items.into_buffer();
             batch::set_received_at(&mut payload, now);
-        } else if items > 0 {
-            let cap = batch::header_len(SOURCE) + otlp::stored::encoded_len(&mapped.items);
-            payload = batch::encode_header(Format::Otlp, now, SOURCE, None, cap);
-            otlp::stored::encode_into(&mapped.items, &mut payload);
         }
         Prepared {
             signal,
             payload,
             items,
-            ignored: mapped.ignored,
+            ignored,
             locations: mapped.locations,
         }
     }
