@@ -261,7 +261,7 @@ fn a_snapshot_holds_the_rows_not_yet_written_and_the_unsettled_counterexamples()
     let unsettled = o.partition.live().unsettled_counterexamples();
     assert!(!unsettled.is_empty(), "a provisional stale commit");
     let view = o.partition.live().view();
-    let snap = archive.snapshot(Some(&view), &unsettled);
+    let snap = archive.snapshot(Some(&view), &unsettled).unwrap();
     assert_eq!(snap.files[&Table::Events].len(), 1);
     let mem: usize = snap.batches[&Table::Events]
         .iter()
@@ -572,7 +572,7 @@ fn a_crash_between_row_groups_of_an_open_file_leaves_no_file_and_replay_archives
             Snapshot::of_dir(&dir.path().join("archive")).unwrap().files[&Table::Events].len(),
             1
         );
-        let snap = archive.snapshot(None, &[]);
+        let snap = archive.snapshot(None, &[]).unwrap();
         let mut seen: Vec<String> = read(dir.path(), Table::Events)
             .iter()
             .chain(&snap.batches[&Table::Events])
@@ -660,4 +660,99 @@ fn the_flush_interval_comes_due_under_a_steady_load() {
     ingest(&mut o, i);
     assert_eq!(archive.wait_due(since), Due::Interval);
     assert_eq!(archive.wait_due(std::time::Instant::now()), Due::Size);
+}
+
+#[test]
+fn a_failed_archive_drops_new_rows_refuses_snapshots_and_a_restart_archives_them_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let events_dir = dir.path().join("archive/events");
+    {
+        let (archive, mut o) = open(dir.path());
+        for i in 0..5 {
+            ingest(&mut o, i);
+        }
+        archive.flush().unwrap();
+        // The table's folder replaced by a file: the next flush cannot create its file.
+        let saved = dir.path().join("events-saved");
+        std::fs::rename(&events_dir, &saved).unwrap();
+        std::fs::write(&events_dir, b"not a folder").unwrap();
+        ingest(&mut o, 5);
+        assert!(archive.flush().is_err());
+        assert!(archive.failure().is_some());
+        assert_eq!(
+            archive.sizes().pending_rows,
+            0,
+            "memory freed at the failure"
+        );
+        for i in 6..40 {
+            ingest(&mut o, i);
+        }
+        assert_eq!(archive.sizes().pending_rows, 0, "rows after it are dropped");
+        archive.wait_for_room();
+        assert!(matches!(archive.snapshot(None, &[]), Err(Error::Failed(_))));
+        std::fs::remove_file(&events_dir).unwrap();
+        std::fs::rename(&saved, &events_dir).unwrap();
+    }
+    // A restart replays the log past the manifest's offsets: every event once.
+    let (archive, _o) = open(dir.path());
+    archive.flush().unwrap();
+    let sources = strings(&read(dir.path(), Table::Events), "source");
+    assert_eq!(sources.len(), 40);
+    assert_eq!(sources.iter().collect::<BTreeSet<_>>().len(), 40);
+}
+
+#[test]
+fn compaction_merges_only_adjacent_small_files_so_offsets_stay_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (archive, mut o) = open(dir.path());
+        for i in 0..5 {
+            ingest(&mut o, i);
+            archive.flush().unwrap();
+        }
+        // One larger file between the small ones.
+        let body: String = (0..2000u64)
+            .map(|i| {
+                let ts = 10_000_000_000 + i * 1000;
+                format!("{{\"kind\":\"commit\",\"ts\":{ts},\"scope\":\"b{i}\",\"epoch\":1,\"route\":\"r\"}}\n")
+            })
+            .collect();
+        append(&mut o, &body);
+        o.partition.commit_archive();
+        archive.flush().unwrap();
+        for i in 5..15 {
+            ingest(&mut o, 20 + i);
+            archive.flush().unwrap();
+        }
+    }
+    let m = Manifest::load(&dir.path().join("archive")).unwrap();
+    let sizes: Vec<u64> = m.files_of("events").map(|f| f.bytes).collect();
+    let big = sizes[5];
+    assert!(sizes.iter().enumerate().all(|(i, &b)| i == 5 || b < big));
+    let small_only = ArchiveOptions {
+        compact_below: big,
+        ..opts(dir.path())
+    };
+    let (archive, _o) = open_archive(dir.path(), contract(), small_only);
+    // The first five are too few to merge; the ten after the large file are merged.
+    assert!(archive.maintain().unwrap().compacted >= 10);
+    let m = Manifest::load(&dir.path().join("archive")).unwrap();
+    assert_eq!(
+        m.files_of("events").count(),
+        7,
+        "5 small, the large one, the merged one"
+    );
+    let offsets: Vec<u64> = read(dir.path(), Table::Events)
+        .iter()
+        .flat_map(|b| {
+            let a = b
+                .column_by_name("offset")
+                .unwrap()
+                .as_primitive::<arrow_array::types::UInt64Type>()
+                .clone();
+            (0..a.len()).map(move |i| a.value(i))
+        })
+        .collect();
+    assert_eq!(offsets.len(), 2015);
+    assert!(offsets.windows(2).all(|w| w[0] < w[1]), "in offset order");
 }

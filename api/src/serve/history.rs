@@ -10,7 +10,7 @@
 
 use crate::query::{Answer, Queries, QueryError};
 use crate::serve::error::ApiError;
-use crate::serve::sql::{api_error, snapshot};
+use crate::serve::sql::{api_error, snapshot_for_request};
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::{DataType, TimestampNanosecondType, UInt64Type};
 use datafusion::common::ScalarValue;
@@ -78,11 +78,7 @@ pub async fn page(
     after: Option<Cursor>,
     limit: usize,
 ) -> Result<Value, ApiError> {
-    let snap = tokio::task::block_in_place(|| snapshot(registry, data_dir)).map_err(|e| {
-        ApiError::Internal {
-            detail: format!("the archive's manifest: {e}"),
-        }
-    })?;
+    let snap = snapshot_for_request(registry, data_dir)?;
     let mut page = page_of(queries, snap, (property, scope), after, limit)
         .await
         .map_err(api_error)?;

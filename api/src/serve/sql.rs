@@ -109,12 +109,7 @@ pub async fn query(
         detail: format!("the body must be {{\"sql\": \"…\"}}: {e}"),
     })?;
     let started = Instant::now();
-    let snapshot =
-        tokio::task::block_in_place(|| snapshot(&sql.registry, &sql.data_dir)).map_err(|e| {
-            ApiError::Internal {
-                detail: format!("the archive's manifest: {e}"),
-            }
-        })?;
+    let snapshot = snapshot_for_request(&sql.registry, &sql.data_dir)?;
     let result = sql.queries.run(&text, snapshot).await;
     let outcome = match &result {
         Ok(a) if a.truncated => "truncated",
@@ -148,15 +143,35 @@ pub fn snapshot(
     data_dir: &std::path::Path,
 ) -> Result<Snapshot, fencewatch_ingest::archive::Error> {
     match registry.archive() {
-        Some(a) => Ok(registry.query_parts(|view, parts| {
+        Some(a) => registry.query_parts(|view, parts| {
             let unsettled: Vec<_> = parts
                 .iter()
                 .flat_map(|p| p.live().unsettled_counterexamples())
                 .collect();
             a.snapshot(Some(view), &unsettled)
-        })),
+        }),
         None => Snapshot::of_dir(&data_dir.join("archive")),
     }
+}
+
+/// [`snapshot`] from a request's handler, its error as the problem to answer: 503 once the
+/// archive has failed (a restart re-archives from the log), 500 for a manifest that cannot
+/// be read.
+pub fn snapshot_for_request(
+    registry: &Registry,
+    data_dir: &std::path::Path,
+) -> Result<Snapshot, ApiError> {
+    use fencewatch_ingest::archive::Error;
+    tokio::task::block_in_place(|| snapshot(registry, data_dir)).map_err(|e| match e {
+        Error::Failed(why) => ApiError::ServiceUnavailable {
+            detail: format!(
+                "the evidence archive stopped writing ({why}); its queries are refused until a restart archives again from the log"
+            ),
+        },
+        e => ApiError::Internal {
+            detail: format!("the archive's manifest: {e}"),
+        },
+    })
 }
 
 /// The problem of a query error.

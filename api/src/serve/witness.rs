@@ -10,7 +10,7 @@
 use crate::query::{Queries, QueryError};
 use crate::serve::error::ApiError;
 use crate::serve::history::{event_columns, rows};
-use crate::serve::sql::{api_error, snapshot};
+use crate::serve::sql::{api_error, snapshot_for_request};
 use datafusion::common::ScalarValue;
 use fencewatch_assess::history::CONTEXT_EVENTS;
 use fencewatch_ingest::archive::Snapshot;
@@ -52,11 +52,7 @@ pub async fn archived(
     queries: &Queries,
     id: &str,
 ) -> Result<Option<Value>, ApiError> {
-    let snap = tokio::task::block_in_place(|| snapshot(registry, data_dir)).map_err(|e| {
-        ApiError::Internal {
-            detail: format!("the archive's manifest: {e}"),
-        }
-    })?;
+    let snap = snapshot_for_request(registry, data_dir)?;
     from_snapshot(queries, snap, id).await.map_err(api_error)
 }
 

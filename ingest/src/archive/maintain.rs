@@ -86,18 +86,19 @@ impl Archive {
         Ok(drop_paths.len())
     }
 
-    /// Merges the oldest small files of table `t` into one: written without holding up
-    /// flushes, then committed if they are all still listed. Returns how many were merged.
+    /// Merges the oldest run of adjacent small files of table `t` into one, in its place:
+    /// written without holding up flushes, then committed if they are all still listed.
+    /// Returns how many were merged.
+    ///
+    /// Only adjacent files: the table's files are listed in the order their rows were
+    /// archived (each partition's offsets rising), which readers rely on (`check` over an
+    /// archive merges its malformed rows by offset); merging small files from both sides of
+    /// a large one would put the later ones before it.
     fn compact(&self, t: Table, now: i64) -> Result<usize, Error> {
         let (small, generation) = {
             let s = self.lock();
-            let small: Vec<FileEntry> = s
-                .manifest
-                .files_of(t.name())
-                .filter(|f| f.bytes < self.opts.compact_below)
-                .take(COMPACT_MAX_FILES)
-                .cloned()
-                .collect();
+            let listed: Vec<&FileEntry> = s.manifest.files_of(t.name()).collect();
+            let small = oldest_run(&listed, |f| f.bytes < self.opts.compact_below);
             (small, s.manifest.generation)
         };
         if small.len() < COMPACT_MIN_FILES {
@@ -159,6 +160,28 @@ impl Archive {
         self.stats.compactions.fetch_add(1, Ordering::Relaxed);
         Ok(small.len())
     }
+}
+
+/// The first run of at least [`COMPACT_MIN_FILES`] adjacent files that are `small` (at most
+/// [`COMPACT_MAX_FILES`] of it), or none.
+fn oldest_run(files: &[&FileEntry], small: impl Fn(&FileEntry) -> bool) -> Vec<FileEntry> {
+    let mut run: Vec<FileEntry> = Vec::new();
+    for f in files {
+        if small(f) {
+            run.push((*f).clone());
+            if run.len() == COMPACT_MAX_FILES {
+                break;
+            }
+        } else if run.len() >= COMPACT_MIN_FILES {
+            break;
+        } else {
+            run.clear();
+        }
+    }
+    if run.len() < COMPACT_MIN_FILES {
+        run.clear();
+    }
+    run
 }
 
 /// What [`Archive::maintain`] did.

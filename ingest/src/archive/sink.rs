@@ -82,6 +82,7 @@ impl Sink {
         if offset < self.skip_below {
             return;
         }
+        self.hand_over_if_full();
         let property = match pushed {
             Pushed::Assessed => ev.property.or(self.only_property.as_deref()),
             Pushed::Unattributed => None,
@@ -115,6 +116,7 @@ impl Sink {
         if offset < self.skip_below {
             return;
         }
+        self.hand_over_if_full();
         let at = Origin {
             partition: &self.partition,
             received,
@@ -123,9 +125,15 @@ impl Sink {
         self.done(offset);
     }
 
-    /// Item `offset` is collected: hands the rows over when there are enough.
+    /// Every row of item `offset` is collected.
     fn done(&mut self, offset: u64) {
         self.next = self.next.max(offset + 1);
+    }
+
+    /// Hands the rows over when there are enough: only before an item's rows or after a
+    /// record's end, never right after an item, whose record may still settle
+    /// counterexamples ([`Sink::record`]) that a hand-over covering it would leave out.
+    fn hand_over_if_full(&mut self) {
         if self.events.len() + self.malformed.len() + self.cxs.len() >= CHUNK_ROWS {
             self.archive.wait_for_room_briefly();
             self.hand_over();
@@ -142,6 +150,7 @@ impl Sink {
             }
         }
         self.next = self.next.max(next);
+        self.hand_over_if_full();
     }
 
     /// Hands the rows collected to the archive, with the offset every row below which is

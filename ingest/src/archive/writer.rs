@@ -252,8 +252,14 @@ impl Archive {
     }
 
     /// Takes the rows of a partition's records up to `next` (exclusive).
+    /// Once the archive has failed they are dropped: nothing more is written until a restart,
+    /// which re-archives them from the log (the manifest's offsets did not move), and queries
+    /// are refused ([`Archive::snapshot`]), so memory stays bounded and no answer is partial.
     pub(super) fn commit(&self, partition: &str, next: u64, batches: Vec<(Table, RecordBatch)>) {
         let mut s = self.lock();
+        if s.failed.is_some() {
+            return;
+        }
         for (t, b) in batches {
             s.pending_bytes += b.get_array_memory_size();
             s.pending[slot(t)].push(b);
@@ -344,6 +350,9 @@ impl Archive {
         let mut rows = WindowRows::default();
         let n = windows::tick(view, &mut archived, &mut rows, windows::TICK_ROWS);
         let mut s = self.lock();
+        if s.failed.is_some() {
+            return 0;
+        }
         s.windows = archived;
         if n > 0 {
             let b = rows.finish();
@@ -476,6 +485,11 @@ impl Archive {
         open.abandon();
         let mut s = self.lock();
         s.failed = Some(e.to_string());
+        // Never written now, and never shown (queries are refused): their memory is freed.
+        s.pending = Default::default();
+        s.pending_bytes = 0;
+        s.open = Default::default();
+        s.open_bytes = 0;
         self.changed.notify_all();
         e
     }
@@ -533,8 +547,18 @@ impl Archive {
     /// view, if the service runs) the windows not archived yet and the `unsettled`
     /// counterexamples (provisional, or withdrawn and not settled) as rows not yet flushed.
     /// Call with the assessors locked for reading, so rows and state agree.
-    pub fn snapshot(&self, view: Option<&View<'_>>, unsettled: &[Settled]) -> Snapshot {
+    ///
+    /// Once the archive has failed there is no snapshot ([`Error::Failed`]): the rows since
+    /// the failure are not collected, and an answer without them would be wrong.
+    pub fn snapshot(
+        &self,
+        view: Option<&View<'_>>,
+        unsettled: &[Settled],
+    ) -> Result<Snapshot, Error> {
         let s = self.lock();
+        if let Some(f) = &s.failed {
+            return Err(Error::Failed(f.clone()));
+        }
         let mut snap = snapshot_of(&self.opts.dir, &s.manifest);
         for t in Table::ALL {
             let mut bs: Vec<RecordBatch> = s.open[slot(t)].clone();
@@ -563,7 +587,7 @@ impl Archive {
                 .or_default()
                 .push(rows.finish());
         }
-        snap
+        Ok(snap)
     }
 
     /// Rows per table in the manifest's files.
