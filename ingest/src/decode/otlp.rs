@@ -274,6 +274,15 @@ struct SpanFacts<'a> {
     errored: bool,
 }
 
+/// What a [`Builder`] held at one point ([`Builder::mark`]).
+#[derive(Clone, Copy)]
+struct Mark {
+    record: usize,
+    count: usize,
+    ignored: u64,
+    locations: usize,
+}
+
 /// Builds [`Decoded`], writing each item's WAL form as it is mapped.
 #[derive(Default)]
 struct Builder {
@@ -295,6 +304,26 @@ impl Builder {
         b.mapped.items.start = start;
         b.mapped.locations.reserve(n);
         b
+    }
+
+    /// Where the items stand, to go back to with [`Builder::rewind`].
+    fn mark(&self) -> Mark {
+        let m = &self.mapped;
+        Mark {
+            record: m.items.record.len(),
+            count: m.items.count,
+            ignored: m.ignored,
+            locations: m.locations.len(),
+        }
+    }
+
+    /// Forgets the items added since `mark` was taken.
+    fn rewind(&mut self, mark: Mark) {
+        let m = &mut self.mapped;
+        m.items.record.truncate(mark.record);
+        m.items.count = mark.count;
+        m.ignored = mark.ignored;
+        m.locations.truncate(mark.locations);
     }
 
     fn finish(mut self) -> Mapped {

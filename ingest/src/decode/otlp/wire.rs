@@ -631,7 +631,63 @@ fn children<'a>(
 
 /// A `ScopeSpans` / `ScopeLogs` (index `at[1]` of resource `at[0]`): its scope first, then
 /// its items.
+///
+/// In one pass over the message when its scope comes before its items (as every SDK writes
+/// it): a second pass that only delimits thousands of items costs a dependent load per item,
+/// a cache miss each on a body not in cache. Else (a scope after an item, or any error) what
+/// the pass added is forgotten and the message read again in two passes
+/// ([`scope_items_two_pass`]), which find the same items or the same error as prost.
 fn scope_items<'a, I: Items>(
+    b: &mut Builder,
+    m: Msg<'a>,
+    res: &Level<'a>,
+    at: [usize; 2],
+) -> R<()> {
+    let mark = b.mark();
+    match scope_items_one_pass::<I>(b, m, res, at) {
+        Ok(true) => Ok(()),
+        Ok(false) | Err(_) => {
+            b.rewind(mark);
+            scope_items_two_pass::<I>(b, m, res, at)
+        }
+    }
+}
+
+/// [`scope_items`] in one pass: `Ok(false)` if the scope (field 1) comes after an item.
+fn scope_items_one_pass<'a, I: Items>(
+    b: &mut Builder,
+    mut m: Msg<'a>,
+    res: &Level<'a>,
+    at: [usize; 2],
+) -> R<bool> {
+    let mut level = Some(Level::default());
+    let mut up = None;
+    let mut i = 0;
+    while m.more() {
+        let (tag, wt) = m.key()?;
+        match tag {
+            1 => match &mut level {
+                Some(level) => scope(m.message(wt, "InstrumentationScope")?, level)?,
+                None => return Ok(false),
+            },
+            2 => {
+                let item = m.message(wt, I::NAME)?;
+                if let Some(level) = level.take() {
+                    up = Some(level.over(res));
+                }
+                let up = up.as_ref().expect("set at the first item");
+                I::item(b, item, up, [at[0], at[1], i])?;
+                i += 1;
+            }
+            3 => drop(m.checked(wt)?),
+            _ => m.skip(wt, tag)?,
+        }
+    }
+    Ok(true)
+}
+
+/// [`scope_items`] in two passes: the scope wherever it is, then the items.
+fn scope_items_two_pass<'a, I: Items>(
     b: &mut Builder,
     m: Msg<'a>,
     res: &Level<'a>,
