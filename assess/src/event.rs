@@ -45,12 +45,17 @@ pub enum Kind {
 impl Kind {
     /// Parses the wire name.
     pub fn parse(s: &str) -> Option<Kind> {
+        Kind::parse_bytes(s.as_bytes())
+    }
+
+    /// [`Kind::parse`] of a name's bytes.
+    pub fn parse_bytes(s: &[u8]) -> Option<Kind> {
         Some(match s {
-            "commit" => Kind::Commit,
-            "fence" => Kind::Fence,
-            "grant" => Kind::Grant,
-            "heartbeat" => Kind::Heartbeat,
-            "attestation" => Kind::Attestation,
+            b"commit" => Kind::Commit,
+            b"fence" => Kind::Fence,
+            b"grant" => Kind::Grant,
+            b"heartbeat" => Kind::Heartbeat,
+            b"attestation" => Kind::Attestation,
             _ => return None,
         })
     }
@@ -90,11 +95,16 @@ pub enum Outcome {
 impl Outcome {
     /// Parses the wire name (any kind's: [`Event::validate`] checks it fits the kind).
     pub fn parse(s: &str) -> Option<Outcome> {
+        Outcome::parse_bytes(s.as_bytes())
+    }
+
+    /// [`Outcome::parse`] of a name's bytes.
+    pub fn parse_bytes(s: &[u8]) -> Option<Outcome> {
         match s {
-            "committed" => Some(Outcome::Committed),
-            "rejected" => Some(Outcome::Rejected),
-            "holds" => Some(Outcome::Holds),
-            "failed" => Some(Outcome::Failed),
+            b"committed" => Some(Outcome::Committed),
+            b"rejected" => Some(Outcome::Rejected),
+            b"holds" => Some(Outcome::Holds),
+            b"failed" => Some(Outcome::Failed),
             _ => None,
         }
     }

@@ -11,6 +11,11 @@
 //! Stages: `ndjson_lines`, `otlp_request` (map, encode for the WAL, decode the record),
 //! `otlp_wire_map`, `otlp_encode`, `otlp_stored`; `ndjson_batch` and `otlp_batch`, the WAL
 //! payloads of both as ingest stores them, through the WAL's decode stage.
+//!
+//! `paired ROUNDS` (not for callgrind: timed) is the wall-clock comparison on a shared, noisy
+//! machine: each round times one pass of `ndjson_batch` and one of `otlp_batch` back to back
+//! (in alternating order), so both see the same neighbours; it prints the median of each and
+//! the quartiles of the rounds' ratios.
 
 use fencewatch_ingest::decode::json::decode_line;
 use fencewatch_ingest::decode::otlp::{self, Signal};
@@ -38,6 +43,10 @@ fn main() {
     let map = |r: &[u8]| otlp::wire::map(Signal::Traces, r).expect("valid");
     let mapped: Vec<otlp::Mapped> = requests.iter().map(|r| map(r)).collect();
     let stored: Vec<Vec<u8>> = mapped.iter().map(encode).collect();
+    if stage == "paired" {
+        paired(rounds.max(1), &ndjson_payloads, &requests);
+        return;
+    }
     let mut n = 0usize;
     for _ in 0..rounds {
         match stage.as_str() {
@@ -82,4 +91,55 @@ fn main() {
         }
     }
     println!("{stage}: {rounds} rounds, {n}");
+}
+
+/// The `paired` stage: `rounds` rounds of one `ndjson_batch` and one `otlp_batch` pass each.
+fn paired(rounds: usize, ndjson: &[Vec<u8>], requests: &[Vec<u8>]) {
+    use std::time::Instant;
+    let events: usize = ndjson.iter().map(|p| workload::decode_stage(p)).sum();
+    let time_ndjson = || {
+        let t = Instant::now();
+        for p in ndjson {
+            black_box(workload::decode_stage(p));
+        }
+        t.elapsed().as_secs_f64() * 1e9 / events as f64
+    };
+    let time_otlp = || {
+        let t = Instant::now();
+        for r in requests {
+            black_box(workload::decode_stage(&workload::otlp_payload(r)));
+        }
+        t.elapsed().as_secs_f64() * 1e9 / events as f64
+    };
+    // Warm up: page in both workloads, settle the allocator.
+    for _ in 0..3 {
+        time_ndjson();
+        time_otlp();
+    }
+    let (mut nd, mut ot, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let (a, b) = if round % 2 == 0 {
+            let a = time_ndjson();
+            (a, time_otlp())
+        } else {
+            let b = time_otlp();
+            (time_ndjson(), b)
+        };
+        nd.push(a);
+        ot.push(b);
+        ratio.push(b / a);
+    }
+    let at = |v: &mut Vec<f64>, q: f64| {
+        v.sort_by(f64::total_cmp);
+        v[((v.len() - 1) as f64 * q).round() as usize]
+    };
+    println!(
+        "paired: {rounds} rounds of {events} events; ndjson_batch median {:.0} ns/event, \
+         otlp_batch median {:.0} ns/event; ratio otlp/ndjson p25 {:.2} median {:.2} p75 {:.2}",
+        at(&mut nd, 0.5),
+        at(&mut ot, 0.5),
+        at(&mut ratio, 0.25),
+        at(&mut ratio, 0.5),
+        at(&mut ratio, 0.75),
+    );
 }

@@ -344,19 +344,6 @@ impl Builder {
         true
     }
 
-    /// A string field.
-    fn string<'a>(
-        look: &Lookup<'_, 'a>,
-        key: Key,
-        ts: Option<EventTime>,
-    ) -> Result<Text<'a>, DecodeError> {
-        match look.value(key) {
-            None => Ok(None),
-            Some(Some(v @ (Val::Str(_) | Val::Int(_)))) => Ok(Some(v)),
-            Some(_) => Err(field_error(key, STR_FIELDS, ts)),
-        }
-    }
-
     fn item<'a>(look: &Lookup<'_, 'a>, at: EventTime) -> Result<Item<'a>, DecodeError> {
         let ts = Some(at);
         for level in [look.item, look.up] {
@@ -364,43 +351,66 @@ impl Builder {
                 return Err(line_error(format!("attribute `{k}` is repeated"), ts));
             }
         }
-        let kind = Self::text(look, K_KIND, ts, |s| {
-            Kind::parse(s).ok_or_else(|| format!("unknown kind `{s}`"))
-        })?;
+        // Kind and outcome matched as bytes (a string value was checked to be UTF-8 where it
+        // was read): the common case makes no `str` and no error.
+        let kind = match look.value(K_KIND) {
+            Some(Some(Val::Str(b))) if Kind::parse_bytes(b).is_some() => Kind::parse_bytes(b),
+            _ => Self::text(look, K_KIND, ts, |s| {
+                Kind::parse(s).ok_or_else(|| format!("unknown kind `{s}`"))
+            })?,
+        };
         let kind = kind.ok_or_else(|| field_error(K_KIND, STR_FIELDS, ts))?;
-        let outcome = Self::text(look, K_OUTCOME, ts, |s| {
-            Outcome::parse(s).ok_or_else(|| format!("unknown outcome `{s}`"))
-        })?;
-        let u = |look: &Lookup<'_, '_>, key: Key| -> Result<Option<u64>, DecodeError> {
+        let outcome = match look.value(K_OUTCOME) {
+            None => None,
+            Some(Some(Val::Str(b))) if Outcome::parse_bytes(b).is_some() => Outcome::parse_bytes(b),
+            _ => Self::text(look, K_OUTCOME, ts, |s| {
+                Outcome::parse(s).ok_or_else(|| format!("unknown outcome `{s}`"))
+            })?,
+        };
+        // The numbers and the strings fail with their key alone (a `Result` of a word or two,
+        // not of a `DecodeError`), made the field's error once, in the same order.
+        let u = |key: Key| -> Result<Option<u64>, Key> {
             look.value(key)
-                .map(|v| as_u64(v).map_err(|()| field_error(key, U64_FIELDS, ts)))
+                .map(|v| as_u64(v).map_err(|()| key))
                 .transpose()
         };
-        let epoch = u(look, K_EPOCH)?.map(Epoch);
-        let incarnation = Incarnation(u(look, K_INCARNATION)?.unwrap_or(0));
-        let order = u(look, K_ORDER)?.map(Order);
-        let seq = u(look, K_SEQ)?.map(Seq);
+        let nums = (|| Ok([u(K_EPOCH)?, u(K_INCARNATION)?, u(K_ORDER)?, u(K_SEQ)?]))()
+            .map_err(|key| field_error(key, U64_FIELDS, ts))?;
+        let [epoch, incarnation, order, seq] = nums;
+        let (epoch, order, seq) = (epoch.map(Epoch), order.map(Order), seq.map(Seq));
+        let incarnation = Incarnation(incarnation.unwrap_or(0));
+        let string = |key: Key| -> Result<Text<'a>, Key> {
+            match look.value(key) {
+                None => Ok(None),
+                Some(Some(v @ (Val::Str(_) | Val::Int(_)))) => Ok(Some(v)),
+                Some(_) => Err(key),
+            }
+        };
+        let str_error = |key: Key| field_error(key, STR_FIELDS, ts);
         // The premise fields (SPEC §10) are checked for their type, and kept on an attestation.
         let attestation = kind == Kind::Attestation;
         let [k_premise, k_valid_for, k_attester, k_evidence] = K_PREMISES;
         let valid_for = if attestation {
             Self::text(look, k_valid_for, ts, valid_for)?
         } else {
-            Self::text(look, k_valid_for, ts, |_| Ok(()))?;
+            string(k_valid_for).map_err(str_error)?;
             None
         };
-        let (premise, attester, evidence) = if attestation {
-            (
-                Self::string(look, k_premise, ts)?,
-                Self::string(look, k_attester, ts)?,
-                Self::string(look, k_evidence, ts)?,
-            )
-        } else {
-            for key in [k_premise, k_attester, k_evidence] {
-                Self::text(look, key, ts, |_| Ok(()))?;
-            }
-            (None, None, None)
-        };
+        let premises = (|| Ok([string(k_premise)?, string(k_attester)?, string(k_evidence)?]))()
+            .map_err(str_error)?;
+        let [premise, attester, evidence] = if attestation { premises } else { [None; 3] };
+        let strs = (|| {
+            Ok([
+                string(K_PROPERTY)?,
+                string(K_SCOPE)?,
+                string(K_ROUTE)?,
+                string(K_HOLDER)?,
+                string(K_OP_ID)?,
+                string(K_EMITTER)?,
+            ])
+        })()
+        .map_err(str_error)?;
+        let [property, scope, route, holder, op_id, emitter] = strs;
         Ok(Item {
             kind,
             ts: at,
@@ -409,12 +419,12 @@ impl Builder {
             incarnation,
             order,
             seq,
-            property: Self::string(look, K_PROPERTY, ts)?,
-            scope: Self::string(look, K_SCOPE, ts)?,
-            route: Self::string(look, K_ROUTE, ts)?,
-            holder: Self::string(look, K_HOLDER, ts)?,
-            op_id: Self::string(look, K_OP_ID, ts)?,
-            emitter: Self::string(look, K_EMITTER, ts)?,
+            property,
+            scope,
+            route,
+            holder,
+            op_id,
+            emitter,
             premise,
             valid_for,
             attester,
