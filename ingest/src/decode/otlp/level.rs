@@ -96,28 +96,80 @@ pub(super) fn key_index(key: &str) -> Option<Key> {
     key_index_bytes(key.as_bytes())
 }
 
-/// [`key_index`] of a key's bytes (the keys are ASCII: a match is valid UTF-8).
+/// [`key_index`] of a key's bytes (the keys are ASCII: a match is valid UTF-8): one table
+/// slot, found by a multiplicative hash of the key's last eight bytes and its length, then
+/// compared in three words, without a branch per key.
+#[inline]
 pub(super) fn key_index_bytes(key: &[u8]) -> Option<Key> {
-    Some(match key.strip_prefix(PREFIX.as_bytes())? {
-        b"kind" => 0,
-        b"scope" => 1,
-        b"epoch" => 2,
-        b"route" => 3,
-        b"property" => 4,
-        b"holder" => 5,
-        b"op_id" => 6,
-        b"incarnation" => 7,
-        b"order" => 8,
-        b"outcome" => 9,
-        b"emitter" => 10,
-        b"seq" => 11,
-        b"premise" => 12,
-        b"valid_for" => 13,
-        b"attester" => 14,
-        b"evidence" => 15,
-        _ => return None,
-    })
+    let n = key.len();
+    // "fencing." and a name of 3 to 11 bytes.
+    if !(PREFIX.len() + 3..=PREFIX.len() + 11).contains(&n) {
+        return None;
+    }
+    let word = |at: usize| u64::from_le_bytes(key[at..at + 8].try_into().expect("8 bytes"));
+    let last = word(n - 8);
+    let slot = &KEY_TABLE[key_slot(last, n)];
+    // The middle word only counts for names beyond 8 bytes (else `last` covers them).
+    let mid = if n > 16 { word(8) } else { 0 };
+    (slot.len as usize == n && slot.last == last && slot.mid == mid && word(0) == PREFIX_WORD)
+        .then_some(slot.index as Key)
 }
+
+/// The table slot of a key's last eight bytes and length (a perfect hash of [`KEYS`]: the
+/// table's construction fails to compile on a collision).
+const fn key_slot(last: u64, n: usize) -> usize {
+    ((last ^ n as u64).wrapping_mul(0xafbd_67f9_6196_99cf) >> 59) as usize
+}
+
+const PREFIX_WORD: u64 = word_at(PREFIX.as_bytes(), 0);
+
+const fn word_at(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    let mut i = 0;
+    while i < 8 {
+        w[i] = b[at + i];
+        i += 1;
+    }
+    u64::from_le_bytes(w)
+}
+
+#[derive(Clone, Copy)]
+struct Slot {
+    len: u8,
+    index: u8,
+    last: u64,
+    mid: u64,
+}
+
+const KEY_TABLE: [Slot; 32] = {
+    // An empty slot's length (0) matches no key.
+    let mut t = [Slot {
+        len: 0,
+        index: 0,
+        last: 0,
+        mid: 0,
+    }; 32];
+    let mut i = 0;
+    while i < KEYS.len() {
+        let k = KEYS[i].as_bytes();
+        let n = k.len();
+        assert!(n >= PREFIX.len() + 3 && n <= PREFIX.len() + 11);
+        let last = word_at(k, n - 8);
+        let s = key_slot(last, n);
+        assert!(
+            t[s].len == 0,
+            "two keys in one slot: choose another multiplier"
+        );
+        t[s] = Slot {
+            len: n as u8,
+            index: i as u8,
+            last,
+            mid: if n > 16 { word_at(k, 8) } else { 0 },
+        };
+        i += 1;
+    }
+    t
+};
 
 /// The levels an item's attributes are looked up in: the item's, then its scope's over its
 /// resource's ([`Level::over`]).
@@ -142,4 +194,35 @@ fn key_indices_name_their_keys() {
     }
     assert_eq!(key_index("fencing.other"), None);
     assert_eq!(key_index("kind"), None);
+}
+
+/// The table lookup agrees with a plain search of [`KEYS`] on the keys, on keys changed in
+/// one byte, cut or extended, and on other prefixes.
+#[cfg(test)]
+#[test]
+fn key_index_bytes_agrees_with_a_search() {
+    let search = |k: &[u8]| super::KEYS.iter().position(|x| x.as_bytes() == k);
+    let mut tried = 0;
+    for k in super::KEYS {
+        let k = k.as_bytes();
+        let mut variants = vec![k.to_vec(), k[..k.len() - 1].to_vec(), [k, b"x"].concat()];
+        variants.push([b"Fencing.", &k[8..]].concat());
+        for i in 0..k.len() {
+            for b in [b'a', b'_', b'.', 0, 0xff, k[i] ^ 0x20] {
+                let mut v = k.to_vec();
+                v[i] = b;
+                variants.push(v);
+            }
+        }
+        for v in variants {
+            assert_eq!(
+                key_index_bytes(&v),
+                search(&v),
+                "{:?}",
+                String::from_utf8_lossy(&v)
+            );
+            tried += 1;
+        }
+    }
+    assert!(tried > 1000);
 }
