@@ -363,6 +363,18 @@ impl TestService {
         TestService::spawn(parts.0, parts.1, parts.2)
     }
 
+    /// Waits up to `secs` for the process to exit by itself; its status and log if it did.
+    pub fn wait_exit(&mut self, secs: u64) -> Option<(ExitStatus, String)> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        while std::time::Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some((status, self.stderr()));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        None
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

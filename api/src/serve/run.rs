@@ -356,6 +356,7 @@ async fn serve(
     // failure): then the process exits non-zero instead of serving stale answers.
     let w = wal.clone();
     let k = kafka.as_ref().map(|(k, _)| k.clone());
+    let a = archive.clone();
     let lopts = listener::ListenerOptions {
         max_connections,
         header_read_timeout: std::time::Duration::from_nanos(config.header_read_timeout.0 as u64),
@@ -372,10 +373,26 @@ async fn serve(
                 None => std::future::pending().await,
             }
         };
+        // A failed archive (disk full, I/O error) stops the service at once rather than at
+        // its next checkpoint: every acknowledged event is in the log, which a restart
+        // archives from the manifest's offsets; meanwhile no WAL segment could be deleted.
+        let archive_failed = async move {
+            match a {
+                Some(a) => loop {
+                    if let Some(why) = a.failure() {
+                        tracing::error!(error = %why, "the evidence archive failed: stopping (a restart archives the rest from the log)");
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                },
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = shutdown_signal() => {}
             () = w.stopped() => {}
             () = kafka_stopped => {}
+            () = archive_failed => {}
         }
     })
     .await;

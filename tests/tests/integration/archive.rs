@@ -500,3 +500,56 @@ fn attestations_are_archived_and_a_late_one_revises_the_archived_windows() {
         ])]
     );
 }
+
+/// A table folder that cannot be written (here a file in its place: root ignores permissions)
+/// fails the archive's next flush: the service stops by itself, non-zero, at once rather than
+/// at its next checkpoint (an hour away here); every event it acknowledged, before and after
+/// the failure, is archived exactly once after the folder is back and the service restarted.
+#[test]
+fn a_failed_archive_stops_the_service_and_a_restart_archives_every_acknowledged_event_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--archive-flush-interval",
+        "100ms",
+        "--checkpoint-interval",
+        "1h",
+    ];
+    let mut svc = TestService::start(dir.path(), ORDERS_CONTRACT, &flags);
+    let now = now_ns();
+    let line = |k: i64| {
+        format!(
+            r#"{{"kind":"commit","ts":{},"scope":"s{}","epoch":{},"route":"{}","emitter":"e1","seq":{}}}"#,
+            now - 60 * SEC + k * 1_000_000,
+            k % 7,
+            k / 7 + 1,
+            ROUTES[(k % 2) as usize],
+            k + 1
+        )
+    };
+    let first: Vec<String> = (0..50).map(line).collect();
+    assert_eq!(svc.post_ndjson(&first.join("\n")).status, 200);
+    svc.wait_for("the first events archived", 30, |s| {
+        s.rows("SELECT count(*) FROM events") == [json!([50])]
+    });
+    let events = svc.data_dir.join("archive").join("events");
+    let aside = svc.data_dir.join("events-aside");
+    std::fs::rename(&events, &aside).unwrap();
+    std::fs::write(&events, b"not a folder").unwrap();
+    // Acknowledged: in the log, whatever the archive does.
+    let second: Vec<String> = (50..100).map(line).collect();
+    let acked = svc.post_ndjson(&second.join("\n")).status;
+    let (status, log) = svc
+        .wait_exit(30)
+        .expect("the service stops by itself after its archive failed");
+    assert!(!status.success(), "{log}");
+    assert!(log.contains("evidence archive failed"), "{log}");
+    std::fs::remove_file(&events).unwrap();
+    std::fs::rename(&aside, &events).unwrap();
+    let svc = TestService::restart(svc.kill9());
+    let want = if acked == 200 { 100 } else { 50 };
+    let sql = "SELECT count(*), count(DISTINCT seq) FROM events";
+    svc.wait_for("every acknowledged event archived", 30, |s| {
+        s.rows(sql) == [json!([want, want])]
+    });
+    assert_eq!(acked, 200, "the events after the failure were acknowledged");
+}
