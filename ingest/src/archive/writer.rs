@@ -474,10 +474,10 @@ impl Archive {
     /// The open files, to write to. A panic while they were written left them half
     /// written: that fails the archive (as a write error does), never closes them as they are.
     fn open_files(&self) -> Result<MutexGuard<'_, Open>, Error> {
-        self.flush_lock.lock().or_else(|poisoned| {
+        self.flush_lock.lock().map_err(|poisoned| {
             let mut open = poisoned.into_inner();
             let why = Error::Failed("a write of the open files panicked".into());
-            Err(self.failed(&mut open, why))
+            self.failed(&mut open, why)
         })
     }
 
