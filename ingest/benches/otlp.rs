@@ -11,7 +11,7 @@
 //! - `otlp_request`: the handler's mapping, the items' WAL form and the record read back,
 //!   without the batch header and the decode stage's dispatch.
 //! - `otlp_request_prost`: the same through prost's parse into opentelemetry-proto's types
-//!   and the mapping of those (what the handler did before `wire::map`; gRPC still does).
+//!   and the mapping of those (what the handlers did before `wire::map`).
 //! - `otlp_wire_map`: `wire::map` alone.
 //! - `otlp_parse`: the parse alone (prost into the owned generated types): the floor of the
 //!   above with those types; `otlp_parse_slice` from a `&[u8]` (prost copies each id twice).

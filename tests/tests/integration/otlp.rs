@@ -412,6 +412,19 @@ fn grpc_answers_as_http_does() {
         assert_eq!(r["retry_info"], false, "{r}");
     }
     assert_eq!(svc.cx_ids().len(), 1);
+    // Undecodable bytes: INVALID_ARGUMENT naming protobuf, as HTTP's 400; a method the
+    // service lacks: UNIMPLEMENTED.
+    let r = raw("undecodable", false);
+    assert_eq!(r["code"], "INVALID_ARGUMENT", "{r}");
+    assert!(
+        r["message"]
+            .as_str()
+            .unwrap()
+            .contains("invalid OTLP protobuf"),
+        "{r}"
+    );
+    assert_eq!(raw("unknown-method", false)["code"], "UNIMPLEMENTED");
+    assert_eq!(svc.cx_ids().len(), 1);
 }
 
 #[test]

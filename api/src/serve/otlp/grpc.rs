@@ -13,8 +13,8 @@
 use super::{Failure, Otlp, Request, Taken};
 use crate::serve::auth::AuthToken;
 use fencewatch_ingest::decode::otlp::{Signal, logs_service, trace_service};
-use logs_service::logs_service_server::{LogsService, LogsServiceServer};
 use prost::Message;
+use prost::bytes::Bytes;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -26,7 +26,6 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::codec::CompressionEncoding;
 use tonic::{Code, Status};
-use trace_service::trace_service_server::{TraceService, TraceServiceServer};
 
 /// What the gRPC listener needs.
 #[derive(Debug, Clone)]
@@ -77,45 +76,198 @@ impl Export {
     }
 }
 
-#[tonic::async_trait]
-impl TraceService for Export {
-    async fn export(
-        &self,
-        request: tonic::Request<trace_service::ExportTraceServiceRequest>,
-    ) -> Result<tonic::Response<trace_service::ExportTraceServiceResponse>, Status> {
-        let req = request.into_inner();
-        let encoded = req.encoded_len();
-        let t = self.take(Request::Traces(req), encoded).await?;
-        Ok(tonic::Response::new(
-            trace_service::ExportTraceServiceResponse {
-                partial_success: (t.rejected > 0).then(|| {
-                    trace_service::ExportTracePartialSuccess {
-                        rejected_spans: i64::try_from(t.rejected).unwrap_or(i64::MAX),
-                        error_message: t.error_message,
-                    }
-                }),
-            },
-        ))
+/// One of the two OTLP export services, served on raw protobuf bodies ([`Raw`]).
+trait Export1: Send + Sync + 'static {
+    /// The service's name (`package.Service`), as the generated server names it.
+    const NAME: &'static str;
+    /// The path of its `Export` method.
+    const PATH: &'static str;
+    const SIGNAL: Signal;
+    type Response: prost::Message + Default + Send + 'static;
+    fn response(t: Taken) -> Self::Response;
+}
+
+struct Traces;
+
+impl Export1 for Traces {
+    const NAME: &'static str = "opentelemetry.proto.collector.trace.v1.TraceService";
+    const PATH: &'static str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+    const SIGNAL: Signal = Signal::Traces;
+    type Response = trace_service::ExportTraceServiceResponse;
+    fn response(t: Taken) -> Self::Response {
+        trace_service::ExportTraceServiceResponse {
+            partial_success: (t.rejected > 0).then(|| trace_service::ExportTracePartialSuccess {
+                rejected_spans: i64::try_from(t.rejected).unwrap_or(i64::MAX),
+                error_message: t.error_message,
+            }),
+        }
     }
 }
 
-#[tonic::async_trait]
-impl LogsService for Export {
-    async fn export(
-        &self,
-        request: tonic::Request<logs_service::ExportLogsServiceRequest>,
-    ) -> Result<tonic::Response<logs_service::ExportLogsServiceResponse>, Status> {
-        let req = request.into_inner();
-        let encoded = req.encoded_len();
-        let t = self.take(Request::Logs(req), encoded).await?;
-        Ok(tonic::Response::new(
-            logs_service::ExportLogsServiceResponse {
-                partial_success: (t.rejected > 0).then(|| logs_service::ExportLogsPartialSuccess {
-                    rejected_log_records: i64::try_from(t.rejected).unwrap_or(i64::MAX),
-                    error_message: t.error_message,
-                }),
-            },
-        ))
+struct Logs;
+
+impl Export1 for Logs {
+    const NAME: &'static str = "opentelemetry.proto.collector.logs.v1.LogsService";
+    const PATH: &'static str = "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
+    const SIGNAL: Signal = Signal::Logs;
+    type Response = logs_service::ExportLogsServiceResponse;
+    fn response(t: Taken) -> Self::Response {
+        logs_service::ExportLogsServiceResponse {
+            partial_success: (t.rejected > 0).then(|| logs_service::ExportLogsPartialSuccess {
+                rejected_log_records: i64::try_from(t.rejected).unwrap_or(i64::MAX),
+                error_message: t.error_message,
+            }),
+        }
+    }
+}
+
+/// tonic's codec for an export call whose request is kept as its protobuf bytes (after tonic
+/// has decompressed it and held it to the size limit), so that it is mapped as it is read,
+/// as on OTLP/HTTP (`wire::map_into`), instead of parsed into opentelemetry-proto's owned
+/// types first (about twenty allocations a span). Responses are prost messages.
+struct RawCodec<E>(std::marker::PhantomData<fn(E)>);
+
+impl<E> Default for RawCodec<E> {
+    fn default() -> Self {
+        RawCodec(std::marker::PhantomData)
+    }
+}
+
+impl<E: prost::Message + Send + 'static> tonic::codec::Codec for RawCodec<E> {
+    type Encode = E;
+    type Decode = Bytes;
+    type Encoder = RawCodec<E>;
+    type Decoder = RawCodec<E>;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        RawCodec::default()
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        RawCodec::default()
+    }
+}
+
+impl<E: prost::Message> tonic::codec::Encoder for RawCodec<E> {
+    type Item = E;
+    type Error = Status;
+
+    fn encode(&mut self, item: E, dst: &mut tonic::codec::EncodeBuf<'_>) -> Result<(), Status> {
+        item.encode(dst)
+            .map_err(|e| Status::internal(format!("encoding the response: {e}")))
+    }
+}
+
+impl<E: Send + 'static> tonic::codec::Decoder for RawCodec<E> {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
+        use prost::bytes::Buf;
+        let n = src.remaining();
+        Ok(Some(src.copy_to_bytes(n)))
+    }
+}
+
+/// An export service (`S`) on raw bodies: what opentelemetry-proto's generated server does
+/// (`tonic::server::Grpc::unary` on the method's path, `UNIMPLEMENTED` on any other), with
+/// [`RawCodec`].
+struct Raw<S> {
+    export: Arc<Export>,
+    limit: usize,
+    _service: std::marker::PhantomData<fn(S)>,
+}
+
+impl<S> Clone for Raw<S> {
+    fn clone(&self) -> Self {
+        Raw {
+            export: self.export.clone(),
+            limit: self.limit,
+            _service: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<S: Export1> Raw<S> {
+    fn new(export: Arc<Export>, limit: usize) -> Self {
+        Raw {
+            export,
+            limit,
+            _service: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<S: Export1> tonic::server::NamedService for Raw<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+/// The `Export` method of `S` on one request's bytes.
+struct ExportCall<S> {
+    export: Arc<Export>,
+    _service: std::marker::PhantomData<fn(S)>,
+}
+
+impl<S: Export1> tonic::server::UnaryService<Bytes> for ExportCall<S> {
+    type Response = S::Response;
+    type Future = BoxFuture<Result<tonic::Response<S::Response>, Status>>;
+
+    fn call(&mut self, request: tonic::Request<Bytes>) -> Self::Future {
+        let export = self.export.clone();
+        Box::pin(async move {
+            let body = request.into_inner();
+            let encoded = body.len();
+            let req = Request::parse(S::SIGNAL, body, false).map_err(|e| match e {
+                Failure::Invalid(why) => Status::invalid_argument(why),
+                Failure::TooLarge(why) => Status::resource_exhausted(why),
+                Failure::Unavailable(why) => unavailable(why),
+            })?;
+            let t = export.take(req, encoded).await?;
+            Ok(tonic::Response::new(S::response(t)))
+        })
+    }
+}
+
+impl<S, B> tower::Service<http::Request<B>> for Raw<S>
+where
+    S: Export1,
+    B: tonic::codegen::Body + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        if req.uri().path() != S::PATH {
+            return Box::pin(async move {
+                let mut response = http::Response::new(tonic::body::Body::default());
+                let headers = response.headers_mut();
+                headers.insert(Status::GRPC_STATUS, (Code::Unimplemented as i32).into());
+                headers.insert(
+                    http::header::CONTENT_TYPE,
+                    tonic::metadata::GRPC_CONTENT_TYPE,
+                );
+                Ok(response)
+            });
+        }
+        let (export, limit) = (self.export.clone(), self.limit);
+        Box::pin(async move {
+            let mut accept = tonic::codec::EnabledCompressionEncodings::default();
+            accept.enable(CompressionEncoding::Gzip);
+            let mut grpc = tonic::server::Grpc::new(RawCodec::<S::Response>::default())
+                .apply_compression_config(accept, Default::default())
+                .apply_max_message_size_config(Some(limit), None);
+            let call = ExportCall::<S> {
+                export,
+                _service: std::marker::PhantomData,
+            };
+            Ok(grpc.unary(call, req).await)
+        })
     }
 }
 
@@ -289,12 +441,9 @@ pub async fn serve(
         request_timeout: opts.request_timeout,
     };
     let limit = opts.max_body_bytes;
-    let traces = TraceServiceServer::new(export.clone())
-        .accept_compressed(CompressionEncoding::Gzip)
-        .max_decoding_message_size(limit);
-    let logs = LogsServiceServer::new(export)
-        .accept_compressed(CompressionEncoding::Gzip)
-        .max_decoding_message_size(limit);
+    let export = Arc::new(export);
+    let traces = Raw::<Traces>::new(export.clone(), limit);
+    let logs = Raw::<Logs>::new(export, limit);
     let (tx, rx) = tokio::sync::mpsc::channel::<io::Result<Conn>>(16);
     let permits = Arc::new(Semaphore::new(opts.max_connections));
     let idle = opts.idle_timeout;

@@ -12,7 +12,8 @@
 //! (its fencing strings are copied once, into the mapped items' table). Every field of the
 //! schema is still read and checked (wire type, length, UTF-8 of strings, nesting), ignored
 //! attributes, events and links included, so that what is accepted does not depend on which
-//! path parsed it. OTLP/JSON and gRPC requests (decoded by serde and tonic) keep the
+//! path parsed it. OTLP/HTTP and OTLP/gRPC protobuf bodies both come here (gRPC through a
+//! tonic codec that keeps the message's bytes); OTLP/JSON requests (serde) keep the
 //! generated types.
 
 use super::level::{Level, Val, key_index_bytes};
