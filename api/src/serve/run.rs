@@ -363,31 +363,19 @@ async fn serve(
         idle_timeout: std::time::Duration::from_nanos(config.idle_timeout.0 as u64),
     };
     listener::serve(listener, app, lopts, http_metrics, async move {
-        let kafka_stopped = async move {
-            match k {
-                Some(k) => {
-                    while !k.stopping() {
-                        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                    }
-                }
-                None => std::future::pending().await,
-            }
-        };
+        let kafka_stopped = until(move || k.as_ref().map(|k| k.stopping()));
         // A failed archive (disk full, I/O error) stops the service at once rather than at
         // its next checkpoint: every acknowledged event is in the log, which a restart
         // archives from the manifest's offsets; meanwhile no WAL segment could be deleted.
-        let archive_failed = async move {
-            match a {
-                Some(a) => loop {
-                    if let Some(why) = a.failure() {
-                        tracing::error!(error = %why, "the evidence archive failed: stopping (a restart archives the rest from the log)");
-                        break;
-                    }
-                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                },
-                None => std::future::pending().await,
-            }
-        };
+        let archive_failed = until(move || {
+            a.as_ref().map(|a| match a.failure() {
+                Some(why) => {
+                    tracing::error!(error = %why, "the evidence archive failed: stopping (a restart archives the rest from the log)");
+                    true
+                }
+                None => false,
+            })
+        });
         tokio::select! {
             () = shutdown_signal() => {}
             () = w.stopped() => {}
@@ -481,4 +469,16 @@ async fn start_grpc(
         }
     });
     Ok((stop, task))
+}
+
+/// Completes once `done` says so, asked every 200 ms; never when it answers `None` (what it
+/// watches is not there).
+async fn until(mut done: impl FnMut() -> Option<bool>) {
+    loop {
+        match done() {
+            None => std::future::pending().await,
+            Some(true) => return,
+            Some(false) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+        }
+    }
 }

@@ -353,17 +353,20 @@ impl Builder {
         }
         // Kind and outcome matched as bytes (a string value was checked to be UTF-8 where it
         // was read): the common case makes no `str` and no error.
-        let kind = match look.value(K_KIND) {
-            Some(Some(Val::Str(b))) if Kind::parse_bytes(b).is_some() => Kind::parse_bytes(b),
-            _ => Self::text(look, K_KIND, ts, |s| {
+        let bytes_of = |key: Key| match look.value(key) {
+            Some(Some(Val::Str(b))) => Some(b),
+            _ => None,
+        };
+        let kind = match bytes_of(K_KIND).and_then(Kind::parse_bytes) {
+            Some(kind) => Some(kind),
+            None => Self::text(look, K_KIND, ts, |s| {
                 Kind::parse(s).ok_or_else(|| format!("unknown kind `{s}`"))
             })?,
         };
         let kind = kind.ok_or_else(|| field_error(K_KIND, STR_FIELDS, ts))?;
-        let outcome = match look.value(K_OUTCOME) {
-            None => None,
-            Some(Some(Val::Str(b))) if Outcome::parse_bytes(b).is_some() => Outcome::parse_bytes(b),
-            _ => Self::text(look, K_OUTCOME, ts, |s| {
+        let outcome = match bytes_of(K_OUTCOME).and_then(Outcome::parse_bytes) {
+            Some(outcome) => Some(outcome),
+            None => Self::text(look, K_OUTCOME, ts, |s| {
                 Outcome::parse(s).ok_or_else(|| format!("unknown outcome `{s}`"))
             })?,
         };

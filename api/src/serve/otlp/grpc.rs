@@ -68,10 +68,7 @@ impl Export {
                 "the request took longer than request_timeout ({:?})",
                 self.request_timeout
             ))),
-            Ok(Err(Failure::Invalid(why))) => Err(Status::invalid_argument(why)),
-            Ok(Err(Failure::TooLarge(why))) => Err(Status::resource_exhausted(why)),
-            Ok(Err(Failure::Unavailable(why))) => Err(unavailable(why)),
-            Ok(Ok(taken)) => Ok(taken),
+            Ok(result) => result.map_err(status_of),
         }
     }
 }
@@ -217,11 +214,7 @@ impl<S: Export1> tonic::server::UnaryService<Bytes> for ExportCall<S> {
         Box::pin(async move {
             let body = request.into_inner();
             let encoded = body.len();
-            let req = Request::parse(S::SIGNAL, body, false).map_err(|e| match e {
-                Failure::Invalid(why) => Status::invalid_argument(why),
-                Failure::TooLarge(why) => Status::resource_exhausted(why),
-                Failure::Unavailable(why) => unavailable(why),
-            })?;
+            let req = Request::parse(S::SIGNAL, body, false).map_err(status_of)?;
             let t = export.take(req, encoded).await?;
             Ok(tonic::Response::new(S::response(t)))
         })
@@ -308,6 +301,15 @@ struct ProtoDuration {
 }
 
 /// `UNAVAILABLE` with retry info: retry in a second (OTLP clients honour it).
+/// The gRPC status of a failure (OTLP/HTTP answers 400, 413, 503).
+fn status_of(f: Failure) -> Status {
+    match f {
+        Failure::Invalid(why) => Status::invalid_argument(why),
+        Failure::TooLarge(why) => Status::resource_exhausted(why),
+        Failure::Unavailable(why) => unavailable(why),
+    }
+}
+
 fn unavailable(message: String) -> Status {
     let retry = RetryInfo {
         retry_delay: Some(ProtoDuration {
