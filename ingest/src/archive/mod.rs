@@ -22,6 +22,7 @@
 //! offsets: how far they are archived is in the manifest itself.
 
 mod error;
+pub mod log;
 mod maintain;
 pub mod manifest;
 mod open;

@@ -179,6 +179,8 @@ pub enum Src<'a> {
     At(&'a str, u64),
     /// The text of these arguments.
     Args(std::fmt::Arguments<'a>),
+    /// This text.
+    Text(&'a str),
 }
 
 impl<'a> From<std::fmt::Arguments<'a>> for Src<'a> {
@@ -193,22 +195,11 @@ impl Src<'_> {
         use std::fmt::Write;
         match self {
             Src::At(name, n) => {
-                let mut digits = [0u8; 20];
-                let mut at = digits.len();
-                let mut n = n;
-                loop {
-                    at -= 1;
-                    digits[at] = b'0' + (n % 10) as u8;
-                    n /= 10;
-                    if n == 0 {
-                        break;
-                    }
-                }
-                let digits = std::str::from_utf8(&digits[at..]).expect("ASCII digits");
                 let _ = b.write_str(name);
                 let _ = b.write_str(":");
-                b.append_value(digits);
+                b.append_value(itoa::Buffer::new().format(n));
             }
+            Src::Text(s) => b.append_value(s),
             Src::Args(a) => {
                 let _ = b.write_fmt(a);
                 b.append_value("");
@@ -246,28 +237,39 @@ pub struct EventRows {
 
 impl Default for EventRows {
     fn default() -> EventRows {
+        EventRows::with_capacity(0, 0)
+    }
+}
+
+impl EventRows {
+    /// Builders with room for `rows` rows whose strings take about `bytes` bytes.
+    pub fn with_capacity(rows: usize, bytes: usize) -> EventRows {
+        let ts = || TimestampNanosecondBuilder::with_capacity(rows).with_timezone("UTC");
+        let u64s = || UInt64Builder::with_capacity(rows);
+        // Most strings are short and many columns null: room for the ones every row has.
+        let s = |bytes: usize| StringBuilder::with_capacity(rows, bytes);
         EventRows {
-            ts: tsb(),
-            received: tsb(),
-            kind: StringBuilder::new(),
-            property: StringBuilder::new(),
-            scope: StringBuilder::new(),
-            epoch: UInt64Builder::new(),
-            incarnation: UInt64Builder::new(),
-            route: StringBuilder::new(),
-            holder: StringBuilder::new(),
-            op_id: StringBuilder::new(),
-            outcome: StringBuilder::new(),
-            order: UInt64Builder::new(),
-            emitter: StringBuilder::new(),
-            seq: UInt64Builder::new(),
-            premise: StringBuilder::new(),
-            valid_for: Int64Builder::new(),
-            attester: StringBuilder::new(),
-            evidence: StringBuilder::new(),
-            source: StringBuilder::new(),
-            partition: StringBuilder::new(),
-            offset: UInt64Builder::new(),
+            ts: ts(),
+            received: ts(),
+            kind: s(rows * 6),
+            property: s(0),
+            scope: s(bytes / 4),
+            epoch: u64s(),
+            incarnation: u64s(),
+            route: s(0),
+            holder: s(0),
+            op_id: s(0),
+            outcome: s(rows * 9),
+            order: u64s(),
+            emitter: s(0),
+            seq: u64s(),
+            premise: s(0),
+            valid_for: Int64Builder::with_capacity(rows),
+            attester: s(0),
+            evidence: s(0),
+            source: s(bytes / 4),
+            partition: s(0),
+            offset: u64s(),
             len: 0,
         }
     }

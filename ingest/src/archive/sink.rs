@@ -7,7 +7,8 @@
 //! and rows can be handed over in the middle of a record (a body of two million malformed
 //! lines costs a bounded buffer, not two million rows in memory).
 
-use super::rows::{CounterexampleRows, EventRows, MalformedRows, Origin, Rows, Src, Table};
+use super::log::{Chunk, EventLog};
+use super::rows::{CounterexampleRows, MalformedRows, Origin, Rows, Src, Table};
 use super::writer::Archive;
 use crate::batch::{Applying, Observer};
 use fencewatch_assess::live::{Live, Pushed, SpanId, SpanProvenance};
@@ -27,7 +28,8 @@ pub struct Sink {
     skip_below: u64,
     /// The property of events that name none, when the contract has exactly one.
     only_property: Option<String>,
-    events: EventRows,
+    /// Applied events, made Arrow on the archive's thread ([`super::log`]).
+    events: EventLog,
     malformed: MalformedRows,
     cxs: CounterexampleRows,
     /// Every row of the items below this is collected.
@@ -44,7 +46,7 @@ impl Sink {
             skip_below,
             only_property: (contract.properties.len() == 1)
                 .then(|| contract.properties[0].name.clone()),
-            events: EventRows::default(),
+            events: EventLog::new(partition),
             malformed: MalformedRows::default(),
             cxs: CounterexampleRows::default(),
             next: skip_below,
@@ -90,11 +92,7 @@ impl Sink {
             Pushed::Duplicate | Pushed::Malformed => None,
         };
         if matches!(pushed, Pushed::Assessed | Pushed::Unattributed) {
-            let at = Origin {
-                partition: &self.partition,
-                received,
-            };
-            self.events.push(at, ev, property, source, offset);
+            self.events.push(received, ev, property, source, offset);
         }
         for s in &settled {
             self.cxs.push(s);
@@ -162,13 +160,15 @@ impl Sink {
 
     fn hand_over(&mut self) {
         let mut out = Vec::with_capacity(3);
+        if !self.events.is_empty() {
+            out.push((Table::Events, Chunk::events(self.events.take())));
+        }
         for (t, rows) in [
-            (Table::Events, &mut self.events as &mut dyn Finish),
-            (Table::Malformed, &mut self.malformed),
+            (Table::Malformed, &mut self.malformed as &mut dyn Finish),
             (Table::Counterexamples, &mut self.cxs),
         ] {
             if rows.count() > 0 {
-                out.push((t, rows.take()));
+                out.push((t, Chunk::Batch(rows.take())));
             }
         }
         self.archive.commit(&self.partition, self.next, out);

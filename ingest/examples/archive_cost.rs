@@ -1,0 +1,172 @@
+//! What archiving an event costs, stage by stage, for instruction counts that do not depend
+//! on the machine's load (issue 14: the archive's share of HTTP ingest):
+//!
+//! ```text
+//! cargo build --release -p fencewatch-ingest --features archive --example archive_cost
+//! for n in 1 3; do valgrind --tool=callgrind --callgrind-out-file=/tmp/ac.$n \
+//!   target/release/examples/archive_cost rows $n; done
+//! ```
+//!
+//! The difference of the two totals over 2 rounds of 100,000 events is two rounds' cost.
+//! Stages: `log` (an applied event into an `EventLog`, as the sink does on the applier's
+//! thread, a chunk taken every `CHUNK_ROWS`), `batch` (those chunks made Arrow, on the
+//! archive's thread), `rows` (an event straight into the `events` table's builders, as the
+//! applier did before), `parquet` (the batches encoded into a Parquet file in memory with the
+//! archive's `file_properties`), `all`. Without valgrind it prints the wall time a row of each
+//! stage.
+//!
+//! The events are `serve_bench`'s: 200k scopes, rising epochs, two routes, 64 holders, one
+//! emitter per connection with a rising `seq`.
+
+use arrow_array::RecordBatch;
+use fencewatch_ingest::archive::log::{Chunk, EventLog};
+use fencewatch_ingest::archive::rows::{EventRows, Rows, Src};
+use fencewatch_ingest::archive::{CHUNK_ROWS, Origin, Table, file_properties};
+use fencewatch_ingest::decode::json::{Decoded, decode_line};
+use parquet::arrow::ArrowWriter;
+use std::hint::black_box;
+use std::io::Write;
+use std::time::Instant;
+
+const EVENTS: usize = 100_000;
+
+fn lines() -> Vec<u8> {
+    let (mut rng, mut epochs, mut out) = (7u64, vec![0u32; 200_000], Vec::new());
+    let mut ts = 1_764_417_600_000_000_000i64;
+    for i in 0..EVENTS {
+        rng ^= rng >> 12;
+        rng ^= rng << 25;
+        rng ^= rng >> 27;
+        let r = rng.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        let s = (r >> 32) as usize % epochs.len();
+        let epoch = &mut epochs[s];
+        if *epoch == 0 {
+            *epoch = 1 + (r % 5) as u32;
+        } else if r.is_multiple_of(12) {
+            *epoch += 1;
+        }
+        let route = ["orders.commit", "orders.refund"][(r >> 8) as usize % 2];
+        let _ = writeln!(
+            out,
+            r#"{{"kind":"commit","ts":{ts},"scope":"order-{s}","epoch":{},"route":"{route}","holder":"w{}","emitter":"bench-order-{}","seq":{}}}"#,
+            *epoch,
+            *epoch % 64,
+            i % 4,
+            i / 4 + 1
+        );
+        ts += 50_000;
+    }
+    out
+}
+
+fn rows(events: &[Decoded<'_>]) -> Vec<RecordBatch> {
+    let mut rows = EventRows::default();
+    let mut out = Vec::new();
+    let at = Origin {
+        partition: "wal",
+        received: 1_764_417_600_000_000_000,
+    };
+    for (i, d) in events.iter().enumerate() {
+        let ev = d.event();
+        rows.push(
+            at,
+            &ev,
+            Some("orders"),
+            Src::At("http", i as u64 % 1000 + 1),
+            i as u64,
+        );
+        if rows.len() == CHUNK_ROWS {
+            out.push(rows.finish());
+        }
+    }
+    if rows.len() > 0 {
+        out.push(rows.finish());
+    }
+    out
+}
+
+fn log(events: &[Decoded<'_>]) -> Vec<Chunk> {
+    let mut log = EventLog::new("wal");
+    let mut out = Vec::new();
+    let received = 1_764_417_600_000_000_000;
+    for (i, d) in events.iter().enumerate() {
+        let ev = d.event();
+        log.push(
+            received,
+            &ev,
+            Some("orders"),
+            Src::At("http", i as u64 % 1000 + 1),
+            i as u64,
+        );
+        if log.len() == CHUNK_ROWS {
+            out.push(Chunk::events(log.take()));
+        }
+    }
+    if !log.is_empty() {
+        out.push(Chunk::events(log.take()));
+    }
+    out
+}
+
+fn parquet(batches: &[RecordBatch]) -> usize {
+    let mut w = ArrowWriter::try_new(
+        Vec::with_capacity(8 << 20),
+        Table::Events.schema(),
+        Some(file_properties(100_000)),
+    )
+    .expect("a writer");
+    for b in batches {
+        w.write(b).expect("write");
+    }
+    w.into_inner().expect("close").len()
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let stage = args.next().unwrap_or_else(|| "all".into());
+    let rounds: usize = args
+        .next()
+        .map_or(1, |n| n.parse().expect("rounds: a number"));
+    let text = lines();
+    let events: Vec<Decoded<'_>> = text
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| decode_line(l, 1 << 20).expect("valid"))
+        .collect();
+    let built = rows(&events);
+    let (mut rows_s, mut parquet_s, mut bytes) = (0.0, 0.0, 0);
+    let (mut log_s, mut batch_s) = (0.0, 0.0);
+    for _ in 0..rounds {
+        let all = stage == "all";
+        if all || stage == "log" || stage == "batch" {
+            let t = Instant::now();
+            let chunks = black_box(log(&events));
+            log_s += t.elapsed().as_secs_f64();
+            if stage != "log" {
+                let t = Instant::now();
+                let b: Vec<RecordBatch> = chunks.iter().map(Chunk::batch).collect();
+                batch_s += t.elapsed().as_secs_f64();
+                assert_eq!(b, built, "a log makes the builders' batches");
+            }
+        }
+        if matches!(stage.as_str(), "rows" | "all") {
+            let t = Instant::now();
+            black_box(rows(&events));
+            rows_s += t.elapsed().as_secs_f64();
+        }
+        if matches!(stage.as_str(), "parquet" | "all") {
+            let t = Instant::now();
+            bytes = black_box(parquet(&built));
+            parquet_s += t.elapsed().as_secs_f64();
+        }
+    }
+    let per = |s: f64| s / (rounds * EVENTS) as f64 * 1e9;
+    println!(
+        "{stage}: log {:.0} ns/event, log to batch {:.0}, rows {:.0}, parquet {:.0} ({:.1} B/event)",
+        per(log_s),
+        per(batch_s),
+        per(rows_s),
+        per(parquet_s),
+        bytes as f64 / EVENTS as f64
+    );
+}
