@@ -627,9 +627,12 @@ impl Archive {
 /// Encodings are chosen per column, as perf showed the archive's thread spending most of its
 /// time on dictionaries that never paid off: columns unique or nearly so per row (provenance,
 /// scopes, ids, lines) are plain (then zstd), rising integers (`ts`, `offset`, `seq`) delta
-/// encoded, the rest (kinds, routes, holders, epochs: few values) dictionary encoded.
-/// Statistics are per row group (what prunes by time or offset), not per page: page
-/// statistics cost a comparison per value of every column and prune nothing here.
+/// encoded, the rest (kinds, routes, holders, epochs: few values) dictionary encoded. Those
+/// dictionaries cost ~10% of encoding `events` but are what keeps scans fast: with routes and
+/// holders plain, a count by route over 10M events took 0.45–0.64 s instead of ~0.2 and a hot
+/// scope's history 2.0–2.3 s instead of ~0.9. Statistics are per row group and only on the
+/// columns of [`STATS`], not per page: page statistics cost a comparison per value of every
+/// column and prune nothing here.
 pub fn file_properties(row_group_rows: usize) -> WriterProperties {
     let scope = ColumnPath::from("scope");
     let mut b = WriterProperties::builder()
@@ -639,13 +642,6 @@ pub fn file_properties(row_group_rows: usize) -> WriterProperties {
         .set_column_bloom_filter_enabled(scope.clone(), true)
         .set_column_bloom_filter_max_ndv(scope, row_group_rows as u64);
     let plain = [
-        "kind",
-        "property",
-        "route",
-        "holder",
-        "outcome",
-        "emitter",
-        "partition",
         "source",
         "scope",
         "op_id",
@@ -670,10 +666,13 @@ pub fn file_properties(row_group_rows: usize) -> WriterProperties {
 }
 
 /// The columns with statistics (per row group): times and offsets, by which queries and
-/// replays select row groups. Strings have none: a chunk's min and max cost two comparisons
-/// a value (perf: memcmp was 15% of encoding `events`) and prune nothing here, scopes being
-/// random (`scope` has its bloom filter), kinds and routes all present in every row group.
-const STATS: [&str; 10] = [
+/// replays select row groups, and `scope`, whose ids often rise with time (orders), so that
+/// a row group's range leaves it out of a scope's history before its bloom filter is read.
+/// Other strings have none: a chunk's min and max cost two comparisons a value (perf: memcmp
+/// was 15% of encoding `events`) and prune nothing, kinds, routes and holders being in every
+/// row group.
+const STATS: [&str; 11] = [
+    "scope",
     "ts",
     "received",
     "offset",
@@ -706,7 +705,7 @@ pub struct Sizes {
     pub bytes: u64,
     /// Rows waiting in memory.
     pub pending_rows: u64,
-    /// Their Arrow bytes.
+    /// Their bytes in memory (a log of events counted with the Arrow batch it becomes).
     pub pending_bytes: u64,
 }
 
