@@ -4,16 +4,15 @@
 //! encoded or read.
 //!
 //! The applier is ingest's serial stage. Filling the 21 columns' builders there cost ~1,300
-//! instructions an event and, writing to ~50 buffers at once, evicted the assessor's scope
-//! tables from the cache (perf: with the archive on, the applier took 0.7–0.9 µs more per
-//! event). A record and one text are two sequential writes.
+//! instructions an event (a log takes ~400), writing to ~50 buffers at once beside the
+//! assessor's scope tables (`serve_bench`: with the archive on, the applier took 0.5–1.2 µs
+//! more per event; with the log, 0.1–0.3). A record and one text are two sequential writes.
 
 use super::rows::{EventRows, Origin, Rows, Src};
 use arrow_array::RecordBatch;
 use fencewatch_assess::{
     Duration, Epoch, Event, EventTime, Incarnation, Kind, Order, Outcome, Seq,
 };
-use std::fmt::Write;
 use std::sync::{Arc, OnceLock};
 
 /// A string that is absent.
@@ -107,17 +106,7 @@ impl EventLog {
         put(ATTESTER, ev.attester);
         put(EVIDENCE, ev.evidence);
         let before = self.text.len();
-        match source.into() {
-            Src::At(name, n) => {
-                self.text.push_str(name);
-                self.text.push(':');
-                self.text.push_str(itoa::Buffer::new().format(n));
-            }
-            Src::Text(s) => self.text.push_str(s),
-            Src::Args(a) => {
-                let _ = self.text.write_fmt(a);
-            }
-        }
+        source.into().write_to(&mut self.text);
         // A provenance is a name and a position: never 4 GiB.
         lens[SOURCE] = u32::try_from(self.text.len() - before).unwrap_or(NULL - 1);
         self.rows.push(Logged {

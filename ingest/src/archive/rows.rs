@@ -190,21 +190,22 @@ impl<'a> From<std::fmt::Arguments<'a>> for Src<'a> {
 }
 
 impl Src<'_> {
+    /// Writes its text to `out` (a builder's value being built, an event log's text).
+    pub(super) fn write_to(self, out: &mut impl std::fmt::Write) {
+        let _ = match self {
+            Src::At(name, n) => out
+                .write_str(name)
+                .and_then(|()| out.write_str(":"))
+                .and_then(|()| out.write_str(itoa::Buffer::new().format(n))),
+            Src::Text(s) => out.write_str(s),
+            Src::Args(a) => out.write_fmt(a),
+        };
+    }
+
     /// Appends it as the next value of `b`.
     fn append_to(self, b: &mut StringBuilder) {
-        use std::fmt::Write;
-        match self {
-            Src::At(name, n) => {
-                let _ = b.write_str(name);
-                let _ = b.write_str(":");
-                b.append_value(itoa::Buffer::new().format(n));
-            }
-            Src::Text(s) => b.append_value(s),
-            Src::Args(a) => {
-                let _ = b.write_fmt(a);
-                b.append_value("");
-            }
-        }
+        self.write_to(b);
+        b.append_value("");
     }
 }
 
