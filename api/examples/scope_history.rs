@@ -34,7 +34,7 @@ const ROUTES: [&str; 3] = [
 const BY_ROUTE: &str = "SELECT route, count(*) AS n FROM events GROUP BY route ORDER BY route";
 
 fn scope_of(i: u64) -> String {
-    if i % 10_000 == 0 {
+    if i.is_multiple_of(10_000) {
         return HOT.to_string();
     }
     // ~100 events a scope, spread over ~1,100 consecutive rows.

@@ -258,7 +258,7 @@ pub(crate) fn decode_item<'a>(
         Format::Ndjson | Format::Message => json::decode_line(item, max_line_bytes),
         // Elements come from `for_each_element`, which checked the UTF-8.
         Format::Array => json::decode_element(
-            std::str::from_utf8(item).expect("for_each_element checked UTF-8"),
+            json::utf8(item).expect("for_each_element checked UTF-8"),
             max_line_bytes,
         ),
         Format::Otlp | Format::OtlpTraces | Format::OtlpLogs => {
