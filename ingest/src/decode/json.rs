@@ -140,7 +140,10 @@ pub fn decode_line(line: &[u8], max_bytes: usize) -> Result<Decoded<'_>, DecodeE
 /// of `check`'s instructions); one helper for lines, array bodies and their elements, so each
 /// gets the same speed and the same message.
 pub(crate) fn utf8(bytes: &[u8]) -> Result<&str, usize> {
-    simdutf8::compat::from_utf8(bytes).map_err(|e| e.valid_up_to())
+    // `basic` is the faster (callgrind: `compat` alone cost `check` +0.5%); `compat` only to
+    // place an error.
+    simdutf8::basic::from_utf8(bytes)
+        .or_else(|_| simdutf8::compat::from_utf8(bytes).map_err(|e| e.valid_up_to()))
 }
 
 /// Decodes one JSON object from a string.
