@@ -1,7 +1,8 @@
 //! `--ingest-file`: an NDJSON file (or stdin) appended to the WAL source in batches of lines,
 //! each waited for, its events positioned by their line numbers (`file:line`). A file
 //! ingested before (the local partition remembers its last line) resumes after that line
-//! instead of being appended again; stdin is always read whole.
+//! instead of being appended again, however its path was spelled then (the same file,
+//! resolved from the working directory); stdin is always read whole.
 //!
 //! Memory is bounded whatever the file holds: a line longer than `max_line_bytes` is kept only
 //! up to `max_line_bytes + 1` bytes (it is malformed for its length alone, and is counted so,
@@ -92,10 +93,16 @@ pub fn ingest_file(wal: &WalSource, path: &std::path::Path) {
     let mut first_line = 1u64;
     // A file ingested before (this data directory's state remembers its last line) resumes
     // after that line instead of being appended again. stdin is always read whole.
+    // The file may have been named otherwise before (`events.ndjson`, `./events.ndjson`, its
+    // absolute path): a source that is the same file, resolved from the working directory,
+    // counts too. Its events keep the name as given, as `check` names them.
     let done = if stdin {
         0
     } else {
-        wal.source_progress(&name).unwrap_or(0)
+        let this = std::fs::canonicalize(path).ok();
+        wal.sources_progress(|source| {
+            source == name || this.is_some() && std::fs::canonicalize(source).ok() == this
+        })
     };
     if done > 0 {
         let mut skip = Vec::new();

@@ -563,10 +563,19 @@ fn an_ingested_file_is_not_appended_again_after_a_restart() {
     more.push_str(&(commit(now_ns() - 2 * SEC, "late-1", 1, "orders-api.transition") + "\n"));
     more.push_str(&(commit(now_ns() - SEC, "late-2", 1, "orders-api.transition") + "\n"));
     std::fs::write(&file, more).unwrap();
-    let again = TestService::start(dir.path(), CONTRACT, &["--ingest-file", &file_arg]);
+    // Spelled another way (`dir/./file`), it is the same file: resumed, not appended again.
+    let respelled = format!(
+        "{}/./{}",
+        file.parent().unwrap().display(),
+        file.file_name().unwrap().to_str().unwrap()
+    );
+    let again = TestService::start(dir.path(), CONTRACT, &["--ingest-file", &respelled]);
     assert_eq!(wait_for(&again, 43), 43);
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert_eq!(observed(&again), 43, "the file was appended again");
+    // Resumed after line 41, not read again from line 1 (its repeats dropped as duplicates).
+    let log = again.stderr();
+    assert!(log.contains("resumed_after_line=41"), "{log}");
     let scope = again.get("/v1/scopes/late-2").json();
-    assert_eq!(scope["events"][0]["source"], format!("{file_arg}:43"));
+    assert_eq!(scope["events"][0]["source"], format!("{respelled}:43"));
 }

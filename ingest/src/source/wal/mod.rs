@@ -275,6 +275,16 @@ impl WalSource {
         read(self.partition.get()?).live().source_progress(source)
     }
 
+    /// The greatest position of any source that `keep` selects by name (0 if none).
+    pub fn sources_progress(&self, mut keep: impl FnMut(&str) -> bool) -> u64 {
+        let Some(p) = self.partition.get() else {
+            return 0;
+        };
+        let p = read(p);
+        let found = p.live().sources_progress().filter(|(n, _)| keep(n));
+        found.map(|(_, at)| at).max().unwrap_or(0)
+    }
+
     /// The line size limit (`max_line_bytes`): longer lines are malformed.
     pub fn max_line_bytes(&self) -> usize {
         self.max_line_bytes
