@@ -210,6 +210,11 @@ pub(super) fn writer(
     }
     publish(&wal);
     tracing::info!(next_offset = wal.next_offset(), "writer drained");
+    // The applier ended first: its own error (a panic, a failed last checkpoint) says why.
+    let result = match result {
+        Err(Error::Stage("apply")) if applied.is_err() => Ok(()),
+        r => r,
+    };
     result.and(applied).and(saved.map(drop))
 }
 
