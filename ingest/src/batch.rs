@@ -311,7 +311,6 @@ pub fn decode_items<'a>(batch: &Batch<'a>, max_line_bytes: usize) -> DecodedItem
     });
     if walked.is_err() {
         out = DecodedItems {
-            events: Vec::new(),
             bad: vec![0],
             ..DecodedItems::default()
         };

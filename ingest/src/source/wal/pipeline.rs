@@ -242,8 +242,12 @@ fn log_recovery(torn: Option<&TornTail>, quarantined: &[(PathBuf, String)]) {
 /// The evidence archive, if on (a unit without the feature).
 #[cfg(feature = "archive")]
 type ArchiveRef = Option<Arc<crate::archive::Archive>>;
+/// No archive is built in: never one (not `()`, so that the stages clone it as with one).
 #[cfg(not(feature = "archive"))]
-type ArchiveRef = Option<()>;
+#[derive(Clone)]
+struct NoArchive;
+#[cfg(not(feature = "archive"))]
+type ArchiveRef = Option<NoArchive>;
 
 fn archive_of(registry: &Registry) -> ArchiveRef {
     #[cfg(feature = "archive")]
