@@ -86,8 +86,10 @@ impl History {
                 && r.applied()
                 && !matches!(r.kind, Kind::Heartbeat | Kind::Attestation)
         };
-        // About 1024 events per bucket.
+        // About 1024 events per bucket, each sorted by [`SUB_BITS`] more bits first.
         let bits = (usize::BITS - (recs.len() / 1024).leading_zeros()).min(16);
+        const SUB_BITS: u32 = 8;
+        const SUBS: usize = 1 << SUB_BITS;
         let nbuckets = 1usize << bits;
         let bucket = |h: u128| {
             if bits == 0 {
@@ -129,15 +131,39 @@ impl History {
         };
         let second = |lo: usize, hi: usize, parts: &[Part], accs: &mut [Acc]| {
             let mut work = scope::Workspace::default();
-            let mut bucket: Vec<Keyed> = Vec::new();
+            let (mut bucket, mut gathered): (Vec<Keyed>, Vec<Keyed>) = (Vec::new(), Vec::new());
             let mut slots: Vec<Slot> = Vec::new();
+            let mut starts = [0u32; SUBS + 1];
             for b in lo..hi {
-                bucket.clear();
+                // Sorted by scope: a counting sort on the hash's next bits (a thousand
+                // entries of ~50 scopes into 256 runs, mostly of one scope each), then each
+                // run by the whole hash. A comparison sort of the bucket was ~6% of `check`'s
+                // instructions.
+                gathered.clear();
                 for part in parts {
                     let (from, to) = (part.starts[b] as usize, part.starts[b + 1] as usize);
-                    bucket.extend_from_slice(&part.keyed[from..to]);
+                    gathered.extend_from_slice(&part.keyed[from..to]);
                 }
-                bucket.sort_unstable_by_key(|k| k.scope);
+                let sub = |k: &Keyed| ((k.scope[0] << bits) >> (64 - SUB_BITS)) as usize;
+                starts.fill(0);
+                gathered.iter().for_each(|k| starts[sub(k) + 1] += 1);
+                for i in 0..SUBS {
+                    starts[i + 1] += starts[i];
+                }
+                bucket.clear();
+                bucket.resize(gathered.len(), Keyed::default());
+                let mut fill = starts;
+                for k in &gathered {
+                    let at = &mut fill[sub(k)];
+                    bucket[*at as usize] = *k;
+                    *at += 1;
+                }
+                for w in starts.windows(2) {
+                    let run = &mut bucket[w[0] as usize..w[1] as usize];
+                    if run.len() > 1 {
+                        run.sort_unstable_by_key(|k| k.scope);
+                    }
+                }
                 // The whole bucket's slots in one loop of independent reads: each is a cache
                 // miss, and back to back they overlap (scope by scope, the sweeps between
                 // them kept the misses one at a time).
