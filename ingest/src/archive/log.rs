@@ -77,9 +77,9 @@ impl EventLog {
         self.rows.is_empty()
     }
 
-    /// Adds one applied event, as [`EventRows::push`](super::rows::EventRows::push) takes it: received at `received` (ns),
-    /// `property` as the assessor attributed it (`None`: unattributed), `source` its
-    /// provenance, `offset` its offset in the partition.
+    /// Adds one applied event, as [`EventRows::push`](super::rows::EventRows::push) takes it:
+    /// received at `received` (ns), `property` as the assessor attributed it (`None`:
+    /// unattributed), `source` its provenance, `offset` its offset in the partition.
     pub fn push<'s>(
         &mut self,
         received: i64,
