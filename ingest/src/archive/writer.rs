@@ -630,9 +630,11 @@ impl Archive {
 /// encoded, the rest (kinds, routes, holders, epochs: few values) dictionary encoded. Those
 /// dictionaries cost ~10% of encoding `events` but are what keeps scans fast: with routes and
 /// holders plain, a count by route over 10M events took 0.45–0.64 s instead of 0.37–0.38 and
-/// a hot scope's 1,000 events 2.0–2.3 s instead of 0.82–1.1 (`scope_history`, one session). Statistics are per row group and only on the
-/// columns of [`STATS`], not per page: page statistics cost a comparison per value of every
-/// column and prune nothing here.
+/// a hot scope's 1,000 events 2.0–2.3 s instead of 0.82–1.1 (`scope_history`, one session).
+/// Even `kind`, `outcome` and `partition` plain (−8% of the encoder's instructions) made that
+/// read 1.1–1.2 s against 0.64–0.85 (session 15), over its 1 s target. Statistics are per
+/// row group and only on the columns of [`STATS`], not per page: page statistics cost a
+/// comparison per value of every column and prune nothing here.
 pub fn file_properties(row_group_rows: usize) -> WriterProperties {
     let scope = ColumnPath::from("scope");
     let mut b = WriterProperties::builder()
