@@ -434,16 +434,10 @@ impl Live {
         id
     }
 
-    /// Every source with the greatest position pushed from it.
+    /// Every source with the greatest position pushed from it (a file's last line read).
     pub fn sources_progress(&self) -> impl Iterator<Item = (&str, u64)> {
         let progress = self.state.progress.iter().copied();
         self.state.sources.iter().map(String::as_str).zip(progress)
-    }
-
-    /// The greatest position pushed from source `name` (a file's last line read), if any.
-    pub fn source_progress(&self, name: &str) -> Option<u64> {
-        let i = self.state.sources.iter().position(|s| s == name)?;
-        Some(self.state.progress[i])
     }
 
     pub(super) fn note_position(&mut self, source: u32, position: u64) {

@@ -269,13 +269,8 @@ impl WalSource {
         &self.durability
     }
 
-    /// The last line of file `source` already in the local partition (file ingest resumes
-    /// after it).
-    pub fn source_progress(&self, source: &str) -> Option<u64> {
-        read(self.partition.get()?).live().source_progress(source)
-    }
-
-    /// The greatest position of any source that `keep` selects by name (0 if none).
+    /// The greatest position of any source that `keep` selects by name (0 if none): the last
+    /// line of a file already in the local partition (file ingest resumes after it).
     pub fn sources_progress(&self, mut keep: impl FnMut(&str) -> bool) -> u64 {
         let Some(p) = self.partition.get() else {
             return 0;
@@ -446,7 +441,7 @@ mod tests {
             (b.first_offset, b.applied.accepted, b.applied.malformed),
             (1, 2, 0)
         );
-        assert_eq!(wal.source_progress("f"), Some(3));
+        assert_eq!(wal.sources_progress(|n| n == "f"), 3);
         let found = registry.query(|v| v.counterexample_count(0));
         assert_eq!(found, 1, "epoch 1 a second after epoch 2 is stale");
         wal.close();
@@ -454,7 +449,7 @@ mod tests {
         // Restarted: the checkpoint taken when draining restores the same assessment.
         let (registry, wal, writer) = start(clock);
         assert_eq!(registry.query(|v| v.counterexample_count(0)), 1);
-        assert_eq!(wal.source_progress("f"), Some(3));
+        assert_eq!(wal.sources_progress(|n| n == "f"), 3);
         assert_eq!(wal.durability().next_offset.load(Ordering::Acquire), 3);
         wal.close();
         writer.join().unwrap();
