@@ -58,12 +58,13 @@ impl History {
     ///
     /// First each thread takes a contiguous range of records: it raises their per-event
     /// reasons and buckets the scope group members among them by the hash's top bits (a
-    /// counting sort of 24-byte (hash, index) entries, in record order). Then each thread takes
-    /// a range of buckets: it gathers each bucket's entries from every first-phase part (about
-    /// a thousand, in cache), sorts them by scope and builds their slots from their records
-    /// in one loop (a cache miss each, overlapping); for each scope it sorts the members'
-    /// slots by [`Slot::sort_key`] and sweeps each property's group. Full slots in the buckets were measured slower: three times the bytes to write,
-    /// fault in and sort, against one record read per member. Every part has its own
+    /// counting sort of 24-byte (hash, index) entries, in record order). Then the threads take
+    /// ranges of buckets in turn (sixteen a thread): for each bucket a thread gathers its
+    /// entries from every first-phase part (about a thousand, in cache), sorts them by scope
+    /// and builds their slots from their records in one loop (a cache miss each,
+    /// overlapping); for each scope it sorts the members' slots by [`Slot::sort_key`] and
+    /// sweeps each property's group. Full slots in the buckets were measured slower: three
+    /// times the bytes to write, fault in and sort, against one record read per member. Every part has its own
     /// accumulators, merged at the end; nothing depends on the split, so the output is that of
     /// a single thread.
     pub(super) fn assess_events(&self, accs: &mut [Acc]) {
@@ -106,6 +107,12 @@ impl History {
                     starts[bucket(hashes[r.scope as usize]) + 1] += 1;
                 }
             });
+            // Each part folds its own route observations into runs, on its own thread; the
+            // runs are joined when concluding (exact, as for `check --max-memory`'s parts).
+            // Sorting all of them there was most of what `check` did alone after the sweep.
+            for (acc, prop) in accs.iter_mut().zip(&self.contract.properties) {
+                acc.compact_routes(prop.route_freshness.0);
+            }
             for b in 0..nbuckets {
                 starts[b + 1] += starts[b];
             }
@@ -217,9 +224,13 @@ impl History {
             sizes[b + 1] = sizes[b] + u64::from(n);
         }
         let total = sizes[nbuckets];
+        // Ranges of buckets taken in turn by whichever thread is free: equal numbers of slots
+        // are not equal work (cache misses, scope sizes), and one range a thread left one
+        // thread working alone for up to a tenth of `check`'s time.
+        let pieces = if threads == 1 { 1 } else { threads * 16 };
         let mut cuts = vec![0usize];
-        for t in 1..threads {
-            let target = total * t as u64 / threads as u64;
+        for t in 1..pieces {
+            let target = total * t as u64 / pieces as u64;
             cuts.push(sizes.partition_point(|&x| x < target).min(nbuckets));
         }
         cuts.push(nbuckets);
@@ -228,14 +239,18 @@ impl History {
             second(0, nbuckets, &parts, &mut local);
             locals.push(local);
         } else {
-            let parts = &parts;
+            let (parts, cuts) = (&parts, &cuts);
+            let next = std::sync::atomic::AtomicUsize::new(0);
             locals.extend(std::thread::scope(|sc| {
-                let handles: Vec<_> = cuts
-                    .windows(2)
-                    .map(|w| {
-                        let (second, mut local) = (&second, empty());
+                let handles: Vec<_> = (0..threads)
+                    .map(|_| {
+                        let (second, next, mut local) = (&second, &next, empty());
                         sc.spawn(move || {
-                            second(w[0], w[1], parts, &mut local);
+                            loop {
+                                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                let Some(w) = cuts.get(k..k + 2) else { break };
+                                second(w[0], w[1], parts, &mut local);
+                            }
                             local
                         })
                     })
