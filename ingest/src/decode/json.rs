@@ -123,6 +123,20 @@ pub fn is_blank(line: &[u8]) -> bool {
 /// Decodes one NDJSON line (without its `\n`; a trailing `\r` is allowed). `max_bytes` is the
 /// line size limit. Blank lines must be skipped by the caller ([`is_blank`]).
 pub fn decode_line(line: &[u8], max_bytes: usize) -> Result<Decoded<'_>, DecodeError> {
+    line_limits(line, max_bytes)?;
+    let text = utf8(line).map_err(|at| DecodeError::line(format!("invalid UTF-8 at byte {at}")))?;
+    decode_str(text)
+}
+
+/// [`decode_line`] of a line already known to be UTF-8 (its chunk was checked whole): the
+/// same answer, the same errors.
+pub fn decode_valid_line(line: &str, max_bytes: usize) -> Result<Decoded<'_>, DecodeError> {
+    line_limits(line.as_bytes(), max_bytes)?;
+    decode_str(line)
+}
+
+/// The checks of a line before its text: its size and no byte-order mark.
+fn line_limits(line: &[u8], max_bytes: usize) -> Result<(), DecodeError> {
     if line.len() > max_bytes {
         return Err(DecodeError::line(format!(
             "line is {} bytes, over the {max_bytes}-byte limit",
@@ -132,8 +146,7 @@ pub fn decode_line(line: &[u8], max_bytes: usize) -> Result<Decoded<'_>, DecodeE
     if line.starts_with(&[0xEF, 0xBB, 0xBF]) {
         return Err(DecodeError::line("byte-order mark is not allowed"));
     }
-    let text = utf8(line).map_err(|at| DecodeError::line(format!("invalid UTF-8 at byte {at}")))?;
-    decode_str(text)
+    Ok(())
 }
 
 /// `bytes` as a string, or the offset of its first invalid byte. SIMD validation (std's took 4%
@@ -768,6 +781,22 @@ mod tests {
                 proptest::prop_assert_eq!(Ok(fast), slow, "fast path accepted {}", line);
             }
             proptest::prop_assert_eq!(decode_str(&line), decode_slow(&line));
+        }
+
+        #[test]
+        fn a_line_known_to_be_utf8_decodes_as_its_bytes_do(
+            line in arb_line(),
+            bom in proptest::prelude::any::<bool>(),
+            cr in proptest::prelude::any::<bool>(),
+            max in proptest::prop_oneof![proptest::prelude::Just(DEFAULT_MAX_LINE_BYTES), 0usize..64],
+        ) {
+            // A chunk checked whole hands each line over as text: the same answers and errors
+            // (size, byte-order mark, then the JSON) as the line's bytes get.
+            let line = format!("{}{line}{}", if bom { "\u{feff}" } else { "" }, if cr { "\r" } else { "" });
+            proptest::prop_assert_eq!(
+                decode_valid_line(&line, max),
+                decode_line(line.as_bytes(), max)
+            );
         }
 
         #[test]
