@@ -64,10 +64,13 @@ impl ScopeTexts {
         r.has_scope().then(|| self.hashes[r.scope as usize])
     }
 
-    /// Room for `n` more.
+    /// Room for `n` more, and for their text at 16 bytes a scope (an address space reserved,
+    /// touched only as it fills: no doubling copies of a text of tens of megabytes, each
+    /// faulting in a new buffer).
     pub(super) fn reserve(&mut self, n: usize) {
         self.hashes.reserve(n);
         self.ends.reserve(n);
+        self.text.reserve(n.saturating_mul(16));
     }
 
     pub(super) fn get(&self, i: u32) -> &str {
