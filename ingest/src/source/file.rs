@@ -460,8 +460,11 @@ pub fn read_into(
             s.spawn(move || {
                 for chunk in rx {
                     let parsed = decode_chunk(&chunk, opts.max_line_bytes, contract);
-                    // The batch owns what it kept: the bytes can be read into again.
-                    let _ = pool.try_send(chunk.data);
+                    // The batch owns what it kept: the bytes can be read into again (not
+                    // a buffer grown for a long line: the pool stays a few megabytes).
+                    if chunk.data.capacity() <= 4 * CHUNK_BYTES {
+                        let _ = pool.try_send(chunk.data);
+                    }
                     if tx.send(parsed).is_err() {
                         break;
                     }
