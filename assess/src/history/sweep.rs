@@ -64,9 +64,9 @@ impl History {
     /// and builds their slots from their records in one loop (a cache miss each,
     /// overlapping); for each scope it sorts the members' slots by [`Slot::sort_key`] and
     /// sweeps each property's group. Full slots in the buckets were measured slower: three
-    /// times the bytes to write, fault in and sort, against one record read per member. Every part has its own
-    /// accumulators, merged at the end; nothing depends on the split, so the output is that of
-    /// a single thread.
+    /// times the bytes to write, fault in and sort, against one record read per member. Every
+    /// part has its own accumulators, merged at the end; nothing depends on the split (nor on
+    /// which thread took which range), so the output is that of a single thread.
     pub(super) fn assess_events(&self, accs: &mut [Acc]) {
         /// A group member: its scope's hash and its record.
         #[derive(Clone, Copy, Default)]
