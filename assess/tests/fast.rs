@@ -300,11 +300,13 @@ proptest! {
                 fast = restored(&fast);
             }
             // The fast one warms the next events' scopes first, as the WAL's applier does
-            // (`Live::warm`): nothing it reads changes.
-            if i % 3 == 0 {
+            // (`Live::warm`, `Live::warm_all`, which reads at most 32): nothing it reads changes.
+            if i % 6 == 0 {
                 for (j, w) in evs.iter().enumerate().skip(i).take(4) {
                     fast.warm(&event(w, seqs[j]));
                 }
+            } else if i % 6 == 3 {
+                fast.warm_all(evs.iter().enumerate().skip(i).take(40).map(|(j, w)| event(w, seqs[j])));
             }
             let ev = event(e, seqs[i]);
             // As OTLP spans: their own provenance, one more duplicate key (a re-send shares it).

@@ -60,6 +60,29 @@ impl Live {
         }
     }
 
+    /// [`Live::warm`] for the next events, up to 32 of them, a level of memory at a time across all of them (their scope table entries, then
+    /// their states, then what those point to): no answer depends on it.
+    pub fn warm_all<'e>(&self, events: impl Iterator<Item = Event<'e>>) {
+        let mut states = [None; super::scopes::WARM_MAX];
+        let mut n = 0;
+        for ev in events.take(super::scopes::WARM_MAX) {
+            let Some(scope) = ev.scope else { continue };
+            let Ok(p) = rules::property_of(&self.contract, &ev) else {
+                continue;
+            };
+            if let Some(st) = self
+                .state
+                .props
+                .get(p as usize)
+                .and_then(|q| q.scopes.get(scope))
+            {
+                states[n] = Some(st);
+                n += 1;
+            }
+        }
+        std::hint::black_box(super::scopes::ScopeState::warm_all(&states[..n]));
+    }
+
     fn push_from(
         &mut self,
         ev: &Event<'_>,

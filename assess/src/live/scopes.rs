@@ -40,6 +40,9 @@ use crate::tracker::{Judgement, Mark, Tracker};
 use serde::{Deserialize, Serialize};
 
 pub(super) mod fast;
+
+/// The most scopes [`ScopeState::warm_all`] reads ahead at once.
+pub(super) const WARM_MAX: usize = 32;
 use fast::{Clean, Fast, FastSlot};
 
 /// The synthetic index of a scope's folded high-water mark in a sweep.
@@ -296,6 +299,37 @@ impl ScopeState {
         let last = a.events.last().map_or(0, |e| e.ts);
         let fast = a.fast.0.as_deref().map_or(0, |f| f.pending_min);
         a.summary.max_ts ^ last ^ fast
+    }
+
+    /// [`ScopeState::warm`] of up to [`WARM_MAX`] scopes, and their folded grants, one level
+    /// of pointers at a time across all of them: each loop's loads depend on the loop before,
+    /// not on one another, so the processor has all of them in flight at once, where one
+    /// scope after another it followed each chain of misses (state, boxes, last event) alone.
+    pub(super) fn warm_all(states: &[Option<&ScopeState>]) -> i64 {
+        let states = &states[..states.len().min(WARM_MAX)];
+        let mut out = 0i64;
+        let mut boxes: [(Option<&Active>, Option<&Cold>); WARM_MAX] = [(None, None); WARM_MAX];
+        for (b, st) in boxes.iter_mut().zip(states.iter().flatten()) {
+            *b = (st.recent.as_deref(), st.cold.as_deref());
+            out ^= st.mark.first;
+        }
+        let mut inner: [(&[Rec], Option<&fast::Fast>, &[Rec]); WARM_MAX] =
+            [(&[], None, &[]); WARM_MAX];
+        for (i, (a, c)) in inner.iter_mut().zip(&boxes[..states.len()]) {
+            if let Some(a) = a {
+                out ^= a.summary.max_ts;
+                (i.0, i.1) = (a.events.as_slice(), a.fast.0.as_deref());
+            }
+            if let Some(c) = c {
+                i.2 = c.grants.as_slice();
+            }
+        }
+        for (events, fast, grants) in &inner[..states.len()] {
+            out ^= events.last().map_or(0, |e| e.ts)
+                ^ fast.map_or(0, |f| f.pending_min)
+                ^ grants.first().map_or(0, |g| g.ts);
+        }
+        out
     }
 
     /// Whether the stored findings are what the full decision gives now, and whether it found

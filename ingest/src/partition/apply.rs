@@ -70,7 +70,7 @@ pub(super) fn apply_decoded<'a, O: Observer>(
     let warm = |live: &Live, k: usize| {
         if k.is_multiple_of(WARM) && items.events.len() > 1 {
             let ahead = items.events.iter().skip(k).take(WARM);
-            ahead.for_each(|(_, d)| live.warm(&d.event()));
+            live.warm_all(ahead.map(|(_, d)| d.event()));
         }
     };
     if items.bad.is_empty() && !O::TEXT {
