@@ -46,41 +46,30 @@ impl Live {
     /// event is applied; at a few hundred thousand scopes those misses are most of a push. No
     /// answer depends on it.
     pub fn warm(&self, ev: &Event<'_>) {
-        let Some(scope) = ev.scope else { return };
-        let Ok(p) = rules::property_of(&self.contract, ev) else {
-            return;
-        };
-        if let Some(st) = self
-            .state
-            .props
-            .get(p as usize)
-            .and_then(|q| q.scopes.get(scope))
-        {
+        if let Some(st) = self.kept_state(ev) {
             std::hint::black_box(st.warm());
         }
     }
 
-    /// [`Live::warm`] for the next events, up to 32 of them, a level of memory at a time across all of them (their scope table entries, then
-    /// their states, then what those point to): no answer depends on it.
+    /// [`Live::warm`] for the next events, up to 32 of them, a level of memory at a time
+    /// across all of them (their scope table entries, then their states, then what those
+    /// point to): no answer depends on it.
     pub fn warm_all<'e>(&self, events: impl Iterator<Item = Event<'e>>) {
         let mut states = [None; super::scopes::WARM_MAX];
         let mut n = 0;
         for ev in events.take(super::scopes::WARM_MAX) {
-            let Some(scope) = ev.scope else { continue };
-            let Ok(p) = rules::property_of(&self.contract, &ev) else {
-                continue;
-            };
-            if let Some(st) = self
-                .state
-                .props
-                .get(p as usize)
-                .and_then(|q| q.scopes.get(scope))
-            {
+            if let Some(st) = self.kept_state(&ev) {
                 states[n] = Some(st);
                 n += 1;
             }
         }
         std::hint::black_box(super::scopes::ScopeState::warm_all(&states[..n]));
+    }
+
+    /// The state of `ev`'s scope in its property, if the scope is kept.
+    fn kept_state(&self, ev: &Event<'_>) -> Option<&super::scopes::ScopeState> {
+        let p = rules::property_of(&self.contract, ev).ok()?;
+        self.state.props.get(p as usize)?.scopes.get(ev.scope?)
     }
 
     fn push_from(
