@@ -300,20 +300,13 @@ pub fn decode_items<'a>(batch: &Batch<'a>, max_line_bytes: usize) -> DecodedItem
     if batch.format.is_otlp() {
         return otlp_decode(batch, out);
     }
-    // An NDJSON body checked as UTF-8 at once, not line by line (as `check` reads chunks):
-    // when it is, so is each line, cut at an ASCII newline.
-    let text = (batch.format == Format::Ndjson)
-        .then(|| json::utf8(batch.body).ok())
-        .flatten();
+    let body = (batch.format == Format::Ndjson).then(|| json::Body::new(batch.body));
     let walked = for_each_item(batch, |i, item| {
         if batch.format == Format::Ndjson && json::is_blank(item) {
             return;
         }
-        let decoded = match text {
-            Some(t) => {
-                let at = item.as_ptr() as usize - batch.body.as_ptr() as usize;
-                json::decode_valid_line(&t[at..at + item.len()], max_line_bytes)
-            }
+        let decoded = match &body {
+            Some(body) => body.decode_line(item, max_line_bytes),
             None => decode_item(batch.format, item, max_line_bytes),
         };
         match decoded {

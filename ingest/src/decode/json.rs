@@ -128,11 +128,48 @@ pub fn decode_line(line: &[u8], max_bytes: usize) -> Result<Decoded<'_>, DecodeE
     decode_str(text)
 }
 
-/// [`decode_line`] of a line already known to be UTF-8 (its chunk was checked whole): the
+/// [`decode_line`] of a line already known to be UTF-8 (its body was checked whole): the
 /// same answer, the same errors.
-pub fn decode_valid_line(line: &str, max_bytes: usize) -> Result<Decoded<'_>, DecodeError> {
+fn decode_valid_line(line: &str, max_bytes: usize) -> Result<Decoded<'_>, DecodeError> {
     line_limits(line.as_bytes(), max_bytes)?;
     decode_str(line)
+}
+
+/// An NDJSON body (a request's, a chunk of a file) checked as UTF-8 once, not line by line
+/// (simdutf8 a call per line was 3-4% of `check`'s samples): when it is valid, so is each of
+/// its lines, cut at a newline, an ASCII byte, and each is decoded from its text. When it is
+/// not, each line is checked alone, and only its bad ones fail.
+#[derive(Debug)]
+pub struct Body<'a> {
+    bytes: &'a [u8],
+    text: Option<&'a str>,
+}
+
+impl<'a> Body<'a> {
+    /// `bytes`, checked.
+    pub fn new(bytes: &'a [u8]) -> Body<'a> {
+        Body {
+            bytes,
+            text: utf8(bytes).ok(),
+        }
+    }
+
+    /// [`decode_line`] of `line`, a slice of the body's bytes.
+    #[inline]
+    pub fn decode_line(
+        &self,
+        line: &'a [u8],
+        max_bytes: usize,
+    ) -> Result<Decoded<'a>, DecodeError> {
+        let Some(text) = self.text else {
+            return decode_line(line, max_bytes);
+        };
+        let at = (line.as_ptr() as usize)
+            .checked_sub(self.bytes.as_ptr() as usize)
+            .filter(|at| at + line.len() <= self.bytes.len())
+            .expect("a line of the body");
+        decode_valid_line(&text[at..at + line.len()], max_bytes)
+    }
 }
 
 /// The checks of a line before its text: its size and no byte-order mark.
@@ -795,6 +832,21 @@ mod tests {
             let line = format!("{}{line}{}", if bom { "\u{feff}" } else { "" }, if cr { "\r" } else { "" });
             proptest::prop_assert_eq!(
                 decode_valid_line(&line, max),
+                decode_line(line.as_bytes(), max)
+            );
+            // And through a body: valid whole, then with a bad line before it.
+            let body = format!("{{}}\n{line}\n");
+            let at = 3..3 + line.len();
+            let whole = Body::new(body.as_bytes());
+            proptest::prop_assert_eq!(
+                whole.decode_line(&body.as_bytes()[at.clone()], max),
+                decode_line(line.as_bytes(), max)
+            );
+            let mut bad = body.clone().into_bytes();
+            bad[1] = 0xff;
+            let broken = Body::new(&bad);
+            proptest::prop_assert_eq!(
+                broken.decode_line(&bad[at], max),
                 decode_line(line.as_bytes(), max)
             );
         }

@@ -106,11 +106,11 @@ fn bad(batch: &mut Batch, position: u64, e: DecodeError) {
 }
 
 /// The lines of `data` split at `\n` (the last one may be empty), found with memchr.
-fn lines(data: &[u8]) -> impl Iterator<Item = std::ops::Range<usize>> {
+fn lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
     let mut start = 0;
     let ends = memchr::memchr_iter(b'\n', data).chain(std::iter::once(data.len()));
     ends.map(move |end| {
-        let line = start..end;
+        let line = &data[start..end];
         start = end + 1;
         line
     })
@@ -149,12 +149,8 @@ fn decode_chunk(chunk: &Chunk, max_line_bytes: usize, contract: &Contract) -> Pa
         };
     }
     let mut count = 0;
-    // The chunk checked as UTF-8 at once rather than line by line (simdutf8 a call per line
-    // was 3-4% of `check`'s samples): when it is, so is each of its lines, cut at a newline,
-    // an ASCII byte. When it is not, each line is checked alone, and only its bad ones fail.
-    let text = json::utf8(&chunk.data).ok();
-    for (this, range) in (1..).zip(lines(&chunk.data)) {
-        let line = &chunk.data[range.clone()];
+    let body = json::Body::new(&chunk.data);
+    for (this, line) in (1..).zip(lines(&chunk.data)) {
         count = this;
         if let (1, Some(len)) = (this, chunk.oversized) {
             bad(
@@ -172,13 +168,7 @@ fn decode_chunk(chunk: &Chunk, max_line_bytes: usize, contract: &Contract) -> Pa
         if json::is_blank(line) {
             continue;
         }
-        let decoded = match text {
-            Some(t) => {
-                json::decode_valid_line(&t[range.start..range.start + line.len()], max_line_bytes)
-            }
-            None => json::decode_line(line, max_line_bytes),
-        };
-        match decoded {
+        match body.decode_line(line, max_line_bytes) {
             Ok(d) => batch.push(contract, &d.event(), this),
             Err(e) => bad(&mut batch, this, e),
         }
