@@ -55,15 +55,14 @@ impl Live {
     /// across all of them (their scope table entries, then their states, then what those
     /// point to): no answer depends on it.
     pub fn warm_all<'e>(&self, events: impl Iterator<Item = Event<'e>>) {
+        // The table lookups first, all of them, before any state is read: that is the first
+        // level (collected, not chained into the next).
         let mut states = [None; super::scopes::WARM_MAX];
-        let mut n = 0;
-        for ev in events.take(super::scopes::WARM_MAX) {
-            if let Some(st) = self.kept_state(&ev) {
-                states[n] = Some(st);
-                n += 1;
-            }
+        for (slot, ev) in states.iter_mut().zip(events) {
+            *slot = self.kept_state(&ev);
         }
-        std::hint::black_box(super::scopes::ScopeState::warm_all(&states[..n]));
+        let states = states.iter().flatten().copied();
+        std::hint::black_box(super::scopes::ScopeState::warm_all(states));
     }
 
     /// The state of `ev`'s scope in its property, if the scope is kept.

@@ -305,17 +305,18 @@ impl ScopeState {
     /// of pointers at a time across all of them: each loop's loads depend on the loop before,
     /// not on one another, so the processor has all of them in flight at once, where one
     /// scope after another it followed each chain of misses (state, boxes, last event) alone.
-    pub(super) fn warm_all(states: &[Option<&ScopeState>]) -> i64 {
-        let states = &states[..states.len().min(WARM_MAX)];
+    pub(super) fn warm_all<'s>(states: impl Iterator<Item = &'s ScopeState>) -> i64 {
         let mut out = 0i64;
         let mut boxes: [(Option<&Active>, Option<&Cold>); WARM_MAX] = [(None, None); WARM_MAX];
-        for (b, st) in boxes.iter_mut().zip(states.iter().flatten()) {
+        let mut n = 0;
+        for (b, st) in boxes.iter_mut().zip(states) {
             *b = (st.recent.as_deref(), st.cold.as_deref());
             out ^= st.mark.first;
+            n += 1;
         }
         let mut inner: [(&[Rec], Option<&fast::Fast>, &[Rec]); WARM_MAX] =
             [(&[], None, &[]); WARM_MAX];
-        for (i, (a, c)) in inner.iter_mut().zip(&boxes[..states.len()]) {
+        for (i, (a, c)) in inner.iter_mut().zip(&boxes[..n]) {
             if let Some(a) = a {
                 out ^= a.summary.max_ts;
                 (i.0, i.1) = (a.events.as_slice(), a.fast.0.as_deref());
@@ -324,7 +325,7 @@ impl ScopeState {
                 i.2 = c.grants.as_slice();
             }
         }
-        for (events, fast, grants) in &inner[..states.len()] {
+        for (events, fast, grants) in &inner[..n] {
             out ^= events.last().map_or(0, |e| e.ts)
                 ^ fast.map_or(0, |f| f.pending_min)
                 ^ grants.first().map_or(0, |g| g.ts);
