@@ -272,7 +272,8 @@ impl History {
     fn assess_group(&self, group: &[Slot], acc: &mut Acc, work: &mut scope::Workspace) {
         let recs = &self.recs;
         let prop = &self.contract.properties[group[0].prop as usize];
-        let mut found = scope::decide_group(group, prop.clock_skew.0, work);
+        let required = prop.grants == Grants::Required;
+        let mut found = scope::decide_group(group, prop.clock_skew.0, required, work);
         let group_scope = recs[group[0].idx as usize].scope;
         let raise = |acc: &mut Acc, i: u32, reason: Reason| {
             let r = &recs[i as usize];
@@ -285,7 +286,7 @@ impl History {
         for &i in found.ambiguous() {
             raise(acc, i, Reason::AmbiguousOrder);
         }
-        if prop.grants == Grants::Required {
+        if required {
             for &i in &found.ungranted {
                 raise(acc, i, Reason::UngrantedEpoch);
             }

@@ -101,7 +101,7 @@ impl Live {
             });
         }
         self.slots.sort_unstable_by_key(Slot::sort_key);
-        let mut found = scope::decide_group(&self.slots, skew, &mut self.work);
+        let mut found = scope::decide_group(&self.slots, skew, grants_required, &mut self.work);
         let ambiguous: Vec<u32> = found.ambiguous().to_vec();
         let ungranted = std::mem::take(&mut found.ungranted);
         let mut cxs = std::mem::take(&mut found.cxs);
