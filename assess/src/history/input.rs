@@ -2,7 +2,7 @@
 
 use crate::contract::Contract;
 use crate::event::{Event, Kind};
-use crate::intern::Interner;
+use crate::intern::{Interner, NameCache};
 use crate::rules::{self, Malformed, NONE, Rec, UNATTRIBUTED};
 use crate::time::EventTime;
 
@@ -98,16 +98,16 @@ impl ScopeTexts {
     }
 }
 
-/// Admits a decoded event ([`rules::admit`]) into a record with its names interned, counted
-/// in `tally`: `Ok(None)` when it is valid but not kept (unattributed, without an (emitter,
-/// seq) to track).
+/// Admits a decoded event ([`rules::admit`]) into a record with its names interned (through
+/// the cache in front of the interner), counted in `tally`: `Ok(None)` when it is valid but
+/// not kept (unattributed, without an (emitter, seq) to track).
 pub(super) fn admit(
     contract: &Contract,
     ev: &Event<'_>,
     source: u32,
     position: u64,
     tally: &mut Tally,
-    strings: &mut Interner,
+    (strings, names): (&mut Interner, &mut NameCache),
     scopes: &mut ScopeTexts,
 ) -> Result<Option<Rec>, Malformed> {
     let prop = rules::admit(contract, ev, None)?;
@@ -124,7 +124,7 @@ pub(super) fn admit(
     }
     let mut r = Rec::of(ev, prop, source, position);
     r.scope = ev.scope.map_or(NONE, |s| scopes.push(s));
-    let mut name = |s: Option<&str>| s.map_or(NONE, |s| strings.intern(s));
+    let mut name = |s: Option<&str>| s.map_or(NONE, |s| names.intern(strings, s));
     r.holder = name(ev.holder);
     r.route = name(ev.route);
     r.emitter = name(ev.emitter);
@@ -197,6 +197,8 @@ pub struct Batch {
     pub(super) source: SourceId,
     pub(super) recs: Vec<Rec>,
     pub(super) strings: Interner,
+    /// The front of `strings` for names.
+    pub(super) names: NameCache,
     pub(super) scopes: ScopeTexts,
     pub(super) malformed: Vec<BatchMalformed>,
     pub(super) tally: Tally,
@@ -218,6 +220,7 @@ impl Batch {
             source,
             recs: Vec::with_capacity(events),
             strings: Interner::new(),
+            names: NameCache::new(),
             scopes: ScopeTexts {
                 hashes: Vec::with_capacity(events),
                 text: String::new(),
@@ -245,7 +248,7 @@ impl Batch {
             self.source.0,
             position,
             &mut self.tally,
-            &mut self.strings,
+            (&mut self.strings, &mut self.names),
             &mut self.scopes,
         ) {
             Ok(Some(rec)) => super::attest::keep(&mut self.recs, &mut self.attests, rec, ev),

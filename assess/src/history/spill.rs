@@ -178,6 +178,7 @@ impl<S: SpillStore> Spilled<S> {
             source,
             recs,
             strings,
+            names: _,
             scopes,
             malformed,
             tally,

@@ -6,7 +6,7 @@ use super::input::{self, Batch, ScopeTexts, SeqTrack, SourceId, Tally, later};
 use crate::contract::{Compiled, Contract};
 use crate::event::{Event, Kind};
 use crate::finding::{EventView, Provenance, Verdict};
-use crate::intern::Interner;
+use crate::intern::{Interner, NameCache};
 use crate::report::{ContractSummary, Report, Sample};
 use crate::rules::{MALFORMED_SAMPLES, NONE, OWN_PROVENANCE, Rec, Resolve, UNATTRIBUTED};
 use crate::time::EventTime;
@@ -28,6 +28,8 @@ pub struct History {
     pub(super) compiled: Compiled,
     pub(super) sources: Vec<String>,
     pub(super) strings: Interner,
+    /// The front of `strings` for names read by [`History::push`].
+    pub(super) names: NameCache,
     pub(super) scopes: ScopeTexts,
     pub(super) recs: Vec<Rec>,
     pub(super) malformed: Vec<MalformedRec>,
@@ -57,6 +59,7 @@ impl History {
             compiled,
             sources: Vec::new(),
             strings: Interner::new(),
+            names: NameCache::new(),
             scopes: ScopeTexts::default(),
             recs: Vec::new(),
             malformed: Vec::new(),
@@ -131,7 +134,7 @@ impl History {
             source.0,
             position,
             &mut self.tally,
-            &mut self.strings,
+            (&mut self.strings, &mut self.names),
             &mut self.scopes,
         ) {
             Ok(Some(rec)) => {
@@ -150,6 +153,7 @@ impl History {
             source,
             recs,
             strings,
+            names: _,
             scopes,
             malformed,
             tally,
