@@ -163,9 +163,14 @@ impl WindowSeries {
 
     /// Counts a valid event at `t` (and extends the range).
     pub fn add_event(&mut self, t: i64) {
+        self.add_events(t, 1);
+    }
+
+    /// Counts `n` valid events in the window of `t` (and extends the range).
+    pub fn add_events(&mut self, t: i64, n: u64) {
         self.cover(t);
         let k = self.index(t);
-        self.points.entry(k).or_default().events += 1;
+        self.points.entry(k).or_default().events += n;
     }
 
     /// Places a counterexample whose stale event is at `t`.

@@ -9,6 +9,15 @@ use crate::finding::{Counterexample, Reason, counterexample_id};
 use crate::rules::{self, ASIDE, Applied, DUP, NONE, Observes, Rec, RouteIds, UNATTRIBUTED};
 use crate::scope::{self, Slot};
 
+/// Events of one property counted in one window: `[lo, hi)`, `n` of them, one at `t`.
+#[derive(Debug, Clone, Copy)]
+struct EventRun {
+    lo: i64,
+    hi: i64,
+    t: i64,
+    n: u64,
+}
+
 impl History {
     /// What every applied event of `recs` counts for (SPEC §4 and [`rules::Applied`]): an
     /// event of its property (set-aside ones too), route observations, stale rejections and
@@ -17,6 +26,12 @@ impl History {
     fn per_event(&self, recs: &[Rec], accs: &mut [Acc], mut each: impl FnMut(&Rec)) {
         let routes = RouteIds::new(&self.contract, |name| self.strings.get(name));
         let name = |id: u32| (id != NONE).then(|| self.strings.resolve(id));
+        // By property, the window of its latest events and how many fell in it: events come
+        // mostly in time order, and a window's count added once per run of them, not by a
+        // division and a tree lookup an event (~100 instructions each). Nothing reads the
+        // counts before the end: no window is final while `check` reads (its series has no
+        // watermark), so reasons placed meanwhile (`add_reason`) change no `revised` mark.
+        let mut runs: Vec<Option<EventRun>> = vec![None; accs.len()];
         for r in recs {
             each(r);
             // Attestations count for their premise's support only (the `premises` module).
@@ -25,7 +40,23 @@ impl History {
             }
             let p = r.prop as usize;
             let acc = &mut accs[p];
-            acc.series.add_event(r.ts);
+            match &mut runs[p] {
+                Some(run) if run.lo <= r.ts && r.ts < run.hi => run.n += 1,
+                run => {
+                    if let Some(done) = run.take() {
+                        acc.series.add_events(done.t, done.n);
+                    }
+                    // Covered now, as each event's window was: reasons are placed by it.
+                    acc.series.cover(r.ts);
+                    let k = acc.series.index(r.ts);
+                    *run = Some(EventRun {
+                        lo: acc.series.start_of(k),
+                        hi: acc.series.start_of(k.saturating_add(1)),
+                        t: r.ts,
+                        n: 1,
+                    });
+                }
+            }
             acc.events += 1;
             if r.has(ASIDE) {
                 continue;
@@ -44,6 +75,11 @@ impl History {
                     self.sample(r, rules::detail(reason, r.kind, name(r.route)))
                 });
                 acc.series.add_reason(r.ts, reason);
+            }
+        }
+        for (acc, run) in accs.iter_mut().zip(runs) {
+            if let Some(run) = run {
+                acc.series.add_events(run.t, run.n);
             }
         }
     }
