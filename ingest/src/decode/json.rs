@@ -81,6 +81,29 @@ struct AttestFields<'a> {
 }
 
 impl Decoded<'_> {
+    /// A decoded event of `ev`'s borrowed strings; `ev` has no attestation field (the fast
+    /// path reads none).
+    pub(crate) fn borrowed<'a>(ev: Event<'a>) -> Decoded<'a> {
+        debug_assert!(ev.premise.is_none() && ev.valid_for.is_none());
+        debug_assert!(ev.attester.is_none() && ev.evidence.is_none());
+        Decoded {
+            kind: ev.kind,
+            ts: ev.ts,
+            property: ev.property.map(Cow::Borrowed),
+            scope: ev.scope.map(Cow::Borrowed),
+            epoch: ev.epoch,
+            route: ev.route.map(Cow::Borrowed),
+            outcome: ev.outcome,
+            holder: ev.holder.map(Cow::Borrowed),
+            op_id: ev.op_id.map(Cow::Borrowed),
+            incarnation: ev.incarnation,
+            order: ev.order,
+            emitter: ev.emitter.map(Cow::Borrowed),
+            seq: ev.seq,
+            attest: None,
+        }
+    }
+
     /// The event view the core takes.
     #[inline]
     pub fn event(&self) -> Event<'_> {
@@ -169,6 +192,30 @@ impl<'a> Body<'a> {
             .filter(|at| at + line.len() <= self.bytes.len())
             .expect("a line of the body");
         decode_valid_line(&text[at..at + line.len()], max_bytes)
+    }
+
+    /// `f` of the event of [`Body::decode_line`]`(line, max_bytes)`, or its error: a line the
+    /// fast path takes becomes the event directly, no [`Decoded`] in between.
+    #[inline]
+    pub fn with_line<R>(
+        &self,
+        line: &'a [u8],
+        max_bytes: usize,
+        f: impl FnOnce(&Event<'_>) -> R,
+    ) -> Result<R, DecodeError> {
+        if let Some(text) = self.text {
+            let at = (line.as_ptr() as usize)
+                .checked_sub(self.bytes.as_ptr() as usize)
+                .filter(|at| at + line.len() <= self.bytes.len())
+                .expect("a line of the body");
+            let text = &text[at..at + line.len()];
+            line_limits(line, max_bytes)?;
+            if let Some(ev) = fast::fast_event(line, text) {
+                return Ok(f(&ev));
+            }
+            return decode_slow(text).map(|d| f(&d.event()));
+        }
+        decode_line(line, max_bytes).map(|d| f(&d.event()))
     }
 }
 
@@ -842,9 +889,19 @@ mod tests {
                 whole.decode_line(&body.as_bytes()[at.clone()], max),
                 decode_line(line.as_bytes(), max)
             );
+            let want = decode_line(line.as_bytes(), max);
+            let want_event = want.as_ref().map(|d| format!("{:?}", d.event())).map_err(Clone::clone);
+            proptest::prop_assert_eq!(
+                whole.with_line(&body.as_bytes()[at.clone()], max, |ev| format!("{ev:?}")),
+                want_event.clone()
+            );
             let mut bad = body.clone().into_bytes();
             bad[1] = 0xff;
             let broken = Body::new(&bad);
+            proptest::prop_assert_eq!(
+                broken.with_line(&bad[at.clone()], max, |ev| format!("{ev:?}")),
+                want_event
+            );
             proptest::prop_assert_eq!(
                 broken.decode_line(&bad[at], max),
                 decode_line(line.as_bytes(), max)

@@ -168,9 +168,8 @@ fn decode_chunk(chunk: &Chunk, max_line_bytes: usize, contract: &Contract) -> Pa
         if json::is_blank(line) {
             continue;
         }
-        match body.decode_line(line, max_line_bytes) {
-            Ok(d) => batch.push(contract, &d.event(), this),
-            Err(e) => bad(&mut batch, this, e),
+        if let Err(e) = body.with_line(line, max_line_bytes, |ev| batch.push(contract, ev, this)) {
+            bad(&mut batch, this, e);
         }
     }
     Parsed {
