@@ -71,9 +71,15 @@ impl History {
         let recs = &mut self.recs;
         let scopes = &self.scopes;
         let attests = &self.attests;
-        let mut by_order: Vec<u32> = (0..recs.len() as u32)
-            .filter(|&i| recs[i as usize].order_key().is_some())
-            .collect();
+        // Records with an order key, when reading noted any (`History::order_keys`).
+        debug_assert!(self.order_keys || recs.iter().all(|r| r.order_key().is_none()));
+        let mut by_order: Vec<u32> = if self.order_keys {
+            (0..recs.len() as u32)
+                .filter(|&i| recs[i as usize].order_key().is_some())
+                .collect()
+        } else {
+            Vec::new()
+        };
         by_order.sort_unstable_by_key(|&i| {
             let r = &recs[i as usize];
             (scopes.key(r), r.order_key(), i)

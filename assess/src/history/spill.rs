@@ -464,6 +464,7 @@ fn load(h: &mut History, data: &[u8]) -> io::Result<()> {
         let idx = h.recs.len() as u32;
         SeqTrack::note(&mut h.seqs, &r, idx);
         super::state::note_range(&mut h.ranges, &r);
+        h.order_keys |= r.order_key().is_some();
         if let Some(a) = s.attest {
             h.attests.push((idx, a));
         }
