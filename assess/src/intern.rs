@@ -230,25 +230,50 @@ impl NameCache {
         NameCache::default()
     }
 
+    /// Forgets every name: for ids that were freed, or an interner that was cleared.
+    pub fn clear(&mut self) {
+        for slot in self.slots.iter_mut() {
+            slot.len = u32::MAX;
+        }
+    }
+
     /// `strings.intern(s)`, from the cache when `s` is in it. `strings` must be the interner
     /// every earlier call was given.
     #[inline]
     pub fn intern(&mut self, strings: &mut Interner, s: &str) -> u32 {
-        let Some(words) = name_words(s.as_bytes()) else {
-            return strings.intern(s);
-        };
-        let len = s.len() as u32;
-        let mix = (words[0] ^ words[1].rotate_left(21) ^ words[2].rotate_left(42))
-            .wrapping_add(u64::from(len))
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let slot = &mut self.slots[(mix >> (64 - CACHE_BITS)) as usize];
-        if slot.len == len && slot.words == words {
-            return slot.id;
+        if let Some(id) = self.get(s) {
+            return id;
         }
         let id = strings.intern(s);
-        *slot = CacheSlot { words, len, id };
+        self.put(s, id);
         id
     }
+
+    /// The id cached for `s`, if any.
+    #[inline]
+    pub fn get(&self, s: &str) -> Option<u32> {
+        let words = name_words(s.as_bytes())?;
+        let slot = &self.slots[slot_of(&words, s.len())];
+        (slot.len == s.len() as u32 && slot.words == words).then_some(slot.id)
+    }
+
+    /// Caches `id` for `s` (a name over 24 bytes is not cached), in place of the slot's name.
+    #[inline]
+    pub fn put(&mut self, s: &str, id: u32) {
+        if let Some(words) = name_words(s.as_bytes()) {
+            let len = s.len() as u32;
+            self.slots[slot_of(&words, s.len())] = CacheSlot { words, len, id };
+        }
+    }
+}
+
+/// The slot of a name of length `len` and `words`.
+#[inline]
+fn slot_of(words: &[u64; 3], len: usize) -> usize {
+    let mix = (words[0] ^ words[1].rotate_left(21) ^ words[2].rotate_left(42))
+        .wrapping_add(len as u64)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (mix >> (64 - CACHE_BITS)) as usize
 }
 
 /// An interner built from strings known to be distinct (a checkpoint's scope ids), in id

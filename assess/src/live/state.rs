@@ -211,6 +211,9 @@ pub struct Live {
     pub(super) compiled: Compiled,
     pub(super) state: LiveState,
     pub(super) name_ids: HashMap<String, u32, foldhash::fast::FixedState>,
+    /// The front of `name_ids` for short names (the `names` module), cleared whenever a sweep
+    /// frees a name.
+    pub(super) name_cache: crate::intern::NameCache,
     /// Heap bytes of the names' strings, in the table and in `name_ids` (the `names` module).
     pub(super) name_heap: usize,
     pub(super) route_ids: RouteIds,
@@ -346,6 +349,7 @@ impl Live {
             compiled,
             state,
             name_ids,
+            name_cache: crate::intern::NameCache::new(),
             name_heap,
             route_ids: RouteIds::default(),
             work: scope::Workspace::default(),
