@@ -6,6 +6,7 @@
 //!   the rest under one bucket; `undeclared_route` is still raised per event;
 //! - the name table (holders, routes, emitters) is swept of names no retained state refers to;
 //! - names longer than 256 bytes are kept shortened, and still compared exactly.
+//! - a name swept and seen again is read as itself, not as the name its old id went to.
 
 mod common;
 
@@ -197,6 +198,50 @@ fn sweeping_keeps_every_name_still_referred_to() {
         "{}",
         l.names_interned()
     );
+}
+
+#[test]
+fn a_name_swept_and_seen_again_is_itself() {
+    // Short names are found through a cache in front of the name table, and a sweep frees
+    // names whose ids then go to newer ones. A name cached, swept and seen again must be read
+    // as itself, not as the newer name its old id went to. The fillers are over 24 bytes,
+    // never cached: nothing else takes the old name's slot.
+    let mut l = live(Some(100));
+    let src = l.add_source("http");
+    let mut n = 0u64;
+    let mut push = |l: &mut Live, ts: i64, scope: &str, epoch: u64, holder: &str| {
+        let mut c = Event::new(Kind::Commit, EventTime(ts));
+        c.scope = Some(scope);
+        c.epoch = Some(Epoch(epoch));
+        c.route = Some("r1");
+        c.holder = Some(holder);
+        l.push(&c, src, n, i64::MAX / 2);
+        n += 1;
+    };
+    push(&mut l, 0, "a", 1, "old");
+    let fillers = 150_000i64;
+    for k in 0..fillers {
+        let holder = format!("a-filler-holder-over-24-bytes-{k}");
+        push(&mut l, 10 + k * 10, "a", 2 + k as u64, &holder);
+    }
+    assert!(
+        l.names_interned() < 100_000,
+        "swept: {}",
+        l.names_interned()
+    );
+    // "old" commits an epoch below the one "new" committed just before: a stale commit.
+    let t = 10 + fillers * 10;
+    push(&mut l, t, "s", 5, "new");
+    push(&mut l, t + 50, "s", 4, "old");
+    let cxs = l
+        .view()
+        .counterexamples(None, None, None, None, None, 10)
+        .counterexamples;
+    let holders: Vec<_> = cxs
+        .iter()
+        .map(|x| (x.stale.holder.clone(), x.kind.as_str()))
+        .collect();
+    assert_eq!(holders, [(Some("old".to_string()), "stale_commit")]);
 }
 
 #[test]
