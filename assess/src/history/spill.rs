@@ -19,7 +19,7 @@
 
 use super::acc::Acc;
 use super::attest::AttestRec;
-use super::input::{Batch, SeqTrack, SourceId};
+use super::input::{Batch, SourceId};
 use super::settle::{Delivery, hit_conflict, hit_gap};
 use super::state::{AsideSet, History, Judged};
 use crate::contract::Contract;
@@ -96,7 +96,8 @@ struct Key {
     at: Delivery,
 }
 
-/// What reading saw of one emitter's seqs (as [`SeqTrack`] does, without the gaps).
+/// What reading saw of one emitter's seqs (as [`SeqTrack`](super::input::SeqTrack) does,
+/// without the gaps).
 #[derive(Debug, Default)]
 struct Track {
     events: u64,
@@ -462,9 +463,7 @@ fn load(h: &mut History, data: &[u8]) -> io::Result<()> {
         r.route = name(s.route);
         r.emitter = name(s.emitter);
         let idx = h.recs.len() as u32;
-        SeqTrack::note(&mut h.seqs, &r, idx);
-        super::state::note_range(&mut h.ranges, &r);
-        h.order_keys |= r.order_key().is_some();
+        h.note_added(&r);
         if let Some(a) = s.attest {
             h.attests.push((idx, a));
         }

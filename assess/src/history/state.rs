@@ -143,9 +143,7 @@ impl History {
             &mut self.scopes,
         ) {
             Ok(Some(rec)) => {
-                SeqTrack::note(&mut self.seqs, &rec, self.recs.len() as u32);
-                note_range(&mut self.ranges, &rec);
-                self.order_keys |= rec.order_key().is_some();
+                self.note_added(&rec);
                 super::attest::keep(&mut self.recs, &mut self.attests, rec, ev);
             }
             Ok(None) => {}
@@ -184,11 +182,18 @@ impl History {
                 r.scope += base;
             }
             r.position += shift;
-            SeqTrack::note(&mut self.seqs, &r, self.recs.len() as u32);
-            note_range(&mut self.ranges, &r);
-            self.order_keys |= r.order_key().is_some();
+            self.note_added(&r);
             self.recs.push(r);
         }
+    }
+
+    /// Notes record `r`, about to be added as the next record, wherever records are added
+    /// (`push`, `append`, a spilled part's `load`): its emitter's seqs, its property's time
+    /// range, whether it has an order key.
+    pub(super) fn note_added(&mut self, r: &Rec) {
+        SeqTrack::note(&mut self.seqs, r, self.recs.len() as u32);
+        note_range(&mut self.ranges, r);
+        self.order_keys |= r.order_key().is_some();
     }
 
     /// Takes a batch's malformed events (their positions shifted by `shift`) and counts, read
