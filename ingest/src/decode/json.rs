@@ -184,14 +184,21 @@ impl<'a> Body<'a> {
         line: &'a [u8],
         max_bytes: usize,
     ) -> Result<Decoded<'a>, DecodeError> {
-        let Some(text) = self.text else {
-            return decode_line(line, max_bytes);
-        };
+        match self.line_text(line) {
+            Some(text) => decode_valid_line(text, max_bytes),
+            None => decode_line(line, max_bytes),
+        }
+    }
+
+    /// The text of `line`, a slice of the body's bytes, when the body is valid UTF-8.
+    #[inline]
+    fn line_text(&self, line: &'a [u8]) -> Option<&'a str> {
+        let text = self.text?;
         let at = (line.as_ptr() as usize)
             .checked_sub(self.bytes.as_ptr() as usize)
             .filter(|at| at + line.len() <= self.bytes.len())
             .expect("a line of the body");
-        decode_valid_line(&text[at..at + line.len()], max_bytes)
+        Some(&text[at..at + line.len()])
     }
 
     /// `f` of the event of [`Body::decode_line`]`(line, max_bytes)`, or its error: a line the
@@ -203,12 +210,8 @@ impl<'a> Body<'a> {
         max_bytes: usize,
         f: impl FnOnce(&Event<'_>) -> R,
     ) -> Result<R, DecodeError> {
-        if let Some(text) = self.text {
-            let at = (line.as_ptr() as usize)
-                .checked_sub(self.bytes.as_ptr() as usize)
-                .filter(|at| at + line.len() <= self.bytes.len())
-                .expect("a line of the body");
-            let text = &text[at..at + line.len()];
+        if let Some(text) = self.line_text(line) {
+            // As `decode_valid_line`, the fast path's event not made a `Decoded`.
             line_limits(line, max_bytes)?;
             // Read in place: moving the event out of the option was a 200-byte copy a line.
             if let Some(ev) = &fast::fast_event(line, text) {
