@@ -94,6 +94,10 @@ struct Args {
     /// The services' `query_timeout` (the runaway query's limit).
     #[arg(long, default_value = "5s")]
     query_timeout: String,
+    /// The services' `archive_flush_interval`: shorter than a run, the archive's retention and
+    /// compaction pass (at each interval) happen inside the run, as under a steady load.
+    #[arg(long, default_value = "10s")]
+    archive_flush_interval: String,
     /// Keep the data directories (their paths go to stderr).
     #[arg(long)]
     keep: bool,
@@ -242,8 +246,8 @@ fn get(a: &Agent, url: &str) -> String {
 }
 
 /// CPU seconds of a process: user, sys, the writer thread, the tokio threads, the WAL
-/// applier (the serial stage).
-fn cpu(pid: u32) -> [f64; 5] {
+/// applier (the serial stage), the decoders, the archive's thread.
+fn cpu(pid: u32) -> [f64; 7] {
     let c = Cpu::of(pid);
     [
         c.user,
@@ -251,6 +255,8 @@ fn cpu(pid: u32) -> [f64; 5] {
         c.of_threads("fencewatch-wri"),
         c.of_threads("tokio"),
         c.of_threads("fencewatch-app"),
+        c.of_threads("fencewatch-dec"),
+        c.of_threads("fencewatch-arc"),
     ]
 }
 
@@ -286,6 +292,7 @@ impl Service {
             .arg(dir.join("data"))
             .args(["--archive", if archive { "true" } else { "false" }])
             .args(["--query-timeout", &args.query_timeout])
+            .args(["--archive-flush-interval", &args.archive_flush_interval])
             .args(["--otlp-grpc-listen", &format!("127.0.0.1:{port}")])
             .stdout(Stdio::piped())
             .stderr(log)
@@ -408,7 +415,7 @@ fn ingest(args: &Args, conns: usize, format: &str, archive: bool) -> (f64, Strin
             .collect()
     });
     let wall = start.elapsed().as_secs_f64();
-    let d = |a: [f64; 5], b: [f64; 5]| [0, 1, 2, 3, 4].map(|i| a[i] - b[i]);
+    let d = |a: [f64; 7], b: [f64; 7]| [0, 1, 2, 3, 4, 5, 6].map(|i| a[i] - b[i]);
     let (c, client) = (d(cpu(pid), cpu0), d(cpu(me), me0));
     lat.sort_by(f64::total_cmp);
     let m = get(&agent(), &format!("{}/metrics", svc.base));
@@ -427,7 +434,7 @@ fn ingest(args: &Args, conns: usize, format: &str, archive: bool) -> (f64, Strin
         pcts(&lat, 1),
         format!("{total:.2} ({:.2} + {:.2})", c[0], c[1]),
         format!("{:.2}", total / args.events as f64 * 1e6),
-        format!("{:.2} / {:.2}", c[2], c[3]),
+        format!("{:.2} / {:.2} / {:.2} / {:.2}", c[2], c[3], c[5], c[6]),
         format!("{:.2}", c[4] / args.events as f64 * 1e6),
         format!("{:.2}", client[0] + client[1]),
         format!("{:.0}", hwm_mib(pid)),
@@ -680,7 +687,7 @@ fn main() {
         args.events, args.batch, args.scopes
     );
     println!(
-        "| format, conns | wall s | events/s | req/s | latency p50 / p99 / max ms | service CPU s (user + sys) | service CPU µs/event | writer / tokio threads CPU s | applier CPU µs/event | client CPU s | service max RSS MiB | WAL MiB | checkpoints / longest ms | counterexamples |\n{}",
+        "| format, conns | wall s | events/s | req/s | latency p50 / p99 / max ms | service CPU s (user + sys) | service CPU µs/event | writer / tokio / decoder / archive threads CPU s | applier CPU µs/event | client CPU s | service max RSS MiB | WAL MiB | checkpoints / longest ms | counterexamples |\n{}",
         "| --- ".repeat(14) + "|"
     );
     println!("{}", rows.join("\n"));

@@ -12,8 +12,12 @@
 //! thread, a chunk taken every `CHUNK_ROWS`), `batch` (those chunks made Arrow, on the
 //! archive's thread), `rows` (an event straight into the `events` table's builders, as the
 //! applier did before), `parquet` (the batches encoded into a Parquet file in memory with the
-//! archive's `file_properties`), `all`. Without valgrind it prints the wall time a row of each
-//! stage.
+//! archive's `file_properties`), `column:NAME` (column `NAME` of `events` alone, encoded the
+//! same way: its share of `parquet`), `all`. Without valgrind it prints the wall time a row of
+//! each stage. For `column:NAME`, comma-separated column lists in `PLAIN` (no dictionary),
+//! `NOSTATS`, `NOBLOOM`, `NOCOMP` (uncompressed), `DLBA` / `DBA` (`DELTA_LENGTH_BYTE_ARRAY`,
+//! `DELTA_BYTE_ARRAY`) and `LZ4` (needs parquet's `lz4` feature) change those columns'
+//! properties, to measure what each costs.
 //!
 //! The events are `serve_bench`'s: 200k scopes, rising epochs, two routes, 64 holders, one
 //! emitter per connection with a rising `seq`.
@@ -24,6 +28,7 @@ use fencewatch_ingest::archive::rows::{EventRows, Rows, Src};
 use fencewatch_ingest::archive::{CHUNK_ROWS, Origin, Table, file_properties};
 use fencewatch_ingest::decode::json::{Decoded, decode_line};
 use parquet::arrow::ArrowWriter;
+use parquet::schema::types::ColumnPath;
 use std::hint::black_box;
 use std::io::Write;
 use std::time::Instant;
@@ -121,6 +126,59 @@ fn parquet(batches: &[RecordBatch]) -> usize {
     w.into_inner().expect("close").len()
 }
 
+/// The batches' column `name` alone, encoded as in the archive: its share of `parquet`.
+fn column(batches: &[RecordBatch], name: &str) -> usize {
+    let i = Table::Events
+        .schema()
+        .index_of(name)
+        .expect("a column of `events`");
+    let one: Vec<RecordBatch> = batches
+        .iter()
+        .map(|b| b.project(&[i]).expect("project"))
+        .collect();
+    use parquet::basic::{Compression, Encoding};
+    use parquet::file::properties::{EnabledStatistics, WriterPropertiesBuilder};
+    type Set = fn(WriterPropertiesBuilder, ColumnPath) -> WriterPropertiesBuilder;
+    let knobs: [(&str, Set); 7] = [
+        ("PLAIN", |p, c| p.set_column_dictionary_enabled(c, false)),
+        ("NOSTATS", |p, c| {
+            p.set_column_statistics_enabled(c, EnabledStatistics::None)
+        }),
+        ("NOBLOOM", |p, c| {
+            p.set_column_bloom_filter_enabled(c, false)
+        }),
+        ("NOCOMP", |p, c| {
+            p.set_column_compression(c, Compression::UNCOMPRESSED)
+        }),
+        ("DLBA", |p, c| {
+            p.set_column_encoding(c, Encoding::DELTA_LENGTH_BYTE_ARRAY)
+        }),
+        ("DBA", |p, c| {
+            p.set_column_encoding(c, Encoding::DELTA_BYTE_ARRAY)
+        }),
+        ("LZ4", |p, c| {
+            p.set_column_compression(c, Compression::LZ4_RAW)
+        }),
+    ];
+    let mut props = file_properties(100_000).into_builder();
+    for (var, set) in knobs {
+        let names = std::env::var(var).unwrap_or_default();
+        for c in names.split(',').filter(|c| !c.is_empty()) {
+            props = set(props, ColumnPath::from(c));
+        }
+    }
+    let mut w = ArrowWriter::try_new(
+        Vec::with_capacity(8 << 20),
+        one[0].schema(),
+        Some(props.build()),
+    )
+    .expect("a writer");
+    for b in &one {
+        w.write(b).expect("write");
+    }
+    w.into_inner().expect("close").len()
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let stage = args.next().unwrap_or_else(|| "all".into());
@@ -153,6 +211,11 @@ fn main() {
             let t = Instant::now();
             black_box(rows(&events));
             rows_s += t.elapsed().as_secs_f64();
+        }
+        if let Some(name) = stage.strip_prefix("column:") {
+            let t = Instant::now();
+            bytes = black_box(column(&built, name));
+            parquet_s += t.elapsed().as_secs_f64();
         }
         if matches!(stage.as_str(), "parquet" | "all") {
             let t = Instant::now();

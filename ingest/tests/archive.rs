@@ -490,6 +490,120 @@ fn small_files_are_compacted_and_old_ones_expire() {
     );
 }
 
+/// The row groups of the `events` files in the manifest, per file.
+fn row_groups(dir: &Path) -> Vec<Vec<i64>> {
+    let snap = Snapshot::of_dir(&dir.join("archive")).unwrap();
+    snap.files[&Table::Events]
+        .iter()
+        .map(|p| {
+            let r = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(p).unwrap());
+            let meta = r.unwrap().metadata().clone();
+            meta.row_groups().iter().map(|g| g.num_rows()).collect()
+        })
+        .collect()
+}
+
+#[test]
+fn files_of_full_row_groups_are_merged_by_copying_them_and_small_ones_encoded_again() {
+    let dir = tempfile::tempdir().unwrap();
+    // Row groups of 8 rows: a file of 12 events has two (8 and 4, 6 on average, at least a
+    // quarter of 8), so its row groups are copied as they are; files 3 and 4 hold one event
+    // each (a row group of 1, below a quarter), their rows are encoded again.
+    let options = ArchiveOptions {
+        row_group_rows: 8,
+        ..opts(dir.path())
+    };
+    let (archive, mut o) = open_archive(dir.path(), contract(), options.clone());
+    let mut n = 0u64;
+    for f in 0..9u64 {
+        let events = if f == 3 || f == 4 { 1 } else { 12 };
+        let body: String = (0..events)
+            .map(|_| {
+                n += 1;
+                let ts = 1_000_000_000 * n;
+                format!("{{\"kind\":\"commit\",\"ts\":{ts},\"scope\":\"s{}\",\"epoch\":{n},\"route\":\"r\"}}\n", n % 3)
+            })
+            .collect();
+        append(&mut o, &body);
+        o.partition.commit_archive();
+        archive.flush().unwrap();
+    }
+    let before = read(dir.path(), Table::Events);
+    let (full, one) = (vec![8, 4], vec![1]);
+    let files = [&full, &full, &full, &one, &one, &full, &full, &full, &full];
+    assert_eq!(row_groups(dir.path()), files.map(Vec::clone).to_vec());
+    let done = archive.maintain().unwrap();
+    assert_eq!(done.compacted, 9);
+    // One file: the same row groups, copied, not decoded and encoded into groups of 8; the
+    // two single events encoded again as one group, in their place.
+    let mut merged = [8, 4].repeat(3);
+    merged.push(2);
+    merged.extend([8, 4].repeat(4));
+    assert_eq!(row_groups(dir.path()), vec![merged]);
+    let after = read(dir.path(), Table::Events);
+    same_rows(&after, &before);
+    assert_eq!(strings(&after, "source").len(), 86);
+    // The bloom filters on `scope` came along: a row group that holds `s1` says so, and one
+    // scope never seen is not in most.
+    let snap = Snapshot::of_dir(&dir.path().join("archive")).unwrap();
+    let file = std::fs::File::open(&snap.files[&Table::Events][0]).unwrap();
+    let meta = ParquetRecordBatchReaderBuilder::try_new(file.try_clone().unwrap())
+        .unwrap()
+        .metadata()
+        .clone();
+    let columns = meta.file_metadata().schema_descr().columns().to_vec();
+    let scope = columns.iter().position(|c| c.name() == "scope").unwrap();
+    let mut absent = 0;
+    for g in meta.row_groups() {
+        let chunk = g.column(scope);
+        assert!(chunk.statistics().is_some(), "statistics kept");
+        let bloom = parquet::bloom_filter::Sbbf::read_from_column_chunk(chunk, &file)
+            .unwrap()
+            .expect("a bloom filter");
+        assert!(bloom.check(&"s1"));
+        absent += usize::from(!bloom.check(&"not-a-scope"));
+    }
+    assert!(absent > 9, "{absent} of 15 row groups rule the scope out");
+    drop((archive, o));
+
+    // Files of one event each (row groups of one row, below a quarter of 8) are read and
+    // written again in full row groups.
+    let dir = tempfile::tempdir().unwrap();
+    let options = ArchiveOptions {
+        row_group_rows: 8,
+        ..opts(dir.path())
+    };
+    let (archive, mut o) = open_archive(dir.path(), contract(), options);
+    for i in 0..10 {
+        ingest(&mut o, i);
+        archive.flush().unwrap();
+    }
+    let before = read(dir.path(), Table::Events);
+    assert_eq!(archive.maintain().unwrap().compacted, 10);
+    assert_eq!(row_groups(dir.path()), vec![vec![8, 2]]);
+    same_rows(&read(dir.path(), Table::Events), &before);
+}
+
+/// `a` and `b` hold the same rows, with the same schema (Arrow types: times in UTC), whatever
+/// their batches.
+fn same_rows(a: &[RecordBatch], b: &[RecordBatch]) {
+    let rows = |bs: &[RecordBatch]| bs.iter().map(RecordBatch::num_rows).sum::<usize>();
+    assert_eq!(rows(a), rows(b));
+    assert_eq!(a[0].schema(), b[0].schema());
+    let schema = a[0].schema();
+    for (i, field) in schema.fields().iter().enumerate() {
+        let cells = |bs: &[RecordBatch]| -> Vec<String> {
+            bs.iter()
+                .flat_map(|batch| {
+                    let c = batch.column(i).clone();
+                    (0..c.len()).map(move |r| format!("{:?}", c.slice(r, 1)))
+                })
+                .collect()
+        };
+        assert_eq!(cells(a), cells(b), "column {}", field.name());
+    }
+}
+
 #[test]
 fn rows_are_handed_over_inside_a_record_and_a_crash_there_loses_or_repeats_none() {
     let dir = tempfile::tempdir().unwrap();

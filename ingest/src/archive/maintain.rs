@@ -2,16 +2,34 @@
 //! listed once their grace has passed. Each step replaces the manifest as a flush does.
 
 use super::manifest::{FileEntry, Obsolete};
+use super::open::{publish, temporary};
 use super::rows::Table;
-use super::writer::{Archive, Error, io, now_ns, pq};
+use super::writer::{Archive, Error, file_properties, io, now_ns, pq};
 use arrow_array::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use std::collections::BTreeSet;
+use parquet::arrow::arrow_writer::{ArrowRowGroupWriterFactory, compute_leaves};
+use parquet::arrow::{ArrowSchemaConverter, add_encoded_arrow_schema_to_metadata};
+use parquet::bloom_filter::Sbbf;
+use parquet::column::writer::ColumnCloseResult;
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::types::SchemaDescriptor;
+use std::collections::{BTreeSet, VecDeque};
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 /// Small files merged by one compaction at least and at most.
 const COMPACT_MIN_FILES: usize = 8;
 const COMPACT_MAX_FILES: usize = 32;
+
+/// Compactions of one table in one [`Archive::maintain`] at most: under a steady high load
+/// files are cut by size many times an interval, more than one merge of
+/// [`COMPACT_MAX_FILES`] takes in.
+const COMPACT_MAX_PASSES: usize = 8;
 
 impl Archive {
     /// Retention (files older than `archive_retention`, then the oldest beyond
@@ -24,7 +42,12 @@ impl Archive {
             compacted: 0,
         };
         for t in Table::ALL {
-            done.compacted += self.compact(t, now)?;
+            for _ in 0..COMPACT_MAX_PASSES {
+                match self.compact(t, now)? {
+                    0 => break,
+                    n => done.compacted += n,
+                }
+            }
         }
         let _one = self.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
         let mut m = self.lock().manifest.clone();
@@ -107,25 +130,10 @@ impl Archive {
         // Never a flush's name (`<generation>.parquet`), nor an earlier compaction's: each
         // commit raises the generation.
         let rel = format!("{}/{generation:020}-compacted.parquet", t.name());
-        let dir = self.opts.dir.clone();
-        let readers = small.iter().map(move |f| {
-            let path = dir.join(&f.path);
-            let file = std::fs::File::open(&path).map_err(io(&path))?;
-            let r = ParquetRecordBatchReaderBuilder::try_new(file)
-                .and_then(|b| b.with_batch_size(8192).build())
-                .map_err(pq(&path))?;
-            Ok::<_, Error>(r.map(move |b| {
-                b.map_err(|e| Error::Parquet {
-                    path: path.clone(),
-                    source: e.into(),
-                })
-            }))
-        });
-        let batches = readers.flat_map(|r| match r {
-            Ok(r) => Box::new(r) as Box<dyn Iterator<Item = Result<RecordBatch, Error>>>,
-            Err(e) => Box::new(std::iter::once(Err(e))),
-        });
-        let (rows, bytes) = self.write(t, &rel, batches)?;
+        let (rows, bytes) = match self.inputs(t, &small)? {
+            Some((inputs, schema, props)) => self.merge(t, &rel, &inputs, &schema, props)?,
+            None => self.reencode(t, &rel, &small)?,
+        };
         let _one = self.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
         let mut m = self.lock().manifest.clone();
         if !small.iter().all(|f| m.files.contains(f)) {
@@ -160,6 +168,226 @@ impl Archive {
         self.stats.compactions.fetch_add(1, Ordering::Relaxed);
         Ok(small.len())
     }
+}
+
+/// A file to merge, opened, with its footer, and whether its row groups are copied as they
+/// are.
+struct Input {
+    path: PathBuf,
+    file: File,
+    meta: ParquetMetaData,
+    copy: bool,
+}
+
+impl Archive {
+    /// The files of `small` opened with their footers, if each has the schema, Parquet's and
+    /// the Arrow schema it carries, that the table's files are written with now; with that
+    /// schema and the properties to write with. A file whose row groups hold a quarter of
+    /// `row_group_rows` on average is copied (pages, bloom filters and page indexes as they
+    /// are: no decoding, no encoding); the rows of the others are encoded again into full row
+    /// groups.
+    ///
+    /// Under a high load files are cut by size (tens of thousands of rows each) well before
+    /// they reach [`ArchiveOptions::compact_below`](super::ArchiveOptions): decoding and
+    /// encoding all of them again doubled the archive's CPU per event, and held up its thread
+    /// long enough for ingest to wait. Files cut by the interval under a light load have small
+    /// row groups, which are worth encoding again.
+    #[allow(clippy::type_complexity)]
+    fn inputs(
+        &self,
+        t: Table,
+        small: &[FileEntry],
+    ) -> Result<Option<(Vec<Input>, SchemaDescriptor, WriterProperties)>, Error> {
+        let min_rows = (self.opts.row_group_rows / 4).max(1) as i64;
+        let arrow = t.schema();
+        let Ok(schema) = ArrowSchemaConverter::new().convert(&arrow) else {
+            return Ok(None);
+        };
+        let mut props = file_properties(self.opts.row_group_rows);
+        add_encoded_arrow_schema_to_metadata(&arrow, &mut props);
+        let mut inputs = Vec::with_capacity(small.len());
+        for f in small {
+            let path = self.opts.dir.join(&f.path);
+            let file = File::open(&path).map_err(io(&path))?;
+            let meta = ParquetMetaDataReader::new()
+                .with_page_index_policy(PageIndexPolicy::Optional)
+                .parse_and_finish(&file)
+                .map_err(pq(&path))?;
+            let fm = meta.file_metadata();
+            if fm.schema() != schema.root_schema()
+                || fm.key_value_metadata() != props.key_value_metadata()
+            {
+                return Ok(None);
+            }
+            let groups = meta.num_row_groups() as i64;
+            let copy = groups > 0 && fm.num_rows() >= min_rows * groups;
+            inputs.push(Input {
+                path,
+                file,
+                meta,
+                copy,
+            });
+        }
+        Ok(Some((inputs, schema, props)))
+    }
+
+    /// Writes the rows of `inputs`, in order, into one file at `rel` (a temporary name, fsync,
+    /// rename, fsync of the folder): the row groups of those to copy as they are encoded, the
+    /// rows of the others read and encoded into row groups of `row_group_rows`. Returns rows
+    /// and bytes.
+    fn merge(
+        &self,
+        t: Table,
+        rel: &str,
+        inputs: &[Input],
+        schema: &SchemaDescriptor,
+        props: WriterProperties,
+    ) -> Result<(u64, u64), Error> {
+        let path = self.opts.dir.join(rel);
+        let tmp = temporary(&path);
+        let out = File::create(&tmp).map_err(io(&tmp))?;
+        let out = BufWriter::with_capacity(1 << 20, out);
+        let mut w = SerializedFileWriter::new(out, schema.root_schema_ptr(), Arc::new(props))
+            .map_err(pq(&tmp))?;
+        let factory = ArrowRowGroupWriterFactory::new(&w, t.schema());
+        let group_rows = self.opts.row_group_rows.max(1);
+        let (mut rows, mut waiting) = (0u64, Rows::default());
+        for Input {
+            path,
+            file,
+            meta,
+            copy,
+        } in inputs
+        {
+            if !copy {
+                let read = file.try_clone().map_err(io(path))?;
+                let batches = ParquetRecordBatchReaderBuilder::try_new(read)
+                    .and_then(|b| b.with_batch_size(8192).build())
+                    .map_err(pq(path))?;
+                for b in batches {
+                    waiting.push(b.map_err(|e| pq(path)(e.into()))?);
+                    while waiting.rows >= group_rows {
+                        rows += encode_group(&mut w, &factory, &waiting.take(group_rows))
+                            .map_err(pq(&tmp))?;
+                    }
+                }
+                continue;
+            }
+            // Rows encoded again before these are written first: the order is kept.
+            let before = waiting.take(usize::MAX);
+            rows += encode_group(&mut w, &factory, &before).map_err(pq(&tmp))?;
+            let (columns, offsets) = (meta.column_index(), meta.offset_index());
+            for (g, group) in meta.row_groups().iter().enumerate() {
+                let mut to = w.next_row_group().map_err(pq(&tmp))?;
+                for (c, column) in group.columns().iter().enumerate() {
+                    let bloom_filter =
+                        Sbbf::read_from_column_chunk(column, file).map_err(pq(path))?;
+                    let chunk = ColumnCloseResult {
+                        bytes_written: column.compressed_size() as u64,
+                        rows_written: group.num_rows() as u64,
+                        metadata: column.clone(),
+                        bloom_filter,
+                        column_index: columns.and_then(|x| x.get(g)?.get(c).cloned()),
+                        offset_index: offsets.and_then(|x| x.get(g)?.get(c).cloned()),
+                    };
+                    to.append_column(file, chunk).map_err(pq(&tmp))?;
+                }
+                to.close().map_err(pq(&tmp))?;
+                rows += group.num_rows() as u64;
+            }
+        }
+        let last = waiting.take(usize::MAX);
+        rows += encode_group(&mut w, &factory, &last).map_err(pq(&tmp))?;
+        let file = w
+            .into_inner()
+            .map_err(pq(&tmp))?
+            .into_inner()
+            .map_err(|e| io(&tmp)(e.into_error()))?;
+        Ok((rows, publish(file, &tmp, &path)?))
+    }
+
+    /// Reads the rows of `small` and writes them again into one file at `rel`, in row groups of
+    /// `row_group_rows`. Returns rows and bytes.
+    fn reencode(&self, t: Table, rel: &str, small: &[FileEntry]) -> Result<(u64, u64), Error> {
+        let dir = self.opts.dir.clone();
+        let readers = small.iter().map(move |f| {
+            let path = dir.join(&f.path);
+            let file = std::fs::File::open(&path).map_err(io(&path))?;
+            let r = ParquetRecordBatchReaderBuilder::try_new(file)
+                .and_then(|b| b.with_batch_size(8192).build())
+                .map_err(pq(&path))?;
+            Ok::<_, Error>(r.map(move |b| {
+                b.map_err(|e| Error::Parquet {
+                    path: path.clone(),
+                    source: e.into(),
+                })
+            }))
+        });
+        let batches = readers.flat_map(|r| match r {
+            Ok(r) => Box::new(r) as Box<dyn Iterator<Item = Result<RecordBatch, Error>>>,
+            Err(e) => Box::new(std::iter::once(Err(e))),
+        });
+        self.write(t, rel, batches)
+    }
+}
+
+/// Rows read, waiting to be encoded into a row group.
+#[derive(Default)]
+struct Rows {
+    batches: VecDeque<RecordBatch>,
+    rows: usize,
+}
+
+impl Rows {
+    fn push(&mut self, b: RecordBatch) {
+        self.rows += b.num_rows();
+        self.batches.push_back(b);
+    }
+
+    /// The first `n` rows (all, if fewer wait).
+    fn take(&mut self, mut n: usize) -> Vec<RecordBatch> {
+        let mut out = Vec::new();
+        while n > 0
+            && let Some(b) = self.batches.pop_front()
+        {
+            let k = b.num_rows().min(n);
+            if k < b.num_rows() {
+                self.batches.push_front(b.slice(k, b.num_rows() - k));
+            }
+            out.push(b.slice(0, k));
+            (n, self.rows) = (n - k, self.rows - k);
+        }
+        out
+    }
+}
+
+/// Encodes `batches` as one row group of the file `w` writes (nothing if they hold no row);
+/// returns its rows.
+fn encode_group(
+    w: &mut SerializedFileWriter<BufWriter<File>>,
+    factory: &ArrowRowGroupWriterFactory,
+    batches: &[RecordBatch],
+) -> parquet::errors::Result<u64> {
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    if rows == 0 {
+        return Ok(0);
+    }
+    let mut writers = factory.create_column_writers(w.flushed_row_groups().len())?;
+    for b in batches {
+        let mut leaves = writers.iter_mut();
+        for (field, column) in b.schema().fields().iter().zip(b.columns()) {
+            for leaf in compute_leaves(field, column)? {
+                let writer = leaves.next().expect("a writer per leaf column");
+                writer.write(&leaf)?;
+            }
+        }
+    }
+    let mut group = w.next_row_group()?;
+    for writer in writers {
+        writer.close()?.append_to_row_group(&mut group)?;
+    }
+    group.close()?;
+    Ok(rows as u64)
 }
 
 /// The first run of at least [`COMPACT_MIN_FILES`] adjacent files that are `small` (at most

@@ -119,10 +119,23 @@ pub(super) fn finish(
         .map_err(pq(tmp))?
         .into_inner()
         .map_err(|e| io(tmp)(e.into_error()))?;
+    publish(file, tmp, path)
+}
+
+/// Fsyncs `file`, written whole at `tmp`, renames it to `path` and fsyncs its folder. Returns
+/// its bytes.
+pub(super) fn publish(file: File, tmp: &Path, path: &Path) -> Result<u64, Error> {
     file.sync_all().map_err(io(tmp))?;
     let bytes = file.metadata().map_err(io(tmp))?.len();
     drop(file);
     std::fs::rename(tmp, path).map_err(io(path))?;
     sync_dir(path.parent().expect("a table folder"))?;
     Ok(bytes)
+}
+
+/// The temporary name a file at `path` is written under: `.<name>.tmp` in its folder, a
+/// leftover that [`Archive::open`](super::Archive::open) deletes if a crash interrupts the write.
+pub(super) fn temporary(path: &Path) -> PathBuf {
+    let name = path.file_name().expect("a name").to_string_lossy();
+    path.with_file_name(format!(".{name}.tmp"))
 }

@@ -524,11 +524,7 @@ impl Archive {
         batches: impl Iterator<Item = Result<RecordBatch, Error>>,
     ) -> Result<(u64, u64), Error> {
         let path = self.opts.dir.join(rel);
-        let folder = path.parent().expect("a table folder").to_path_buf();
-        let tmp = folder.join(format!(
-            ".{}.tmp",
-            path.file_name().expect("a name").to_string_lossy()
-        ));
+        let tmp = super::open::temporary(&path);
         let props = file_properties(self.opts.row_group_rows);
         let file = std::fs::File::create(&tmp).map_err(io(&tmp))?;
         let mut w = ArrowWriter::try_new(
