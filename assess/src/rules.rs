@@ -537,38 +537,118 @@ pub(crate) fn context(by_time: &[u32], ts: impl Fn(u32) -> i64, stale: u32) -> &
 /// The content of a delivery (SPEC §4 "Duplicates") as a 64-bit hash, `prop` its property as
 /// admitted: equal for two deliveries, but for collisions, exactly when their records are
 /// [`Rec::same_content`] and their scopes equal. For `serve`, which keeps a hash of each
-/// recent (emitter, seq) delivery rather than its record.
+/// recent (emitter, seq) delivery rather than its record (in checkpoints too: the hash of a
+/// content never changes, see [`Hasher`]).
 pub(crate) fn content_hash(ev: &Event<'_>, prop: u16) -> u64 {
-    let mut h = xxhash_rust::xxh3::Xxh3Default::new();
-    let mut put = |b: &[u8]| {
-        h.update(&(b.len() as u32).to_le_bytes());
-        h.update(b);
-    };
-    let opt_str = |put: &mut dyn FnMut(&[u8]), s: Option<&str>| match s {
+    let mut h = Hasher::new();
+    let opt_str = |h: &mut Hasher, s: Option<&str>| match s {
         Some(s) => {
-            put(&[1]);
-            put(s.as_bytes());
+            h.put_array([1]);
+            h.put(s.as_bytes());
         }
-        None => put(&[0]),
+        None => h.put_array([0]),
     };
-    put(ev.kind.as_str().as_bytes());
-    put(ev.outcome.as_str().as_bytes());
-    put(&prop.to_le_bytes());
-    opt_str(&mut put, ev.scope);
-    put(&ev.incarnation.0.to_le_bytes());
-    put(&ev.epoch.map_or([0xff; 9], |e| widen(e.0)));
-    put(&ev.order.map_or([0xff; 9], |o| widen(o.0)));
-    opt_str(&mut put, ev.holder);
-    opt_str(&mut put, ev.route);
-    put(&ev.ts.0.to_le_bytes());
+    h.put(ev.kind.as_str().as_bytes());
+    h.put(ev.outcome.as_str().as_bytes());
+    h.put_array(prop.to_le_bytes());
+    opt_str(&mut h, ev.scope);
+    h.put_array(ev.incarnation.0.to_le_bytes());
+    h.put_array(ev.epoch.map_or([0xff; 9], |e| widen(e.0)));
+    h.put_array(ev.order.map_or([0xff; 9], |o| widen(o.0)));
+    opt_str(&mut h, ev.holder);
+    opt_str(&mut h, ev.route);
+    h.put_array(ev.ts.0.to_le_bytes());
     // An attestation's own content (SPEC §10), ignored on other kinds.
     if ev.kind == Kind::Attestation {
-        opt_str(&mut put, ev.premise);
-        put(&ev.valid_for.map_or([0xff; 9], |d| widen(d.0 as u64)));
-        opt_str(&mut put, ev.attester);
-        opt_str(&mut put, ev.evidence);
+        opt_str(&mut h, ev.premise);
+        h.put_array(ev.valid_for.map_or([0xff; 9], |d| widen(d.0 as u64)));
+        opt_str(&mut h, ev.attester);
+        opt_str(&mut h, ev.evidence);
     }
     h.digest()
+}
+
+/// XXH3-64 of the pieces [`Hasher::put`] takes, each after its length (4 bytes, little
+/// endian): the same value as `Xxh3Default` updated with them, which `content_hash` was
+/// (its values are kept in checkpoints), for a fraction of the instructions. The pieces of an
+/// event are gathered in a buffer and hashed at once; a streaming hasher updated piece by
+/// piece spent ~30 instructions an update, fifteen updates an event (perf: ~9% of `serve`'s
+/// applier). Beyond the buffer (long strings) it falls back to streaming.
+pub(crate) struct Hasher {
+    buf: [u8; Hasher::BUF],
+    len: usize,
+    streaming: Option<Box<xxhash_rust::xxh3::Xxh3Default>>,
+}
+
+impl Hasher {
+    const BUF: usize = 256;
+
+    pub(crate) fn new() -> Hasher {
+        Hasher {
+            buf: [0; Hasher::BUF],
+            len: 0,
+            streaming: None,
+        }
+    }
+
+    /// Adds `b`'s length (`u32`, little endian), then `b`.
+    #[inline]
+    pub(crate) fn put(&mut self, b: &[u8]) {
+        self.array((b.len() as u32).to_le_bytes());
+        self.raw(b);
+    }
+
+    /// [`Hasher::put`] of an array: its length and bytes stored as constants, not copied by a
+    /// call to `memcpy` (a piece is a few bytes: the call was most of the cost).
+    #[inline]
+    pub(crate) fn put_array<const N: usize>(&mut self, b: [u8; N]) {
+        self.array((N as u32).to_le_bytes());
+        self.array(b);
+    }
+
+    /// Adds `b` as it is.
+    #[inline]
+    pub(crate) fn raw(&mut self, b: &[u8]) {
+        match self.buf.get_mut(self.len..self.len + b.len()) {
+            Some(to) if self.streaming.is_none() => {
+                to.copy_from_slice(b);
+                self.len += b.len();
+            }
+            _ => self.spill(b),
+        }
+    }
+
+    /// Adds the array `b` as it is.
+    #[inline]
+    pub(crate) fn array<const N: usize>(&mut self, b: [u8; N]) {
+        match self.buf.get_mut(self.len..self.len + N) {
+            Some(to) if self.streaming.is_none() => {
+                to.copy_from_slice(&b);
+                self.len += N;
+            }
+            _ => self.spill(&b),
+        }
+    }
+
+    /// `b` goes beyond the buffer, or went before: the streaming hasher takes it.
+    #[cold]
+    #[inline(never)]
+    fn spill(&mut self, b: &[u8]) {
+        let (buf, len) = (&self.buf, self.len);
+        let h = self.streaming.get_or_insert_with(|| {
+            let mut h = Box::new(xxhash_rust::xxh3::Xxh3Default::new());
+            h.update(&buf[..len]);
+            h
+        });
+        h.update(b);
+    }
+
+    pub(crate) fn digest(&self) -> u64 {
+        match &self.streaming {
+            Some(h) => h.digest(),
+            None => xxhash_rust::xxh3::xxh3_64(&self.buf[..self.len]),
+        }
+    }
 }
 
 /// `v`'s bytes and a 0 byte: never the 9 bytes 0xff that stand for an absent value.
@@ -625,7 +705,33 @@ mod tests {
         r
     }
 
+    /// `content_hash` as it was: a streaming XXH3 updated with each piece after its length.
+    fn streamed(pieces: &[Vec<u8>]) -> u64 {
+        let mut h = xxhash_rust::xxh3::Xxh3Default::new();
+        for p in pieces {
+            h.update(&(p.len() as u32).to_le_bytes());
+            h.update(p);
+        }
+        h.digest()
+    }
+
     proptest! {
+        /// The gathering hasher gives what the streaming one gave, below, across and beyond
+        /// its buffer: hashes kept in checkpoints stay comparable.
+        #[test]
+        fn the_hasher_is_the_streaming_xxh3(
+            pieces in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..120), 0..12),
+        ) {
+            let mut h = Hasher::new();
+            for p in &pieces {
+                match p.len() {
+                    8 => h.put_array::<8>(p[..].try_into().unwrap()),
+                    9 => h.put_array::<9>(p[..].try_into().unwrap()),
+                    _ => h.put(p),
+                }
+            }
+            prop_assert_eq!(h.digest(), streamed(&pieces));
+        }
         /// The two forms of "one event delivered twice" agree.
         #[test]
         fn content_hash_is_same_content(

@@ -86,10 +86,10 @@ const TAINTED: u8 = 4;
 /// The 32-bit hash (never 0) of an (emitter name, seq) key, as a mark remembers the event it
 /// rests on.
 pub(super) fn key_hash(emitter: &str, seq: u64) -> u32 {
-    let mut h = xxhash_rust::xxh3::Xxh3Default::new();
-    h.update(&(emitter.len() as u64).to_le_bytes());
-    h.update(emitter.as_bytes());
-    h.update(&seq.to_le_bytes());
+    let mut h = crate::rules::Hasher::new();
+    h.array((emitter.len() as u64).to_le_bytes());
+    h.raw(emitter.as_bytes());
+    h.array(seq.to_le_bytes());
     (h.digest() as u32).max(1)
 }
 
@@ -604,6 +604,23 @@ pub(super) use table::Scopes;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A key's hash is what the streaming XXH3 gave (marks keep it in checkpoints), for
+    /// emitter names inside and beyond the hasher's buffer.
+    #[test]
+    fn a_key_hash_is_the_streaming_xxh3() {
+        for (emitter, seq) in [
+            ("", 0),
+            ("bench-order-3", 17),
+            (&*"e".repeat(300), u64::MAX),
+        ] {
+            let mut h = xxhash_rust::xxh3::Xxh3Default::new();
+            h.update(&(emitter.len() as u64).to_le_bytes());
+            h.update(emitter.as_bytes());
+            h.update(&seq.to_le_bytes());
+            assert_eq!(key_hash(emitter, seq), (h.digest() as u32).max(1), "{seq}");
+        }
+    }
 
     #[test]
     fn what_a_scope_costs() {
