@@ -490,10 +490,10 @@ fn small_files_are_compacted_and_old_ones_expire() {
     );
 }
 
-/// The row groups of the `events` files in the manifest, per file.
-fn row_groups(dir: &Path) -> Vec<Vec<i64>> {
+/// The row groups of table `t`'s files in the manifest, per file.
+fn row_groups(dir: &Path, t: Table) -> Vec<Vec<i64>> {
     let snap = Snapshot::of_dir(&dir.join("archive")).unwrap();
-    snap.files[&Table::Events]
+    snap.files[&t]
         .iter()
         .map(|p| {
             let r = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(p).unwrap());
@@ -503,12 +503,19 @@ fn row_groups(dir: &Path) -> Vec<Vec<i64>> {
         .collect()
 }
 
+/// The rows the manifest lists for table `t`.
+fn listed_rows(dir: &Path, t: Table) -> u64 {
+    let m = Manifest::load(&dir.join("archive")).unwrap();
+    m.files_of(t.name()).map(|f| f.rows).sum()
+}
+
 #[test]
 fn files_of_full_row_groups_are_merged_by_copying_them_and_small_ones_encoded_again() {
     let dir = tempfile::tempdir().unwrap();
     // Row groups of 8 rows: a file of 12 events has two (8 and 4, 6 on average, at least a
     // quarter of 8), so its row groups are copied as they are; files 3 and 4 hold one event
-    // each (a row group of 1, below a quarter), their rows are encoded again.
+    // each (a row group of 1, below a quarter), their rows are encoded again. Each file also
+    // holds 10 malformed lines (another table, merged the same way).
     let options = ArchiveOptions {
         row_group_rows: 8,
         ..opts(dir.path())
@@ -523,26 +530,75 @@ fn files_of_full_row_groups_are_merged_by_copying_them_and_small_ones_encoded_ag
                 let ts = 1_000_000_000 * n;
                 format!("{{\"kind\":\"commit\",\"ts\":{ts},\"scope\":\"s{}\",\"epoch\":{n},\"route\":\"r\"}}\n", n % 3)
             })
+            .chain((0..10).map(|k| format!("{{\"kind\":\"commit\",\"ts\":\"bad-{f}-{k}\"}}\n")))
             .collect();
         append(&mut o, &body);
         o.partition.commit_archive();
         archive.flush().unwrap();
     }
     let before = read(dir.path(), Table::Events);
+    let malformed = read(dir.path(), Table::Malformed);
     let (full, one) = (vec![8, 4], vec![1]);
     let files = [&full, &full, &full, &one, &one, &full, &full, &full, &full];
-    assert_eq!(row_groups(dir.path()), files.map(Vec::clone).to_vec());
+    assert_eq!(
+        row_groups(dir.path(), Table::Events),
+        files.map(Vec::clone).to_vec()
+    );
+    assert_eq!(
+        row_groups(dir.path(), Table::Malformed),
+        vec![vec![8, 2]; 9]
+    );
     let done = archive.maintain().unwrap();
-    assert_eq!(done.compacted, 9);
+    assert_eq!(done.compacted, 18);
     // One file: the same row groups, copied, not decoded and encoded into groups of 8; the
     // two single events encoded again as one group, in their place.
     let mut merged = [8, 4].repeat(3);
     merged.push(2);
     merged.extend([8, 4].repeat(4));
-    assert_eq!(row_groups(dir.path()), vec![merged]);
+    assert_eq!(row_groups(dir.path(), Table::Events), vec![merged]);
     let after = read(dir.path(), Table::Events);
     same_rows(&after, &before);
     assert_eq!(strings(&after, "source").len(), 86);
+    assert_eq!(listed_rows(dir.path(), Table::Events), 86);
+    assert_eq!(
+        row_groups(dir.path(), Table::Malformed),
+        vec![[8, 2].repeat(9)]
+    );
+    same_rows(&read(dir.path(), Table::Malformed), &malformed);
+    assert_eq!(listed_rows(dir.path(), Table::Malformed), 90);
+    // Read through the page index (its page offsets were moved with the pages) and a row
+    // selection that skips into the file: the same rows as before from 20 on.
+    let snap = Snapshot::of_dir(&dir.path().join("archive")).unwrap();
+    let file = std::fs::File::open(&snap.files[&Table::Events][0]).unwrap();
+    let options = parquet::arrow::arrow_reader::ArrowReaderOptions::new()
+        .with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Required);
+    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file, options).unwrap();
+    assert!(
+        builder.metadata().offset_index().is_some(),
+        "an offset index"
+    );
+    use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+    let skip = RowSelection::from(vec![RowSelector::skip(20), RowSelector::select(66)]);
+    let selected: Vec<RecordBatch> = builder
+        .with_row_selection(skip)
+        .build()
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let all = arrow_array::RecordBatch::slice;
+    let from_20: Vec<RecordBatch> = {
+        let mut rows = Vec::new();
+        let mut at = 0;
+        for b in &before {
+            let (lo, hi) = (at.max(20), at + b.num_rows());
+            if lo < hi {
+                rows.push(all(b, lo - at, hi - lo));
+            }
+            at = hi;
+        }
+        rows
+    };
+    same_rows(&selected, &from_20);
     // The bloom filters on `scope` came along: a row group that holds `s1` says so, and one
     // scope never seen is not in most.
     let snap = Snapshot::of_dir(&dir.path().join("archive")).unwrap();
@@ -566,22 +622,34 @@ fn files_of_full_row_groups_are_merged_by_copying_them_and_small_ones_encoded_ag
     assert!(absent > 9, "{absent} of 15 row groups rule the scope out");
     drop((archive, o));
 
-    // Files of one event each (row groups of one row, below a quarter of 8) are read and
-    // written again in full row groups.
+    // Files of 24 events each in one row group (below a quarter of 100) are read and written
+    // again in full row groups, batches split across them.
     let dir = tempfile::tempdir().unwrap();
     let options = ArchiveOptions {
-        row_group_rows: 8,
+        row_group_rows: 100,
         ..opts(dir.path())
     };
     let (archive, mut o) = open_archive(dir.path(), contract(), options);
-    for i in 0..10 {
-        ingest(&mut o, i);
+    for f in 0..9u64 {
+        let body: String = (0..24u64)
+            .map(|i| {
+                let n = f * 24 + i;
+                format!("{{\"kind\":\"commit\",\"ts\":{n},\"scope\":\"s{}\",\"epoch\":{},\"route\":\"r\"}}\n", n % 5, n + 1)
+            })
+            .collect();
+        append(&mut o, &body);
+        o.partition.commit_archive();
         archive.flush().unwrap();
     }
     let before = read(dir.path(), Table::Events);
-    assert_eq!(archive.maintain().unwrap().compacted, 10);
-    assert_eq!(row_groups(dir.path()), vec![vec![8, 2]]);
+    assert_eq!(row_groups(dir.path(), Table::Events), vec![vec![24]; 9]);
+    assert_eq!(archive.maintain().unwrap().compacted, 9);
+    assert_eq!(
+        row_groups(dir.path(), Table::Events),
+        vec![vec![100, 100, 16]]
+    );
     same_rows(&read(dir.path(), Table::Events), &before);
+    assert_eq!(listed_rows(dir.path(), Table::Events), 216);
 }
 
 /// `a` and `b` hold the same rows, with the same schema (Arrow types: times in UTC), whatever

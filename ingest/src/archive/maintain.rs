@@ -42,8 +42,13 @@ impl Archive {
             compacted: 0,
         };
         for t in Table::ALL {
-            for _ in 0..COMPACT_MAX_PASSES {
-                match self.compact(t, now)? {
+            for pass in 0..COMPACT_MAX_PASSES {
+                // One merge a table each time; more only while the rows in memory are far from
+                // making ingest wait (the archive's thread writes none meanwhile).
+                if pass > 0 && self.behind() {
+                    break;
+                }
+                match self.compact(t, now_ns())? {
                     0 => break,
                     n => done.compacted += n,
                 }
@@ -51,7 +56,7 @@ impl Archive {
         }
         let _one = self.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
         let mut m = self.lock().manifest.clone();
-        if m.delete_obsolete(&self.opts.dir, now) {
+        if m.delete_obsolete(&self.opts.dir, now_ns()) {
             self.commit_manifest(&mut m)?;
         }
         Ok(done)
@@ -130,10 +135,15 @@ impl Archive {
         // Never a flush's name (`<generation>.parquet`), nor an earlier compaction's: each
         // commit raises the generation.
         let rel = format!("{}/{generation:020}-compacted.parquet", t.name());
-        let (rows, bytes) = match self.inputs(t, &small)? {
-            Some((inputs, schema, props)) => self.merge(t, &rel, &inputs, &schema, props)?,
-            None => self.reencode(t, &rel, &small)?,
+        let written = match self.inputs(t, &small) {
+            Ok(Some((inputs, schema, props))) => self.merge(t, &rel, &inputs, &schema, props),
+            Ok(None) => self.reencode(t, &rel, &small),
+            Err(e) => Err(e),
         };
+        let (rows, bytes) = written.inspect_err(|_| {
+            // Not left behind until a restart, one more at each interval the merge fails.
+            let _ = std::fs::remove_file(temporary(&self.opts.dir.join(&rel)));
+        })?;
         let _one = self.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
         let mut m = self.lock().manifest.clone();
         if !small.iter().all(|f| m.files.contains(f)) {
@@ -219,8 +229,11 @@ impl Archive {
             {
                 return Ok(None);
             }
+            // Copied chunks keep their offset index; without one (a file another writer
+            // made) the merged file would have it for some chunks only, which readers refuse.
             let groups = meta.num_row_groups() as i64;
-            let copy = groups > 0 && fm.num_rows() >= min_rows * groups;
+            let copy =
+                groups > 0 && fm.num_rows() >= min_rows * groups && meta.offset_index().is_some();
             inputs.push(Input {
                 path,
                 file,
@@ -249,7 +262,8 @@ impl Archive {
         let out = BufWriter::with_capacity(1 << 20, out);
         let mut w = SerializedFileWriter::new(out, schema.root_schema_ptr(), Arc::new(props))
             .map_err(pq(&tmp))?;
-        let factory = ArrowRowGroupWriterFactory::new(&w, t.schema());
+        let arrow = t.schema();
+        let factory = ArrowRowGroupWriterFactory::new(&w, arrow.clone());
         let group_rows = self.opts.row_group_rows.max(1);
         let (mut rows, mut waiting) = (0u64, Rows::default());
         for Input {
@@ -267,7 +281,7 @@ impl Archive {
                 for b in batches {
                     waiting.push(b.map_err(|e| pq(path)(e.into()))?);
                     while waiting.rows >= group_rows {
-                        rows += encode_group(&mut w, &factory, &waiting.take(group_rows))
+                        rows += encode_group(&mut w, &factory, &arrow, &waiting.take(group_rows))
                             .map_err(pq(&tmp))?;
                     }
                 }
@@ -275,7 +289,7 @@ impl Archive {
             }
             // Rows encoded again before these are written first: the order is kept.
             let before = waiting.take(usize::MAX);
-            rows += encode_group(&mut w, &factory, &before).map_err(pq(&tmp))?;
+            rows += encode_group(&mut w, &factory, &arrow, &before).map_err(pq(&tmp))?;
             let (columns, offsets) = (meta.column_index(), meta.offset_index());
             for (g, group) in meta.row_groups().iter().enumerate() {
                 let mut to = w.next_row_group().map_err(pq(&tmp))?;
@@ -297,7 +311,7 @@ impl Archive {
             }
         }
         let last = waiting.take(usize::MAX);
-        rows += encode_group(&mut w, &factory, &last).map_err(pq(&tmp))?;
+        rows += encode_group(&mut w, &factory, &arrow, &last).map_err(pq(&tmp))?;
         let file = w
             .into_inner()
             .map_err(pq(&tmp))?
@@ -366,6 +380,7 @@ impl Rows {
 fn encode_group(
     w: &mut SerializedFileWriter<BufWriter<File>>,
     factory: &ArrowRowGroupWriterFactory,
+    schema: &arrow_schema::Schema,
     batches: &[RecordBatch],
 ) -> parquet::errors::Result<u64> {
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
@@ -375,7 +390,7 @@ fn encode_group(
     let mut writers = factory.create_column_writers(w.flushed_row_groups().len())?;
     for b in batches {
         let mut leaves = writers.iter_mut();
-        for (field, column) in b.schema().fields().iter().zip(b.columns()) {
+        for (field, column) in schema.fields().iter().zip(b.columns()) {
             for leaf in compute_leaves(field, column)? {
                 let writer = leaves.next().expect("a writer per leaf column");
                 writer.write(&leaf)?;

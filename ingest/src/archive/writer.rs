@@ -311,6 +311,13 @@ impl Archive {
         }
     }
 
+    /// Whether the rows in memory (waiting, or in the open files) reach half of what makes
+    /// ingest wait ([`Archive::wait_for_room`]).
+    pub(super) fn behind(&self) -> bool {
+        let s = self.lock();
+        s.pending_bytes + s.open_bytes >= self.opts.flush_bytes
+    }
+
     /// Waits until rows are due to be written (enough wait: [`Due::Size`]) or a flush is (the
     /// interval since `since` passed, or the archive is closing).
     pub fn wait_due(&self, since: Instant) -> Due {
