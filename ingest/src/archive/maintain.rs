@@ -12,9 +12,7 @@ use parquet::arrow::{ArrowSchemaConverter, add_encoded_arrow_schema_to_metadata}
 use parquet::bloom_filter::Sbbf;
 use parquet::column::writer::ColumnCloseResult;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
-use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
-use parquet::schema::types::SchemaDescriptor;
 use std::collections::{BTreeSet, VecDeque};
 use std::fs::File;
 use std::io::BufWriter;
@@ -135,11 +133,9 @@ impl Archive {
         // Never a flush's name (`<generation>.parquet`), nor an earlier compaction's: each
         // commit raises the generation.
         let rel = format!("{}/{generation:020}-compacted.parquet", t.name());
-        let written = match self.inputs(t, &small) {
-            Ok(Some((inputs, schema, props))) => self.merge(t, &rel, &inputs, &schema, props),
-            Ok(None) => self.reencode(t, &rel, &small),
-            Err(e) => Err(e),
-        };
+        let written = self
+            .inputs(&small)
+            .and_then(|inputs| self.merge(t, &rel, &inputs));
         let (rows, bytes) = written.inspect_err(|_| {
             // Not left behind until a restart, one more at each interval the merge fails.
             let _ = std::fs::remove_file(temporary(&self.opts.dir.join(&rel)));
@@ -180,99 +176,72 @@ impl Archive {
     }
 }
 
-/// A file to merge, opened, with its footer, and whether its row groups are copied as they
-/// are.
+/// A file to merge, opened, with its footer.
 struct Input {
     path: PathBuf,
     file: File,
     meta: ParquetMetaData,
-    copy: bool,
 }
 
 impl Archive {
-    /// The files of `small` opened with their footers, if each has the schema, Parquet's and
-    /// the Arrow schema it carries, that the table's files are written with now; with that
-    /// schema and the properties to write with. A file whose row groups hold a quarter of
-    /// `row_group_rows` on average is copied (pages, bloom filters and page indexes as they
-    /// are: no decoding, no encoding); the rows of the others are encoded again into full row
-    /// groups.
+    /// The files of `small`, opened, with their footers.
+    fn inputs(&self, small: &[FileEntry]) -> Result<Vec<Input>, Error> {
+        small
+            .iter()
+            .map(|f| {
+                let path = self.opts.dir.join(&f.path);
+                let file = File::open(&path).map_err(io(&path))?;
+                let meta = ParquetMetaDataReader::new()
+                    .with_page_index_policy(PageIndexPolicy::Optional)
+                    .parse_and_finish(&file)
+                    .map_err(pq(&path))?;
+                Ok(Input { path, file, meta })
+            })
+            .collect()
+    }
+
+    /// Writes the rows of `inputs`, in order, into one file of table `t` at `rel` (a temporary
+    /// name, fsync, rename, fsync of the folder), and returns rows and bytes. The row groups of
+    /// a file are copied as they are encoded (pages, bloom filters and page indexes: no
+    /// decoding, no encoding) if they hold a quarter of `row_group_rows` on average, it has an
+    /// offset index and the schema (Parquet's, and the Arrow schema it carries) the table's
+    /// files are written with now; the rows of the others are read and encoded with the
+    /// table's schema into row groups of `row_group_rows`.
     ///
     /// Under a high load files are cut by size (tens of thousands of rows each) well before
     /// they reach [`ArchiveOptions::compact_below`](super::ArchiveOptions): decoding and
     /// encoding all of them again doubled the archive's CPU per event, and held up its thread
     /// long enough for ingest to wait. Files cut by the interval under a light load have small
     /// row groups, which are worth encoding again.
-    #[allow(clippy::type_complexity)]
-    fn inputs(
-        &self,
-        t: Table,
-        small: &[FileEntry],
-    ) -> Result<Option<(Vec<Input>, SchemaDescriptor, WriterProperties)>, Error> {
-        let min_rows = (self.opts.row_group_rows / 4).max(1) as i64;
-        let arrow = t.schema();
-        let Ok(schema) = ArrowSchemaConverter::new().convert(&arrow) else {
-            return Ok(None);
-        };
-        let mut props = file_properties(self.opts.row_group_rows);
-        add_encoded_arrow_schema_to_metadata(&arrow, &mut props);
-        let mut inputs = Vec::with_capacity(small.len());
-        for f in small {
-            let path = self.opts.dir.join(&f.path);
-            let file = File::open(&path).map_err(io(&path))?;
-            let meta = ParquetMetaDataReader::new()
-                .with_page_index_policy(PageIndexPolicy::Optional)
-                .parse_and_finish(&file)
-                .map_err(pq(&path))?;
-            let fm = meta.file_metadata();
-            if fm.schema() != schema.root_schema()
-                || fm.key_value_metadata() != props.key_value_metadata()
-            {
-                return Ok(None);
-            }
-            // Copied chunks keep their offset index; without one (a file another writer
-            // made) the merged file would have it for some chunks only, which readers refuse.
-            let groups = meta.num_row_groups() as i64;
-            let copy =
-                groups > 0 && fm.num_rows() >= min_rows * groups && meta.offset_index().is_some();
-            inputs.push(Input {
-                path,
-                file,
-                meta,
-                copy,
-            });
-        }
-        Ok(Some((inputs, schema, props)))
-    }
-
-    /// Writes the rows of `inputs`, in order, into one file at `rel` (a temporary name, fsync,
-    /// rename, fsync of the folder): the row groups of those to copy as they are encoded, the
-    /// rows of the others read and encoded into row groups of `row_group_rows`. Returns rows
-    /// and bytes.
-    fn merge(
-        &self,
-        t: Table,
-        rel: &str,
-        inputs: &[Input],
-        schema: &SchemaDescriptor,
-        props: WriterProperties,
-    ) -> Result<(u64, u64), Error> {
+    fn merge(&self, t: Table, rel: &str, inputs: &[Input]) -> Result<(u64, u64), Error> {
         let path = self.opts.dir.join(rel);
         let tmp = temporary(&path);
+        let arrow = t.schema();
+        let schema = ArrowSchemaConverter::new()
+            .convert(&arrow)
+            .map_err(pq(&tmp))?;
+        let mut props = file_properties(self.opts.row_group_rows);
+        add_encoded_arrow_schema_to_metadata(&arrow, &mut props);
+        let min_rows = (self.opts.row_group_rows / 4).max(1) as i64;
+        let copy = |m: &ParquetMetaData| {
+            let (fm, groups) = (m.file_metadata(), m.num_row_groups() as i64);
+            // Copied chunks keep their offset index; without one (a file another writer made)
+            // the merged file would have it for some chunks only, which readers refuse.
+            groups > 0
+                && fm.num_rows() >= min_rows * groups
+                && m.offset_index().is_some()
+                && fm.schema() == schema.root_schema()
+                && fm.key_value_metadata() == props.key_value_metadata()
+        };
+        let copies: Vec<bool> = inputs.iter().map(|i| copy(&i.meta)).collect();
         let out = File::create(&tmp).map_err(io(&tmp))?;
         let out = BufWriter::with_capacity(1 << 20, out);
         let mut w = SerializedFileWriter::new(out, schema.root_schema_ptr(), Arc::new(props))
             .map_err(pq(&tmp))?;
-        let arrow = t.schema();
         let factory = ArrowRowGroupWriterFactory::new(&w, arrow.clone());
         let group_rows = self.opts.row_group_rows.max(1);
         let (mut rows, mut waiting) = (0u64, Rows::default());
-        for Input {
-            path,
-            file,
-            meta,
-            copy,
-        } in inputs
-        {
+        for (Input { path, file, meta }, copy) in inputs.iter().zip(copies) {
             if !copy {
                 let read = file.try_clone().map_err(io(path))?;
                 let batches = ParquetRecordBatchReaderBuilder::try_new(read)
@@ -312,36 +281,8 @@ impl Archive {
         }
         let last = waiting.take(usize::MAX);
         rows += encode_group(&mut w, &factory, &arrow, &last).map_err(pq(&tmp))?;
-        let file = w
-            .into_inner()
-            .map_err(pq(&tmp))?
-            .into_inner()
-            .map_err(|e| io(&tmp)(e.into_error()))?;
-        Ok((rows, publish(file, &tmp, &path)?))
-    }
-
-    /// Reads the rows of `small` and writes them again into one file at `rel`, in row groups of
-    /// `row_group_rows`. Returns rows and bytes.
-    fn reencode(&self, t: Table, rel: &str, small: &[FileEntry]) -> Result<(u64, u64), Error> {
-        let dir = self.opts.dir.clone();
-        let readers = small.iter().map(move |f| {
-            let path = dir.join(&f.path);
-            let file = std::fs::File::open(&path).map_err(io(&path))?;
-            let r = ParquetRecordBatchReaderBuilder::try_new(file)
-                .and_then(|b| b.with_batch_size(8192).build())
-                .map_err(pq(&path))?;
-            Ok::<_, Error>(r.map(move |b| {
-                b.map_err(|e| Error::Parquet {
-                    path: path.clone(),
-                    source: e.into(),
-                })
-            }))
-        });
-        let batches = readers.flat_map(|r| match r {
-            Ok(r) => Box::new(r) as Box<dyn Iterator<Item = Result<RecordBatch, Error>>>,
-            Err(e) => Box::new(std::iter::once(Err(e))),
-        });
-        self.write(t, rel, batches)
+        let written = w.into_inner().map_err(pq(&tmp))?;
+        Ok((rows, publish(written, &tmp, &path)?))
     }
 }
 

@@ -97,7 +97,9 @@ impl Open {
         let Some(f) = self.files[t as usize].take() else {
             return Ok(None);
         };
-        let bytes = finish(f.writer, &f.tmp, &dir.join(rel))?;
+        // The footer, then the file under its name.
+        let written = f.writer.into_inner().map_err(pq(&f.tmp))?;
+        let bytes = publish(written, &f.tmp, &dir.join(rel))?;
         Ok(Some((f.rows, bytes)))
     }
 
@@ -107,24 +109,10 @@ impl Open {
     }
 }
 
-/// Writes the footer of the file `w` writes at `tmp`, fsyncs it, renames it to `path` and
-/// fsyncs its folder. Returns its bytes.
-pub(super) fn finish(
-    w: ArrowWriter<BufWriter<File>>,
-    tmp: &Path,
-    path: &Path,
-) -> Result<u64, Error> {
-    let file = w
-        .into_inner()
-        .map_err(pq(tmp))?
-        .into_inner()
-        .map_err(|e| io(tmp)(e.into_error()))?;
-    publish(file, tmp, path)
-}
-
-/// Fsyncs `file`, written whole at `tmp`, renames it to `path` and fsyncs its folder. Returns
-/// its bytes.
-pub(super) fn publish(file: File, tmp: &Path, path: &Path) -> Result<u64, Error> {
+/// Flushes `w`, the whole file written at `tmp`, fsyncs it, renames it to `path` and fsyncs
+/// its folder. Returns its bytes.
+pub(super) fn publish(w: BufWriter<File>, tmp: &Path, path: &Path) -> Result<u64, Error> {
+    let file = w.into_inner().map_err(|e| io(tmp)(e.into_error()))?;
     file.sync_all().map_err(io(tmp))?;
     let bytes = file.metadata().map_err(io(tmp))?.len();
     drop(file);

@@ -9,7 +9,6 @@ use super::rows::{CounterexampleRows, Rows, Table, WindowRows};
 use super::windows;
 use arrow_array::RecordBatch;
 use fencewatch_assess::live::{Settled, View};
-use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
@@ -520,33 +519,6 @@ impl Archive {
                 "partition {partition}: rows are archived below offset {durable}, a checkpoint at {offset} would skip the rest"
             )))
         }
-    }
-
-    /// Writes `batches` of table `t` as Parquet at `rel` (a temporary name, fsync, rename,
-    /// fsync of the folder). Returns rows and bytes.
-    pub(super) fn write(
-        &self,
-        t: Table,
-        rel: &str,
-        batches: impl Iterator<Item = Result<RecordBatch, Error>>,
-    ) -> Result<(u64, u64), Error> {
-        let path = self.opts.dir.join(rel);
-        let tmp = super::open::temporary(&path);
-        let props = file_properties(self.opts.row_group_rows);
-        let file = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-        let mut w = ArrowWriter::try_new(
-            std::io::BufWriter::with_capacity(1 << 20, file),
-            t.schema(),
-            Some(props),
-        )
-        .map_err(pq(&tmp))?;
-        let mut rows = 0;
-        for b in batches {
-            let b = b?;
-            rows += b.num_rows() as u64;
-            w.write(&b).map_err(pq(&tmp))?;
-        }
-        Ok((rows, super::open::finish(w, &tmp, &path)?))
     }
 
     /// What a query sees: the manifest's files, the rows waiting, and from `view` (the merged
