@@ -618,16 +618,10 @@ impl Hasher {
         }
     }
 
-    /// Adds the array `b` as it is.
+    /// Adds the array `b` as it is ([`Hasher::raw`] inlined with a constant length).
     #[inline]
     pub(crate) fn array<const N: usize>(&mut self, b: [u8; N]) {
-        match self.buf.get_mut(self.len..self.len + N) {
-            Some(to) if self.streaming.is_none() => {
-                to.copy_from_slice(&b);
-                self.len += N;
-            }
-            _ => self.spill(&b),
-        }
+        self.raw(&b);
     }
 
     /// `b` goes beyond the buffer, or went before: the streaming hasher takes it.
