@@ -436,6 +436,10 @@ fn ingest(args: &Args, conns: usize, format: &str, archive: bool) -> (f64, Strin
         format!("{:.2}", total / args.events as f64 * 1e6),
         format!("{:.2} / {:.2} / {:.2} / {:.2}", c[2], c[3], c[5], c[6]),
         format!("{:.2}", c[4] / args.events as f64 * 1e6),
+        format!(
+            "{:.3}",
+            metric(&m, "fencewatch_archive_backpressure_seconds_total")
+        ),
         format!("{:.2}", client[0] + client[1]),
         format!("{:.0}", hwm_mib(pid)),
         format!(
@@ -687,8 +691,8 @@ fn main() {
         args.events, args.batch, args.scopes
     );
     println!(
-        "| format, conns | wall s | events/s | req/s | latency p50 / p99 / max ms | service CPU s (user + sys) | service CPU µs/event | writer / tokio / decoder / archive threads CPU s | applier CPU µs/event | client CPU s | service max RSS MiB | WAL MiB | checkpoints / longest ms | counterexamples |\n{}",
-        "| --- ".repeat(14) + "|"
+        "| format, conns | wall s | events/s | req/s | latency p50 / p99 / max ms | service CPU s (user + sys) | service CPU µs/event | writer / tokio / decoder / archive threads CPU s | applier CPU µs/event | ingest waited for the archive s | client CPU s | service max RSS MiB | WAL MiB | checkpoints / longest ms | counterexamples |\n{}",
+        "| --- ".repeat(15) + "|"
     );
     println!("{}", rows.join("\n"));
     if let Some(v) = vis {

@@ -113,29 +113,8 @@ fn log(events: &[Decoded<'_>]) -> Vec<Chunk> {
     out
 }
 
-fn parquet(batches: &[RecordBatch]) -> usize {
-    let mut w = ArrowWriter::try_new(
-        Vec::with_capacity(8 << 20),
-        Table::Events.schema(),
-        Some(file_properties(100_000)),
-    )
-    .expect("a writer");
-    for b in batches {
-        w.write(b).expect("write");
-    }
-    w.into_inner().expect("close").len()
-}
-
-/// The batches' column `name` alone, encoded as in the archive: its share of `parquet`.
-fn column(batches: &[RecordBatch], name: &str) -> usize {
-    let i = Table::Events
-        .schema()
-        .index_of(name)
-        .expect("a column of `events`");
-    let one: Vec<RecordBatch> = batches
-        .iter()
-        .map(|b| b.project(&[i]).expect("project"))
-        .collect();
+/// The archive's `file_properties`, changed for the columns named in the knobs' variables.
+fn props() -> parquet::file::properties::WriterProperties {
     use parquet::basic::{Compression, Encoding};
     use parquet::file::properties::{EnabledStatistics, WriterPropertiesBuilder};
     type Set = fn(WriterPropertiesBuilder, ColumnPath) -> WriterPropertiesBuilder;
@@ -167,12 +146,34 @@ fn column(batches: &[RecordBatch], name: &str) -> usize {
             props = set(props, ColumnPath::from(c));
         }
     }
+    props.build()
+}
+
+fn parquet(batches: &[RecordBatch]) -> usize {
     let mut w = ArrowWriter::try_new(
         Vec::with_capacity(8 << 20),
-        one[0].schema(),
-        Some(props.build()),
+        Table::Events.schema(),
+        Some(props()),
     )
     .expect("a writer");
+    for b in batches {
+        w.write(b).expect("write");
+    }
+    w.into_inner().expect("close").len()
+}
+
+/// The batches' column `name` alone, encoded as in the archive: its share of `parquet`.
+fn column(batches: &[RecordBatch], name: &str) -> usize {
+    let i = Table::Events
+        .schema()
+        .index_of(name)
+        .expect("a column of `events`");
+    let one: Vec<RecordBatch> = batches
+        .iter()
+        .map(|b| b.project(&[i]).expect("project"))
+        .collect();
+    let mut w = ArrowWriter::try_new(Vec::with_capacity(8 << 20), one[0].schema(), Some(props()))
+        .expect("a writer");
     for b in &one {
         w.write(b).expect("write");
     }

@@ -713,6 +713,46 @@ fn rows_are_handed_over_inside_a_record_and_a_crash_there_loses_or_repeats_none(
     assert_eq!(all.len() as u64, lines, "every item once");
 }
 
+/// Long strings are handed over by their bytes, before `CHUNK_ROWS` rows: a chunk's string
+/// column stays far below Arrow's 2 GiB whatever the lines hold (only `scope` is bounded, at
+/// 512 bytes; 8192 events of 1 MiB holders would pass it).
+#[test]
+fn events_of_long_strings_are_handed_over_by_their_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    // 400 events of 200 KB holders: 80 MB of strings in one record of far fewer than
+    // CHUNK_ROWS lines.
+    let lines = 400u64;
+    assert!(lines < fencewatch_ingest::archive::CHUNK_ROWS as u64);
+    let holder = |i: u64| format!("{i:04}{}", "h".repeat(200_000));
+    {
+        let (archive, mut o) = open(dir.path());
+        let mut body = String::new();
+        for i in 0..lines {
+            body.push_str(&format!(
+                "{{\"kind\":\"commit\",\"ts\":{i},\"scope\":\"s{i}\",\"epoch\":1,\"route\":\"r\",\"holder\":\"{}\"}}\n",
+                holder(i)
+            ));
+        }
+        append(&mut o, &body);
+        // Rows were handed over inside the record: by bytes, not by rows.
+        archive.flush().unwrap();
+        let durable = archive.durable("wal");
+        assert!(
+            durable > 0 && durable < lines,
+            "{durable} inside the record"
+        );
+    }
+    let (archive, _o) = open(dir.path());
+    archive.flush().unwrap();
+    let mut holders = strings(&read(dir.path(), Table::Events), "holder");
+    holders.sort();
+    assert_eq!(
+        holders,
+        (0..lines).map(holder).collect::<Vec<_>>(),
+        "every event once"
+    );
+}
+
 #[test]
 fn a_crash_between_row_groups_of_an_open_file_leaves_no_file_and_replay_archives_once() {
     let dir = tempfile::tempdir().unwrap();

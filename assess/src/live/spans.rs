@@ -109,23 +109,29 @@ pub(super) fn render(source: &str, id: &SpanId) -> String {
 #[derive(Debug, Clone, Copy)]
 pub struct SpanProvenance<'a>(pub &'a str, pub &'a SpanId);
 
-impl std::fmt::Display for SpanProvenance<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl SpanProvenance<'_> {
+    /// The text after the source, `:<trace_id>/<span_id>`, written into `out`.
+    pub fn position<'o>(&self, out: &'o mut [u8; 50]) -> &'o str {
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
-        f.write_str(self.0)?;
-        let mut hex = [0u8; 50];
-        hex[0] = b':';
+        out[0] = b':';
         let mut j = 1;
         for (i, b) in self.1.iter().enumerate() {
             if i == 16 {
-                hex[j] = b'/';
+                out[j] = b'/';
                 j += 1;
             }
-            hex[j] = DIGITS[(b >> 4) as usize];
-            hex[j + 1] = DIGITS[(b & 15) as usize];
+            out[j] = DIGITS[(b >> 4) as usize];
+            out[j + 1] = DIGITS[(b & 15) as usize];
             j += 2;
         }
-        f.write_str(std::str::from_utf8(&hex[..j]).expect("ascii"))
+        std::str::from_utf8(&out[..j]).expect("ascii")
+    }
+}
+
+impl std::fmt::Display for SpanProvenance<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)?;
+        f.write_str(self.position(&mut [0u8; 50]))
     }
 }
 

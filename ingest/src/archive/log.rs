@@ -1,18 +1,21 @@
 //! The `events` rows of a partition as its sink collects them on the applier's thread: each
-//! applied event as one fixed-size record and its strings appended to one text, turned into
-//! Arrow arrays (the batch [`EventRows`](super::rows::EventRows) makes) only on the archive's
-//! thread (or a query's) when the chunk is encoded or read.
+//! applied event as one fixed-size record and each of its strings appended to its column's
+//! text, turned into Arrow arrays (the batch [`EventRows`](super::rows::EventRows) makes) only
+//! on the archive's thread (or a query's) when the chunk is encoded or read.
 //!
 //! The applier is ingest's serial stage. Filling the 21 columns' builders there cost ~1,300
 //! instructions an event (a log takes ~400), writing to ~50 buffers at once beside the
 //! assessor's scope tables (`serve_bench`: with the archive on, the applier took 0.5–1.2 µs
-//! more per event; with the log, 0.1–0.3). A record and one text are two sequential writes.
+//! more per event; with the log, 0.1–0.3). A record and each string appended to its column's
+//! text, which becomes the column's values as it is: no value is copied a second time.
 
 use super::Table;
 use super::rows::Src;
 use arrow_array::types::{ArrowPrimitiveType, Int64Type, UInt64Type};
 use arrow_array::{ArrayRef, PrimitiveArray, RecordBatch, StringArray, TimestampNanosecondArray};
-use arrow_buffer::{Buffer, NullBuffer, NullBufferBuilder, OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{
+    BooleanBuffer, Buffer, NullBuffer, NullBufferBuilder, OffsetBuffer, ScalarBuffer,
+};
 use fencewatch_assess::{Duration, Epoch, Event, Incarnation, Kind, Order, Outcome, Seq};
 use std::sync::{Arc, OnceLock};
 
@@ -32,14 +35,13 @@ const EVIDENCE: usize = 8;
 const SOURCE: usize = 9;
 const STRINGS: usize = 10;
 
-/// One applied event: its fields but its strings, which follow each other in the log's text
-/// from `start` (each `lens[i]` bytes long, [`NULL`] when absent).
+/// One applied event: its fields but its strings, each appended to its column's text
+/// (`lens[i]` bytes long, [`NULL`] when absent).
 #[derive(Debug, Clone)]
 struct Logged {
     ts: i64,
     received: i64,
     offset: u64,
-    start: usize,
     epoch: Option<Epoch>,
     incarnation: Incarnation,
     order: Option<Order>,
@@ -55,7 +57,8 @@ struct Logged {
 pub struct EventLog {
     partition: String,
     rows: Vec<Logged>,
-    text: String,
+    /// Per string column, its values one after the other: the values buffer of its array.
+    texts: [String; STRINGS],
 }
 
 impl EventLog {
@@ -88,12 +91,11 @@ impl EventLog {
         source: impl Into<Src<'s>>,
         offset: u64,
     ) {
-        let start = self.text.len();
         let mut lens = [NULL; STRINGS];
-        let text = &mut self.text;
+        let texts = &mut self.texts;
         let mut put = |i: usize, s: Option<&str>| {
             if let Some(s) = s {
-                text.push_str(s);
+                texts[i].push_str(s);
                 lens[i] = s.len() as u32;
             }
         };
@@ -106,15 +108,15 @@ impl EventLog {
         put(PREMISE, ev.premise);
         put(ATTESTER, ev.attester);
         put(EVIDENCE, ev.evidence);
-        let before = self.text.len();
-        source.into().write_to(&mut self.text);
+        let text = &mut self.texts[SOURCE];
+        let before = text.len();
+        source.into().write_to(text);
         // A provenance is a name and a position: never 4 GiB.
-        lens[SOURCE] = u32::try_from(self.text.len() - before).unwrap_or(NULL - 1);
+        lens[SOURCE] = u32::try_from(text.len() - before).unwrap_or(NULL - 1);
         self.rows.push(Logged {
             ts: ev.ts.0,
             received,
             offset,
-            start,
             epoch: ev.epoch,
             incarnation: ev.incarnation,
             order: ev.order,
@@ -132,46 +134,34 @@ impl EventLog {
         let fresh = EventLog {
             partition: self.partition.clone(),
             rows: Vec::with_capacity(self.rows.len()),
-            text: String::with_capacity(self.text.len()),
+            texts: std::array::from_fn(|i| String::with_capacity(self.texts[i].len())),
         };
         std::mem::replace(self, fresh)
     }
 
+    /// Bytes of the rows' strings.
+    pub fn text_bytes(&self) -> usize {
+        self.texts.iter().map(String::len).sum()
+    }
+
     /// Bytes held.
     pub fn bytes(&self) -> usize {
-        self.rows.capacity() * std::mem::size_of::<Logged>() + self.text.capacity()
+        let texts: usize = self.texts.iter().map(String::capacity).sum();
+        self.rows.capacity() * std::mem::size_of::<Logged>() + texts
     }
 
     /// The rows as a batch of the `events` table, the same as
-    /// [`EventRows`](super::rows::EventRows) makes of the same events. Each column is built
-    /// whole (its values, offsets and nulls written straight into vectors that become the
-    /// array's buffers, each sized once) rather than through 21 builders a row at a time:
-    /// 1,282 instructions an event before, 1,117 now (callgrind, `archive_cost batch 1`).
+    /// [`EventRows`](super::rows::EventRows) makes of the same events. Each string column's
+    /// values are its text as it was collected (one copy, no value copied alone); its offsets
+    /// and nulls are the rows' lengths. Each other column is built whole, written straight
+    /// into the vector that becomes its buffer. 1,282 instructions an event through 21
+    /// builders, 1,141 with the values copied one by one out of one text, 760 now (callgrind,
+    /// `archive_cost batch`).
     pub fn to_batch(&self) -> RecordBatch {
         let rows = &self.rows;
         let n = rows.len();
-        let mut bytes = [0usize; STRINGS];
-        for r in rows {
-            for (b, &len) in bytes.iter_mut().zip(&r.lens) {
-                if len != NULL {
-                    *b += len as usize;
-                }
-            }
-        }
-        let mut strs: [Strings; STRINGS] = std::array::from_fn(|i| Strings::new(n, bytes[i]));
-        let text = self.text.as_bytes();
-        for r in rows {
-            let mut at = r.start;
-            for (col, &len) in strs.iter_mut().zip(&r.lens) {
-                if len == NULL {
-                    col.push_null();
-                } else {
-                    let end = at + len as usize;
-                    col.push(&text[at..end]);
-                    at = end;
-                }
-            }
-        }
+        let strs: [ArrayRef; STRINGS] =
+            std::array::from_fn(|i| strings(rows, i, self.texts[i].as_bytes()));
         let [
             property,
             scope,
@@ -183,14 +173,21 @@ impl EventLog {
             attester,
             evidence,
             source,
-        ] = strs.map(Strings::finish);
+        ] = strs;
         let named = |f: fn(&Logged) -> &'static str| {
             let mut col = Strings::new(n, n * 9);
             rows.iter().for_each(|r| col.push(f(r).as_bytes()));
             col.finish()
         };
-        let mut partition = Strings::new(n, n * self.partition.len());
-        (0..n).for_each(|_| partition.push(self.partition.as_bytes()));
+        let partition = {
+            let p = self.partition.as_bytes();
+            let _: i32 = i32::try_from(n * p.len()).expect("a partition's name is short");
+            let offsets = (0..=n)
+                .map(|i| (i * p.len()) as i32)
+                .collect::<ScalarBuffer<i32>>();
+            let values = Buffer::from_vec(p.repeat(n));
+            Arc::new(StringArray::new(OffsetBuffer::new(offsets), values, None)) as ArrayRef
+        };
         let time = |f: fn(&Logged) -> i64| -> ArrayRef {
             let values: ScalarBuffer<i64> = rows.iter().map(f).collect();
             Arc::new(TimestampNanosecondArray::new(values, None).with_timezone("UTC"))
@@ -215,11 +212,49 @@ impl EventLog {
             attester,
             evidence,
             source,
-            partition.finish(),
+            partition,
             optional::<UInt64Type>(rows, |r| Some(r.offset)),
         ];
         RecordBatch::try_new(Table::Events.schema(), columns).expect("columns match the schema")
     }
+}
+
+/// String column `i` of `rows`, its values `text` (theirs one after the other): offsets from
+/// the lengths, a null buffer only if some row has none.
+fn strings(rows: &[Logged], i: usize, text: &[u8]) -> ArrayRef {
+    // Every offset is at most the text's length, which a sink keeps near `CHUNK_BYTES`.
+    let _: i32 = i32::try_from(text.len()).expect("a chunk's strings fit 2 GiB");
+    let mut offsets = Vec::with_capacity(rows.len() + 1);
+    let mut end = 0i32;
+    offsets.push(end);
+    for r in rows {
+        let len = r.lens[i];
+        end += if len == NULL { 0 } else { len as i32 };
+        offsets.push(end);
+    }
+    let nulls = validity(rows, |r| r.lens[i] != NULL);
+    let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
+    Arc::new(StringArray::new(offsets, Buffer::from(text), nulls))
+}
+
+/// Which rows have a value (`valid`), or `None` if all do: the bits gathered 64 at a time
+/// (a builder's append per row, or a buffer collected from an iterator of booleans, cost
+/// ~10 instructions a row).
+fn validity(rows: &[Logged], valid: impl Fn(&Logged) -> bool) -> Option<NullBuffer> {
+    let mut words = Vec::with_capacity(rows.len().div_ceil(64));
+    let mut all = true;
+    for group in rows.chunks(64) {
+        let mut word = 0u64;
+        for (j, r) in group.iter().enumerate() {
+            word |= u64::from(valid(r)) << j;
+        }
+        all &= word == u64::MAX >> (64 - group.len());
+        words.push(word);
+    }
+    (!all).then(|| {
+        let bits = BooleanBuffer::new(Buffer::from_vec(words), 0, rows.len());
+        NullBuffer::new(bits)
+    })
 }
 
 /// One string column being built: its values, their end offsets, and which rows are null.
@@ -246,11 +281,6 @@ impl Strings {
         self.nulls.append_non_null();
     }
 
-    fn push_null(&mut self) {
-        self.offsets.push(self.end());
-        self.nulls.append_null();
-    }
-
     /// A chunk's column is far below 2 GiB (`CHUNK_ROWS` rows of bounded lines); beyond, the
     /// builders would have panicked too.
     fn end(&self) -> i32 {
@@ -271,10 +301,7 @@ fn optional<T: ArrowPrimitiveType>(
     f: impl Fn(&Logged) -> Option<T::Native>,
 ) -> ArrayRef {
     let values: ScalarBuffer<T::Native> = rows.iter().map(|r| f(r).unwrap_or_default()).collect();
-    let nulls = rows
-        .iter()
-        .any(|r| f(r).is_none())
-        .then(|| NullBuffer::from_iter(rows.iter().map(|r| f(r).is_some())));
+    let nulls = validity(rows, |r| f(r).is_some());
     Arc::new(PrimitiveArray::<T>::new(values, nulls))
 }
 
@@ -383,7 +410,13 @@ mod tests {
                 partition: "orders/3",
                 received,
             };
-            match i % 3 {
+            let id = [i as u8; 24];
+            match i % 4 {
+                3 => {
+                    let p = fencewatch_assess::live::SpanProvenance("otlp", &id);
+                    direct.push(at, &ev, property, format_args!("{p}"), i);
+                    log.push(received, &ev, property, Src::Span(p), i);
+                }
                 0 => {
                     direct.push(at, &ev, property, Src::At("http", i), i);
                     log.push(received, &ev, property, Src::At("http", i), i);

@@ -10,7 +10,7 @@ use arrow_array::builder::{
 use arrow_array::types::ArrowPrimitiveType;
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use fencewatch_assess::live::Settled;
+use fencewatch_assess::live::{Settled, SpanProvenance};
 use fencewatch_assess::window::WindowDetail;
 use fencewatch_assess::{Event, EventTime, Reason};
 use std::sync::{Arc, LazyLock};
@@ -181,6 +181,9 @@ pub enum Src<'a> {
     Args(std::fmt::Arguments<'a>),
     /// This text.
     Text(&'a str),
+    /// A span's provenance (`<source>:<trace_id>/<span_id>`), written without the formatting
+    /// machinery (on the applier's thread, for every OTLP event).
+    Span(SpanProvenance<'a>),
 }
 
 impl<'a> From<std::fmt::Arguments<'a>> for Src<'a> {
@@ -199,6 +202,9 @@ impl Src<'_> {
                 .and_then(|()| out.write_str(itoa::Buffer::new().format(n))),
             Src::Text(s) => out.write_str(s),
             Src::Args(a) => out.write_fmt(a),
+            Src::Span(p) => out
+                .write_str(p.0)
+                .and_then(|()| out.write_str(p.position(&mut [0u8; 50]))),
         };
     }
 
@@ -618,6 +624,23 @@ mod tests {
     use super::*;
     use arrow_array::cast::AsArray;
     use fencewatch_assess::Kind;
+
+    /// A span's provenance is written as findings display it.
+    #[test]
+    fn a_span_source_is_its_provenance() {
+        let mut id = [0u8; 24];
+        for (i, b) in id.iter_mut().enumerate() {
+            *b = (i * 11) as u8;
+        }
+        let p = SpanProvenance("otlp", &id);
+        let mut out = String::new();
+        Src::Span(p).write_to(&mut out);
+        assert_eq!(out, p.to_string());
+        assert_eq!(
+            out,
+            "otlp:000b16212c37424d58636e79848f9aa5/b0bbc6d1dce7f2fd"
+        );
+    }
 
     #[test]
     fn builders_fill_their_schema() {

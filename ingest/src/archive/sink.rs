@@ -18,6 +18,11 @@ use std::sync::Arc;
 /// Rows a sink collects before it hands them over, even inside a record.
 pub const CHUNK_ROWS: usize = 8192;
 
+/// Bytes of events' strings a sink collects before it hands them over, even inside a record:
+/// fields but `scope` are bounded only by the line (`max_line_bytes`), and 8192 events of
+/// long ones would pass the 2 GiB an Arrow string column holds.
+pub(super) const CHUNK_BYTES: usize = 64 << 20;
+
 /// The sink of one partition (`wal`, or `<topic>/<partition>`). Items whose offset is below
 /// the archived offset it started from were archived before a restart: their rows are
 /// skipped (the module doc of [`crate::archive`]).
@@ -132,7 +137,8 @@ impl Sink {
     /// record's end, never right after an item, whose record may still settle
     /// counterexamples ([`Sink::record`]) that a hand-over covering it would leave out.
     fn hand_over_if_full(&mut self) {
-        if self.events.len() + self.malformed.len() + self.cxs.len() >= CHUNK_ROWS {
+        let rows = self.events.len() + self.malformed.len() + self.cxs.len();
+        if rows >= CHUNK_ROWS || self.events.text_bytes() >= CHUNK_BYTES {
             self.archive.wait_for_room_briefly();
             self.hand_over();
         }
@@ -220,7 +226,7 @@ impl Observer for Sink {
         let r = b.received_at;
         match span {
             Some(s) => {
-                let src = Src::Args(format_args!("{}", SpanProvenance(b.source, s)));
+                let src = Src::Span(SpanProvenance(b.source, s));
                 Sink::event(self, live, r, src, o, ev, pushed);
             }
             None => Sink::event(self, live, r, Src::At(b.source, p), o, ev, pushed),
@@ -240,7 +246,7 @@ impl Observer for Sink {
         let r = b.received_at;
         match span {
             Some(s) => {
-                let src = Src::Args(format_args!("{}", SpanProvenance(b.source, s)));
+                let src = Src::Span(SpanProvenance(b.source, s));
                 Sink::malformed(self, r, src, o, ts, reason, text);
             }
             None => Sink::malformed(self, r, Src::At(b.source, p), o, ts, reason, text),

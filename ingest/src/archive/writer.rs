@@ -84,6 +84,9 @@ pub struct Stats {
     pub compactions: AtomicU64,
     /// Files dropped by retention.
     pub expired: AtomicU64,
+    /// Microseconds ingest waited for room ([`Archive::wait_for_room`]): the archive fell
+    /// behind and held ingest back.
+    pub waited_micros: AtomicU64,
 }
 
 /// What the archive holds as one query sees it: the files of the manifest, and the rows not
@@ -292,7 +295,13 @@ impl Archive {
     fn wait_for_room_until(&self, deadline: Option<Instant>) {
         let max = self.opts.flush_bytes.saturating_mul(2);
         let mut s = self.lock();
-        while s.pending_bytes + s.open_bytes > max && s.failed.is_none() && !s.closing {
+        let full =
+            |s: &State| s.pending_bytes + s.open_bytes > max && s.failed.is_none() && !s.closing;
+        if !full(&s) {
+            return;
+        }
+        let _waited = Waited(&self.stats.waited_micros, Instant::now());
+        while full(&s) {
             s = match deadline {
                 None => self.changed.wait(s).unwrap_or_else(|p| p.into_inner()),
                 Some(d) => {
@@ -673,6 +682,16 @@ const STATS: [&str; 11] = [
     "start",
     "end",
 ];
+
+/// Adds the time since its start to its counter when dropped (however the wait ends).
+struct Waited<'a>(&'a AtomicU64, Instant);
+
+impl Drop for Waited<'_> {
+    fn drop(&mut self) {
+        let micros = u64::try_from(self.1.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.0.fetch_add(micros, Ordering::Relaxed);
+    }
+}
 
 /// Why [`Archive::wait_due`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -33,6 +33,9 @@ pub const ARCHIVE_PENDING_ROWS: &str = "fencewatch_archive_pending_rows";
 pub const ARCHIVE_LAST_FLUSH: &str = "fencewatch_archive_last_flush_seconds";
 /// Gauge: 1 when a flush failed (nothing more is archived, checkpoints stop).
 pub const ARCHIVE_FAILED: &str = "fencewatch_archive_failed";
+/// Counter: seconds ingest waited for the archive, which had fallen behind (more than two
+/// files' worth of rows in memory).
+pub const ARCHIVE_BACKPRESSURE: &str = "fencewatch_archive_backpressure_seconds";
 /// Counter {outcome}: SQL queries by outcome: `ok`, `truncated`, `refused`, `invalid`,
 /// `timeout`, `memory`, `failed`.
 pub const QUERIES: &str = "fencewatch_queries";
@@ -66,10 +69,12 @@ pub struct ArchiveMetrics {
     pending_rows: Gauge,
     last_flush: Gauge<f64, AtomicU64>,
     failed: Gauge,
+    backpressure: Counter<f64, AtomicU64>,
     queries: Family<OutcomeLabels, Counter>,
     duration: Histogram,
     /// What the counters were last told of the archive's totals.
     seen: Arc<[AtomicU64; 8]>,
+    seen_waited: Arc<AtomicU64>,
     seen_at: Arc<AtomicI64>,
 }
 
@@ -87,9 +92,11 @@ impl ArchiveMetrics {
             pending_rows: Gauge::default(),
             last_flush: Gauge::default(),
             failed: Gauge::default(),
+            backpressure: Counter::default(),
             queries: Family::default(),
             duration: Histogram::new([0.005, 0.02, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0]),
             seen: Arc::new(Default::default()),
+            seen_waited: Arc::new(AtomicU64::new(0)),
             seen_at: Arc::new(AtomicI64::new(0)),
         };
         let r = registry;
@@ -143,6 +150,11 @@ impl ArchiveMetrics {
             "1 when an archive flush failed",
             m.failed.clone(),
         );
+        r.register(
+            ARCHIVE_BACKPRESSURE,
+            "Seconds ingest waited for the archive to catch up",
+            m.backpressure.clone(),
+        );
         r.register(QUERIES, "SQL queries by outcome", m.queries.clone());
         r.register(
             QUERY_DURATION,
@@ -179,6 +191,10 @@ impl ArchiveMetrics {
         bump(5, st.bytes.load(Ordering::Relaxed), &self.bytes_written);
         bump(6, st.compactions.load(Ordering::Relaxed), &self.compactions);
         bump(7, st.expired.load(Ordering::Relaxed), &self.expired);
+        let waited = st.waited_micros.load(Ordering::Relaxed);
+        let before = self.seen_waited.swap(waited, Ordering::AcqRel);
+        self.backpressure
+            .inc_by(waited.saturating_sub(before) as f64 / 1e6);
         let sizes = archive.sizes();
         self.files.set(sizes.files as i64);
         self.bytes.set(sizes.bytes as i64);
