@@ -3,7 +3,7 @@
 //! finishes it; `serve` pushes every line into one `Live`, closes it and answers the queries a
 //! metrics scrape makes (assurance and unknown counts of every property).
 //!
-//! usage: premise_cost check|serve CONTRACT FILE
+//! usage: premise_cost check|serve|serve-spans CONTRACT FILE
 
 use fencewatch_assess::live::{Live, LiveOptions};
 use fencewatch_assess::{Contract, History};
@@ -12,7 +12,7 @@ use fencewatch_ingest::decode::json::{DEFAULT_MAX_LINE_BYTES, decode_line, is_bl
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let [_, mode, contract, file] = &args[..] else {
-        eprintln!("usage: premise_cost check|serve CONTRACT FILE");
+        eprintln!("usage: premise_cost check|serve|serve-spans CONTRACT FILE");
         std::process::exit(64);
     };
     let src = std::fs::read_to_string(contract).expect("read the contract");
@@ -35,12 +35,22 @@ fn main() {
             let r = h.finish();
             println!("{} {}", r.verdict, r.events);
         }
-        "serve" => {
+        "serve" | "serve-spans" => {
+            // `serve-spans`: each event as an OTLP span (its own provenance, a span id of its
+            // line number), as OTLP ingest pushes it.
+            let spans = mode == "serve-spans";
             let n = contract.properties.len();
             let mut l = Live::new(contract, LiveOptions::default());
             let s = l.add_source("wal");
             for (i, line) in lines {
                 match decode_line(line, DEFAULT_MAX_LINE_BYTES) {
+                    Ok(d) if spans => {
+                        let mut id = [0u8; 24];
+                        id[..8].copy_from_slice(&(i as u64).to_le_bytes());
+                        let key = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                        id[16..].copy_from_slice(&key.to_le_bytes());
+                        l.push_span(&d.event(), &id, s, i as u64 + 1, i64::MAX / 2);
+                    }
                     Ok(d) => {
                         l.push(&d.event(), s, i as u64 + 1, i64::MAX / 2);
                     }
@@ -55,7 +65,7 @@ fn main() {
             }
         }
         _ => {
-            eprintln!("usage: premise_cost check|serve CONTRACT FILE");
+            eprintln!("usage: premise_cost check|serve|serve-spans CONTRACT FILE");
             std::process::exit(64);
         }
     }

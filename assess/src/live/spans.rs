@@ -110,21 +110,32 @@ pub(super) fn render(source: &str, id: &SpanId) -> String {
 pub struct SpanProvenance<'a>(pub &'a str, pub &'a SpanId);
 
 impl SpanProvenance<'_> {
-    /// The text after the source, `:<trace_id>/<span_id>`, written into `out`.
+    /// The text after the source, `:<trace_id>/<span_id>`, written into `out`: each byte's
+    /// two digits copied from a table (a digit at a time, with its bounds checks, was 2.3% of
+    /// the applier's samples under OTLP ingest with the archive on, which writes every
+    /// event's provenance).
     pub fn position<'o>(&self, out: &'o mut [u8; 50]) -> &'o str {
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
-        out[0] = b':';
-        let mut j = 1;
-        for (i, b) in self.1.iter().enumerate() {
-            if i == 16 {
-                out[j] = b'/';
-                j += 1;
+        /// Each byte's two lower-case hex digits.
+        const PAIRS: [[u8; 2]; 256] = {
+            const DIGITS: &[u8; 16] = b"0123456789abcdef";
+            let mut t = [[0u8; 2]; 256];
+            let mut i = 0;
+            while i < 256 {
+                t[i] = [DIGITS[i >> 4], DIGITS[i & 15]];
+                i += 1;
             }
-            out[j] = DIGITS[(b >> 4) as usize];
-            out[j + 1] = DIGITS[(b & 15) as usize];
-            j += 2;
+            t
+        };
+        let (trace, span) = self.1.split_at(16);
+        out[0] = b':';
+        for (o, &b) in out[1..33].chunks_exact_mut(2).zip(trace) {
+            o.copy_from_slice(&PAIRS[b as usize]);
         }
-        std::str::from_utf8(&out[..j]).expect("ascii")
+        out[33] = b'/';
+        for (o, &b) in out[34..50].chunks_exact_mut(2).zip(span) {
+            o.copy_from_slice(&PAIRS[b as usize]);
+        }
+        std::str::from_utf8(&out[..]).expect("ascii")
     }
 }
 
