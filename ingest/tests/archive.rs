@@ -753,6 +753,60 @@ fn events_of_long_strings_are_handed_over_by_their_bytes() {
     );
 }
 
+/// Ingest waiting for the archive is counted (`fencewatch_archive_backpressure_seconds`):
+/// rows beyond two files' worth hold it back, and the time shows in the counter; with room,
+/// nothing is counted.
+#[test]
+fn time_ingest_waits_for_the_archive_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = Arc::new(
+        Archive::open(ArchiveOptions {
+            flush_bytes: 1024,
+            ..opts(dir.path())
+        })
+        .unwrap(),
+    );
+    let a = archive.clone();
+    let mut o = local::open_with(&dir.path().join("p"), contract(), popts(), |p| {
+        p.attach_archive(a)
+    })
+    .unwrap();
+    let waited = || {
+        archive
+            .stats
+            .waited_micros
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    archive.wait_for_room_briefly();
+    assert_eq!(waited(), 0, "room: no wait");
+    let mut body = String::new();
+    for i in 0..100 {
+        body.push_str(&format!(
+            "{{\"kind\":\"commit\",\"ts\":{i},\"scope\":\"s{i}\",\"epoch\":1,\"route\":\"r\"}}\n"
+        ));
+    }
+    append(&mut o, &body);
+    o.partition.commit_archive();
+    assert!(
+        archive.sizes().pending_bytes > 2048,
+        "{:?}",
+        archive.sizes()
+    );
+    // No archive thread writes them: the wait lasts its whole second.
+    let started = std::time::Instant::now();
+    archive.wait_for_room_briefly();
+    let took = started.elapsed().as_micros() as u64;
+    assert!(
+        waited() >= 900_000 && waited() <= took + 1_000,
+        "{} µs counted, {took} µs waited",
+        waited()
+    );
+    archive.flush().unwrap();
+    let before = waited();
+    archive.wait_for_room_briefly();
+    assert_eq!(waited(), before, "room again: no wait");
+}
+
 #[test]
 fn a_crash_between_row_groups_of_an_open_file_leaves_no_file_and_replay_archives_once() {
     let dir = tempfile::tempdir().unwrap();

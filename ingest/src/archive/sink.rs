@@ -1,5 +1,6 @@
 //! The sink of one partition: collects the rows of the items applied to its assessor and
-//! hands them to the [`Archive`], every [`CHUNK_ROWS`] rows and when a group is applied.
+//! hands them to the [`Archive`], every [`CHUNK_ROWS`] rows or [`CHUNK_BYTES`] of events'
+//! strings, and when a group is applied.
 //!
 //! Every item (event, malformed line, Kafka message) has its own offset, and the rows it
 //! produces (its event or malformed row, the counterexamples its push settled) depend only on
@@ -20,8 +21,10 @@ pub const CHUNK_ROWS: usize = 8192;
 
 /// Bytes of events' strings a sink collects before it hands them over, even inside a record:
 /// fields but `scope` are bounded only by the line (`max_line_bytes`), and 8192 events of
-/// long ones would pass the 2 GiB an Arrow string column holds.
-pub(super) const CHUNK_BYTES: usize = 64 << 20;
+/// long ones would pass the 2 GiB an Arrow string column holds. A chunk this large (counted
+/// twice, log and batch) stays below what makes ingest wait (two files' worth of rows, 64 MiB
+/// by default).
+pub(super) const CHUNK_BYTES: usize = 16 << 20;
 
 /// The sink of one partition (`wal`, or `<topic>/<partition>`). Items whose offset is below
 /// the archived offset it started from were archived before a restart: their rows are

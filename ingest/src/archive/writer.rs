@@ -85,7 +85,8 @@ pub struct Stats {
     /// Files dropped by retention.
     pub expired: AtomicU64,
     /// Microseconds ingest waited for room ([`Archive::wait_for_room`]): the archive fell
-    /// behind and held ingest back.
+    /// behind and held ingest back. Summed over the threads that wait (one per Kafka
+    /// partition's worker), counted every 100 ms of a wait.
     pub waited_micros: AtomicU64,
 }
 
@@ -297,25 +298,29 @@ impl Archive {
         let mut s = self.lock();
         let full =
             |s: &State| s.pending_bytes + s.open_bytes > max && s.failed.is_none() && !s.closing;
-        if !full(&s) {
-            return;
-        }
-        let _waited = Waited(&self.stats.waited_micros, Instant::now());
+        // The time waited is counted at least every 100 ms, so that a wait that lasts shows
+        // while it lasts, not only once it ends.
+        const TICK: Duration = Duration::from_millis(100);
+        let mut since = Instant::now();
         while full(&s) {
-            s = match deadline {
-                None => self.changed.wait(s).unwrap_or_else(|p| p.into_inner()),
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return;
-                    }
-                    let (s, _) = self
-                        .changed
-                        .wait_timeout(s, left)
-                        .unwrap_or_else(|p| p.into_inner());
-                    s
-                }
+            let wait = match deadline {
+                None => TICK,
+                Some(d) => d.saturating_duration_since(since).min(TICK),
             };
+            if wait.is_zero() {
+                return;
+            }
+            s = self
+                .changed
+                .wait_timeout(s, wait)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+            let now = Instant::now();
+            let micros = u64::try_from((now - since).as_micros()).unwrap_or(u64::MAX);
+            self.stats
+                .waited_micros
+                .fetch_add(micros, Ordering::Relaxed);
+            since = now;
         }
     }
 
@@ -682,16 +687,6 @@ const STATS: [&str; 11] = [
     "start",
     "end",
 ];
-
-/// Adds the time since its start to its counter when dropped (however the wait ends).
-struct Waited<'a>(&'a AtomicU64, Instant);
-
-impl Drop for Waited<'_> {
-    fn drop(&mut self) {
-        let micros = u64::try_from(self.1.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.0.fetch_add(micros, Ordering::Relaxed);
-    }
-}
 
 /// Why [`Archive::wait_due`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
