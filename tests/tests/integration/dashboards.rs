@@ -674,6 +674,16 @@ fn every_metric_in_alerts_and_dashboard_is_exposed_by_the_service() {
     );
     let r = post(&body);
     assert_eq!(r.status, 200, "{}", r.text());
+    // A SQL query, for the queries' families.
+    let r = request(
+        demo.addr,
+        "POST",
+        "/v1/query",
+        &[("content-type", "application/json")],
+        br#"{"sql": "SELECT count(*) AS n FROM events"}"#,
+    )
+    .expect("POST /v1/query");
+    assert_eq!(r.status, 200, "{}", r.text());
 
     // The families only a service with Kafka ingest has (meanwhile the demo runs).
     let kafka_dir = dir.path().join("kafka");
