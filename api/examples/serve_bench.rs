@@ -21,6 +21,8 @@
 //!    `fencing.*` attributes (and a few others, as instrumented code has), `--batch` spans per
 //!    request; `grpc` sends the same requests over OTLP/gRPC (the trace service on
 //!    `--otlp-grpc-listen`, one channel per connection, the client encoding each request).
+//!    `--bin old,new --rounds N` repeats the runs with each binary in turn, N rounds
+//!    interleaved, and summarises the medians and the archive's on/off ratios.
 //! 2. **Visibility**: on the last service, with a background load at `--load` times the best
 //!    measured rate, `--trials` times: post one batch whose last event completes a stale commit
 //!    on a fresh scope (epoch 2 at t, then epoch 1 at t + 1s), note the instant the `2xx`
@@ -35,7 +37,7 @@ mod common;
 use clap::Parser;
 use common::{Cpu, hwm_mib, metric};
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -57,9 +59,19 @@ allowed_lateness = "30s"
 /// Benchmark of `fencewatch serve`: ingest throughput and counterexample visibility.
 #[derive(Debug, Parser)]
 struct Args {
-    /// The `fencewatch` binary.
-    #[arg(long, default_value = "target/release/fencewatch")]
-    bin: PathBuf,
+    /// The `fencewatch` binary; a list (`old,new`) runs every ingest run with each, one after
+    /// the other, to compare builds in one run (visibility and the runaway phase use the first).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "target/release/fencewatch"
+    )]
+    bin: Vec<PathBuf>,
+    /// Rounds of the ingest runs: the runs (every binary, format and archive setting) are
+    /// repeated, interleaved, and a summary gives the median of each and of the archive's
+    /// on/off ratios (on a shared, noisy machine, compare within rounds).
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
     /// Events per ingest run.
     #[arg(long, default_value_t = 2_000_000)]
     events: usize,
@@ -271,8 +283,8 @@ struct Service {
 }
 
 impl Service {
-    fn start(args: &Args, archive: bool) -> Service {
-        let (bin, keep) = (&args.bin, args.keep);
+    fn start(args: &Args, bin: &Path, archive: bool) -> Service {
+        let keep = args.keep;
         let tmp = tempfile::Builder::new()
             .prefix("serve-bench-")
             .tempdir()
@@ -367,7 +379,13 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// One ingest run on a fresh service: its events/s, its table row and the service.
-fn ingest(args: &Args, conns: usize, format: &str, archive: bool) -> (f64, String, Service) {
+fn ingest(
+    args: &Args,
+    run: &Run<'_>,
+    conns: usize,
+    format: &str,
+    archive: bool,
+) -> (f64, String, Service) {
     let (otlp, grpc) = (format != "ndjson", format == "grpc");
     let batches = args.events.div_ceil(args.batch);
     let step = 2_000; // ns between events: 2M events span 4 s, ending 5 s before now
@@ -383,7 +401,7 @@ fn ingest(args: &Args, conns: usize, format: &str, archive: bool) -> (f64, Strin
         .collect();
     let mib = bodies.iter().map(Vec::len).sum::<usize>() >> 20;
     eprintln!("{conns} connection(s): {batches} bodies, {mib} MiB");
-    let svc = Service::start(args, archive);
+    let svc = Service::start(args, run.bin, archive);
     let (pid, me) = (svc.child.id(), std::process::id());
     let (path, ct) = if otlp {
         ("/v1/traces", "application/x-protobuf")
@@ -425,7 +443,8 @@ fn ingest(args: &Args, conns: usize, format: &str, archive: bool) -> (f64, Strin
     let (eps, total) = (args.events as f64 / wall, c[0] + c[1]);
     let row = [
         format!(
-            "{format} {conns}{}",
+            "{}{format} {conns}{}",
+            run.label,
             if archive { "" } else { ", archive off" }
         ),
         format!("{wall:.2}"),
@@ -651,25 +670,112 @@ fn runaway(args: &Args, svc: &Service, rate: f64) -> String {
     )
 }
 
+/// Which binary an ingest run uses, and how its row is labelled (`round 2, new: `).
+struct Run<'a> {
+    bin: &'a Path,
+    label: String,
+}
+
+/// The median of `xs` (sorted in place).
+fn median(xs: &mut [f64]) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    match xs.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => xs[n / 2],
+        n => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
+    }
+}
+
+/// With several rounds or binaries: per binary, format and connections, the median events/s
+/// of each archive setting and, with both, the on/off ratio of each round and their median.
+fn summary(args: &Args, results: &[(usize, usize, usize, String, bool, f64)]) -> String {
+    let mut out = String::from(
+        "| binary | format, conns | archive on: median events/s | archive off | on/off per round | on/off median |\n| --- | --- | --- | --- | --- | --- |\n",
+    );
+    for (b, bin) in args.bin.iter().enumerate() {
+        for &c in &args.connections {
+            for f in &args.formats {
+                let of = |on: bool| -> Vec<(usize, f64)> {
+                    results
+                        .iter()
+                        .filter(|r| r.1 == b && r.2 == c && &r.3 == f && r.4 == on)
+                        .map(|r| (r.0, r.5))
+                        .collect()
+                };
+                let (on, off) = (of(true), of(false));
+                let mut ratios: Vec<f64> = on
+                    .iter()
+                    .filter_map(|&(round, e)| {
+                        let o = off.iter().find(|r| r.0 == round)?;
+                        Some(e / o.1)
+                    })
+                    .collect();
+                let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+                let med = |v: &[(usize, f64)]| {
+                    let mut xs: Vec<f64> = v.iter().map(|r| r.1).collect();
+                    if xs.is_empty() {
+                        "-".to_string()
+                    } else {
+                        format!("{:.0}", median(&mut xs))
+                    }
+                };
+                out.push_str(&format!(
+                    "| {} | {f} {c} | {} | {} | {} | {} |\n",
+                    bin.display(),
+                    med(&on),
+                    med(&off),
+                    if shown.is_empty() {
+                        "-".to_string()
+                    } else {
+                        shown.join(", ")
+                    },
+                    if ratios.is_empty() {
+                        "-".to_string()
+                    } else {
+                        format!("{:.2}", median(&mut ratios))
+                    },
+                ));
+            }
+        }
+    }
+    out
+}
+
 fn main() {
     let args = Args::parse();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let (mut rows, mut best, mut last) = (Vec::new(), 0.0f64, None::<Service>);
-    for &c in &args.connections {
-        for f in &args.formats {
-            for a in &args.archive {
-                if let Some(s) = last.take() {
-                    s.stop();
+    let mut results = Vec::new();
+    let many = args.bin.len() > 1 || args.rounds > 1;
+    for round in 1..=args.rounds.max(1) {
+        for (b, bin) in args.bin.iter().enumerate() {
+            let label = match (args.rounds > 1, args.bin.len() > 1) {
+                (true, true) => format!("round {round}, {}: ", bin.display()),
+                (true, false) => format!("round {round}: "),
+                (false, true) => format!("{}: ", bin.display()),
+                (false, false) => String::new(),
+            };
+            let run = Run { bin, label };
+            for &c in &args.connections {
+                for f in &args.formats {
+                    for a in &args.archive {
+                        if let Some(s) = last.take() {
+                            s.stop();
+                        }
+                        let archive = a != "off";
+                        let (eps, row, svc) = ingest(&args, &run, c.max(1), f, archive);
+                        (best, last) = (best.max(eps), Some(svc));
+                        rows.push(row);
+                        results.push((round, b, c, f.clone(), archive, eps));
+                    }
                 }
-                let archive = a != "off";
-                let (eps, row, svc) = ingest(&args, c.max(1), f, archive);
-                (best, last) = (best.max(eps), Some(svc));
-                rows.push(row);
             }
         }
     }
     let vis = (args.trials > 0).then(|| {
-        let svc = last.take().unwrap_or_else(|| Service::start(&args, true));
+        let svc = last
+            .take()
+            .unwrap_or_else(|| Service::start(&args, &args.bin[0], true));
         let v = visibility(&args, &svc, best * args.load);
         last = Some(svc);
         v
@@ -678,7 +784,7 @@ fn main() {
         if let Some(s) = last.take() {
             s.stop();
         }
-        let svc = Service::start(&args, true);
+        let svc = Service::start(&args, &args.bin[0], true);
         let r = runaway(&args, &svc, best * args.load);
         last = Some(svc);
         r
@@ -695,6 +801,9 @@ fn main() {
         "| --- ".repeat(15) + "|"
     );
     println!("{}", rows.join("\n"));
+    if many {
+        println!("\n{}", summary(&args, &results));
+    }
     if let Some(v) = vis {
         println!("\n{v}");
     }
