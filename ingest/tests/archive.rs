@@ -977,6 +977,57 @@ fn a_failed_archive_drops_new_rows_refuses_snapshots_and_a_restart_archives_them
     assert_eq!(sources.iter().collect::<BTreeSet<_>>().len(), 40);
 }
 
+/// Files no longer small (merged ones, or cut by size under a high load) are merged again,
+/// eight or more adjacent ones at a time, up to 16 times `compact_below` together: under a
+/// steady load the file count grows that much slower. Every row stays, in offset order.
+#[test]
+fn files_past_compact_below_are_merged_again_into_larger_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (archive, mut o) = open(dir.path());
+        for i in 0..20 {
+            ingest(&mut o, i);
+            archive.flush().unwrap();
+        }
+    }
+    let m = Manifest::load(&dir.path().join("archive")).unwrap();
+    let sizes: Vec<u64> = m.files_of("events").map(|f| f.bytes).collect();
+    assert_eq!(sizes.len(), 20);
+    // None of them small: only the second tier can merge them.
+    let below = *sizes.iter().min().unwrap();
+    assert!(sizes.iter().all(|&b| b < 2 * below), "{sizes:?}");
+    let options = ArchiveOptions {
+        compact_below: below,
+        ..opts(dir.path())
+    };
+    let (archive, _o) = open_archive(dir.path(), contract(), options);
+    let done = archive.maintain().unwrap();
+    assert!(done.compacted >= 8, "{done:?}");
+    let m = Manifest::load(&dir.path().join("archive")).unwrap();
+    let files: Vec<u64> = m.files_of("events").map(|f| f.bytes).collect();
+    // No run of eight adjacent ones that fit together is left.
+    assert!(files.len() < 8, "{files:?}");
+    assert!(
+        files.iter().all(|&b| b <= 16 * below),
+        "{files:?} above {}",
+        16 * below
+    );
+    assert_eq!(listed_rows(dir.path(), Table::Events), 20);
+    let offsets: Vec<u64> = read(dir.path(), Table::Events)
+        .iter()
+        .flat_map(|b| {
+            let a = b
+                .column_by_name("offset")
+                .unwrap()
+                .as_primitive::<arrow_array::types::UInt64Type>()
+                .clone();
+            (0..a.len()).map(move |i| a.value(i))
+        })
+        .collect();
+    assert_eq!(offsets.len(), 20);
+    assert!(offsets.windows(2).all(|w| w[0] < w[1]), "in offset order");
+}
+
 #[test]
 fn compaction_merges_only_adjacent_small_files_so_offsets_stay_in_order() {
     let dir = tempfile::tempdir().unwrap();

@@ -24,6 +24,13 @@ use std::sync::atomic::Ordering;
 const COMPACT_MIN_FILES: usize = 8;
 const COMPACT_MAX_FILES: usize = 32;
 
+/// Files of at least `compact_below` (merged ones, or cut by size under a high load) are
+/// merged again, eight or more at a time, into files of up to this many times
+/// `compact_below`: under a steady load the file count (and the manifest, rewritten at each
+/// flush) grows about this much slower than the events, rather than with every merge of small
+/// files. Their row groups, full, are copied as they are.
+const COMPACT_TIER: u64 = 16;
+
 /// Compactions of one table in one [`Archive::maintain`] at most: under a steady high load
 /// files are cut by size many times an interval, more than one merge of
 /// [`COMPACT_MAX_FILES`] takes in.
@@ -112,7 +119,8 @@ impl Archive {
         Ok(drop_paths.len())
     }
 
-    /// Merges the oldest run of adjacent small files of table `t` into one, in its place:
+    /// Merges the oldest run of adjacent small files of table `t` into one, in its place (or,
+    /// with no such run, of files of [`COMPACT_TIER`] times `compact_below` at most together):
     /// written without holding up flushes, then committed if they are all still listed.
     /// Returns how many were merged.
     ///
@@ -121,11 +129,16 @@ impl Archive {
     /// archive merges its malformed rows by offset); merging small files from both sides of
     /// a large one would put the later ones before it.
     fn compact(&self, t: Table, now: i64) -> Result<usize, Error> {
+        let below = self.opts.compact_below;
+        let cap = below.saturating_mul(COMPACT_TIER);
         let (small, generation) = {
             let s = self.lock();
             let listed: Vec<&FileEntry> = s.manifest.files_of(t.name()).collect();
-            let small = oldest_run(&listed, |f| f.bytes < self.opts.compact_below);
-            (small, s.manifest.generation)
+            let mut run = oldest_run(&listed, |f| f.bytes < below, u64::MAX);
+            if run.is_empty() {
+                run = oldest_run(&listed, |f| f.bytes >= below && f.bytes < cap, cap);
+            }
+            (run, s.manifest.generation)
         };
         if small.len() < COMPACT_MIN_FILES {
             return Ok(0);
@@ -347,19 +360,32 @@ fn encode_group(
 }
 
 /// The first run of at least [`COMPACT_MIN_FILES`] adjacent files that are `small` (at most
-/// [`COMPACT_MAX_FILES`] of it), or none.
-fn oldest_run(files: &[&FileEntry], small: impl Fn(&FileEntry) -> bool) -> Vec<FileEntry> {
+/// [`COMPACT_MAX_FILES`] of it, of `max_bytes` together), or none.
+fn oldest_run(
+    files: &[&FileEntry],
+    small: impl Fn(&FileEntry) -> bool,
+    max_bytes: u64,
+) -> Vec<FileEntry> {
     let mut run: Vec<FileEntry> = Vec::new();
+    let mut bytes = 0u64;
     for f in files {
-        if small(f) {
+        if small(f) && bytes.saturating_add(f.bytes) <= max_bytes {
             run.push((*f).clone());
+            bytes += f.bytes;
             if run.len() == COMPACT_MAX_FILES {
                 break;
             }
         } else if run.len() >= COMPACT_MIN_FILES {
             break;
         } else {
+            // Not in a run, or a run too short that it would make too large: a new one
+            // starts at this file if it can.
             run.clear();
+            bytes = 0;
+            if small(f) && f.bytes <= max_bytes {
+                run.push((*f).clone());
+                bytes = f.bytes;
+            }
         }
     }
     if run.len() < COMPACT_MIN_FILES {
