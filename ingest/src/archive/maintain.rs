@@ -131,11 +131,14 @@ impl Archive {
     fn compact(&self, t: Table, now: i64) -> Result<usize, Error> {
         let below = self.opts.compact_below;
         let cap = below.saturating_mul(COMPACT_TIER);
+        // Large merges (up to `cap` read and written, fsync'd) only while ingest is far from
+        // waiting on the archive's thread, which writes no rows meanwhile.
+        let large = !self.behind();
         let (small, generation) = {
             let s = self.lock();
             let listed: Vec<&FileEntry> = s.manifest.files_of(t.name()).collect();
             let mut run = oldest_run(&listed, |f| f.bytes < below, u64::MAX);
-            if run.is_empty() {
+            if run.is_empty() && large {
                 run = oldest_run(&listed, |f| f.bytes >= below && f.bytes < cap, cap);
             }
             (run, s.manifest.generation)
