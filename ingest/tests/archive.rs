@@ -135,6 +135,21 @@ fn strings(batches: &[RecordBatch], col: &str) -> Vec<String> {
         .collect()
 }
 
+/// The values of u64 column `col` of `batches`, in order.
+fn u64s(batches: &[RecordBatch], col: &str) -> Vec<u64> {
+    batches
+        .iter()
+        .flat_map(|b| {
+            let a = b
+                .column_by_name(col)
+                .unwrap()
+                .as_primitive::<arrow_array::types::UInt64Type>()
+                .clone();
+            (0..a.len()).map(move |i| a.value(i))
+        })
+        .collect()
+}
+
 /// A commit line: scope `s{i % 3}`, epochs falling so that stale commits appear, one second
 /// apart (windows become final as time goes on).
 fn line(i: u64) -> String {
@@ -1013,17 +1028,7 @@ fn files_past_compact_below_are_merged_again_into_larger_ones() {
         16 * below
     );
     assert_eq!(listed_rows(dir.path(), Table::Events), 20);
-    let offsets: Vec<u64> = read(dir.path(), Table::Events)
-        .iter()
-        .flat_map(|b| {
-            let a = b
-                .column_by_name("offset")
-                .unwrap()
-                .as_primitive::<arrow_array::types::UInt64Type>()
-                .clone();
-            (0..a.len()).map(move |i| a.value(i))
-        })
-        .collect();
+    let offsets = u64s(&read(dir.path(), Table::Events), "offset");
     assert_eq!(offsets.len(), 20);
     assert!(offsets.windows(2).all(|w| w[0] < w[1]), "in offset order");
 }
@@ -1069,17 +1074,7 @@ fn compaction_merges_only_adjacent_small_files_so_offsets_stay_in_order() {
         7,
         "5 small, the large one, the merged one"
     );
-    let offsets: Vec<u64> = read(dir.path(), Table::Events)
-        .iter()
-        .flat_map(|b| {
-            let a = b
-                .column_by_name("offset")
-                .unwrap()
-                .as_primitive::<arrow_array::types::UInt64Type>()
-                .clone();
-            (0..a.len()).map(move |i| a.value(i))
-        })
-        .collect();
+    let offsets = u64s(&read(dir.path(), Table::Events), "offset");
     assert_eq!(offsets.len(), 2015);
     assert!(offsets.windows(2).all(|w| w[0] < w[1]), "in offset order");
 }

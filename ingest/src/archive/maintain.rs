@@ -372,23 +372,22 @@ fn oldest_run(
     let mut run: Vec<FileEntry> = Vec::new();
     let mut bytes = 0u64;
     for f in files {
-        if small(f) && bytes.saturating_add(f.bytes) <= max_bytes {
-            run.push((*f).clone());
-            bytes += f.bytes;
-            if run.len() == COMPACT_MAX_FILES {
+        if !small(f) || bytes.saturating_add(f.bytes) > max_bytes {
+            if run.len() >= COMPACT_MIN_FILES {
                 break;
             }
-        } else if run.len() >= COMPACT_MIN_FILES {
-            break;
-        } else {
             // Not in a run, or a run too short that it would make too large: a new one
             // starts at this file if it can.
             run.clear();
             bytes = 0;
-            if small(f) && f.bytes <= max_bytes {
-                run.push((*f).clone());
-                bytes = f.bytes;
+            if !small(f) || f.bytes > max_bytes {
+                continue;
             }
+        }
+        run.push((*f).clone());
+        bytes += f.bytes;
+        if run.len() == COMPACT_MAX_FILES {
+            break;
         }
     }
     if run.len() < COMPACT_MIN_FILES {

@@ -73,8 +73,7 @@ pub struct ArchiveMetrics {
     queries: Family<OutcomeLabels, Counter>,
     duration: Histogram,
     /// What the counters were last told of the archive's totals.
-    seen: Arc<[AtomicU64; 8]>,
-    seen_waited: Arc<AtomicU64>,
+    seen: Arc<[AtomicU64; 9]>,
     seen_at: Arc<AtomicI64>,
 }
 
@@ -96,7 +95,6 @@ impl ArchiveMetrics {
             queries: Family::default(),
             duration: Histogram::new([0.005, 0.02, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0]),
             seen: Arc::new(Default::default()),
-            seen_waited: Arc::new(AtomicU64::new(0)),
             seen_at: Arc::new(AtomicI64::new(0)),
         };
         let r = registry;
@@ -191,8 +189,9 @@ impl ArchiveMetrics {
         bump(5, st.bytes.load(Ordering::Relaxed), &self.bytes_written);
         bump(6, st.compactions.load(Ordering::Relaxed), &self.compactions);
         bump(7, st.expired.load(Ordering::Relaxed), &self.expired);
+        // Microseconds, counted as seconds.
         let waited = st.waited_micros.load(Ordering::Relaxed);
-        let before = self.seen_waited.swap(waited, Ordering::AcqRel);
+        let before = self.seen[8].swap(waited, Ordering::AcqRel);
         self.backpressure
             .inc_by(waited.saturating_sub(before) as f64 / 1e6);
         let sizes = archive.sizes();
