@@ -40,7 +40,7 @@
 mod common;
 
 use clap::Parser;
-use common::{Cpu, hwm_mib, metric};
+use common::{Cpu, hwm_mib, median, metric};
 use fencewatch_assess::time::EventTime;
 use fencewatch_ingest::simulate::{Faults, Workload};
 use fencewatch_ingest::source::kafka::produce::{Target, produce};
@@ -382,11 +382,6 @@ impl BusyEnd {
             .find(|s| s.1 >= last)
             .map_or(f64::INFINITY, |s| s.0)
     }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 fn main() {

@@ -35,7 +35,7 @@
 mod common;
 
 use clap::Parser;
-use common::{Cpu, hwm_mib, metric};
+use common::{Cpu, hwm_mib, median, metric};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -676,16 +676,6 @@ struct Run<'a> {
     label: String,
 }
 
-/// The median of `xs` (sorted in place).
-fn median(xs: &mut [f64]) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    match xs.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => xs[n / 2],
-        n => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
-    }
-}
-
 /// With several rounds or binaries: per binary, format and connections, the median events/s
 /// of each archive setting and, with both, the on/off ratio of each round and their median.
 fn summary(args: &Args, results: &[(usize, usize, usize, String, bool, f64)]) -> String {
@@ -703,7 +693,7 @@ fn summary(args: &Args, results: &[(usize, usize, usize, String, bool, f64)]) ->
                         .collect()
                 };
                 let (on, off) = (of(true), of(false));
-                let mut ratios: Vec<f64> = on
+                let ratios: Vec<f64> = on
                     .iter()
                     .filter_map(|&(round, e)| {
                         let o = off.iter().find(|r| r.0 == round)?;
@@ -712,11 +702,10 @@ fn summary(args: &Args, results: &[(usize, usize, usize, String, bool, f64)]) ->
                     .collect();
                 let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
                 let med = |v: &[(usize, f64)]| {
-                    let mut xs: Vec<f64> = v.iter().map(|r| r.1).collect();
-                    if xs.is_empty() {
+                    if v.is_empty() {
                         "-".to_string()
                     } else {
-                        format!("{:.0}", median(&mut xs))
+                        format!("{:.0}", median(v.iter().map(|r| r.1).collect()))
                     }
                 };
                 out.push_str(&format!(
@@ -732,7 +721,7 @@ fn summary(args: &Args, results: &[(usize, usize, usize, String, bool, f64)]) ->
                     if ratios.is_empty() {
                         "-".to_string()
                     } else {
-                        format!("{:.2}", median(&mut ratios))
+                        format!("{:.2}", median(ratios.clone()))
                     },
                 ));
             }

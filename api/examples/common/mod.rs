@@ -82,6 +82,12 @@ pub(crate) fn hwm_mib(pid: u32) -> f64 {
     kb.and_then(|v| v.trim().parse::<f64>().ok()).unwrap_or(0.0) / 1024.0
 }
 
+/// The median of `v` (the upper of the two middle values for an even count), NaN if empty.
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
 /// Sum of the samples of a metric (all label sets).
 pub(crate) fn metric(text: &str, name: &str) -> f64 {
     let sample = |l: &&str| {
