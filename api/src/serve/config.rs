@@ -57,6 +57,11 @@ query_nice = 19                 # query threads' CPU priority: 19 lowest (ingest
 pub const MIN_BODY_BYTES: u64 = 1 << 10;
 /// The smallest accepted `max_line_bytes`.
 pub const MIN_LINE_BYTES: u64 = 256;
+/// The largest accepted `max_body_bytes` and `max_line_bytes`: 1 GiB. One event is at most
+/// that, so that the archive's Arrow string columns (2 GiB each, a chunk handed over at
+/// 16 MiB of strings plus its last event) and the WAL's records (4 GiB) always hold it: a
+/// larger limit let one request crash the archive's writer.
+pub const MAX_BODY_BYTES: u64 = 1 << 30;
 /// The smallest accepted `wal_segment_bytes`.
 pub const MIN_WAL_SEGMENT_BYTES: u64 = 1 << 20;
 
@@ -371,20 +376,32 @@ impl ServeConfig {
             token(&mut l, t, f.auth_token_file, Origin::File)
         };
 
-        let (max_body_bytes, _) = l.number(
+        let (max_body_bytes, body_origin) = l.number(
             "max_body_bytes",
             a.max_body_bytes,
             f.max_body_bytes,
             d.max_body_bytes,
             MIN_BODY_BYTES,
         );
-        let (max_line_bytes, _) = l.number(
+        let (max_line_bytes, line_origin) = l.number(
             "max_line_bytes",
             a.max_line_bytes,
             f.max_line_bytes,
             d.max_line_bytes,
             MIN_LINE_BYTES,
         );
+        for (key, n, origin) in [
+            ("max_body_bytes", max_body_bytes, body_origin),
+            ("max_line_bytes", max_line_bytes, line_origin),
+        ] {
+            if n > MAX_BODY_BYTES {
+                l.error(
+                    key,
+                    origin,
+                    format_args!("{n} is too large (at most {MAX_BODY_BYTES}, 1 GiB)"),
+                );
+            }
+        }
         let (max_connections, _) = l.number(
             "max_connections",
             a.max_connections,

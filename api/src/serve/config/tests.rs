@@ -105,6 +105,39 @@ fn token_file_and_flags_override_the_file_pair() {
 }
 
 #[test]
+fn body_and_line_limits_are_at_most_a_gibibyte() {
+    let dir = setup(Some(
+        "contract = \"contract.toml\"\nmax_body_bytes = 1073741824\nmax_line_bytes = 1073741825\n\
+         max_pending_bytes = 2147483648\n",
+    ));
+    let config = path(&dir, "serve.toml");
+    let err = ServeConfig::load(args(&["--config", &config])).unwrap_err();
+    assert_eq!(
+        err.errors,
+        [format!(
+            "{config}:3: `max_line_bytes`: 1073741825 is too large (at most 1073741824, 1 GiB)"
+        )]
+    );
+    let err = ServeConfig::load(args(&[
+        "--config",
+        &config,
+        "--max-body-bytes",
+        "4294967296",
+    ]))
+    .unwrap_err();
+    assert!(
+        err.errors.iter().any(|e| e
+            == "--max-body-bytes (or FENCEWATCH_MAX_BODY_BYTES): 4294967296 is too large (at most 1073741824, 1 GiB)"),
+        "{err}"
+    );
+    let ok = setup(Some(
+        "contract = \"contract.toml\"\nmax_body_bytes = 1073741824\nmax_line_bytes = 1073741824\nmax_pending_bytes = 2147483648\n",
+    ));
+    let c = ServeConfig::load(args(&["--config", &path(&ok, "serve.toml")])).unwrap();
+    assert_eq!((c.max_body_bytes, c.max_line_bytes), (1 << 30, 1 << 30));
+}
+
+#[test]
 fn every_error_is_reported_together() {
     let dir = setup(Some(
         "lissten = \"x\"\nmax_body_bytes = \"big\"\nrequest_timeout = \"30 seconds\"\n\
