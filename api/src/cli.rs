@@ -271,6 +271,11 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
 /// Runs the command line with `clock` as wall time (`simulate --start now`, `serve`, `demo`,
 /// `wal repair`) and returns the process exit code.
 pub fn run_with<I: IntoIterator<Item = OsString>>(args: I, clock: SharedClock) -> i32 {
+    let args: Vec<OsString> = args.into_iter().collect();
+    // A query's process for `serve` (`query::isolated`), not a command of its own.
+    if args.get(1).is_some_and(|a| a == crate::query::WORKER_ARG) {
+        return crate::query::worker();
+    }
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {

@@ -21,8 +21,11 @@
 //! as busy). A shared memory pool of `query_memory` with spilling disabled (the result counts
 //! too), and at most `query_max_rows` rows (`truncated` beyond).
 
+mod isolated;
 mod output;
 mod tables;
+
+pub use isolated::{BASE_BYTES, Isolated, WORKER_ARG, worker};
 
 pub use output::{Format, Rendered, render};
 

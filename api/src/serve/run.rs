@@ -335,7 +335,10 @@ async fn serve(
         registry: registry.clone(),
         wal: wal.clone(),
         data_dir: config.data_dir.clone(),
-        queries,
+        queries: Arc::new(crate::query::Isolated::new(
+            std::env::current_exe().map_err(Failed::QueryRuntime)?,
+            queries.limits(),
+        )),
         metrics: archive_metrics,
     });
     let mut app = base_router_with(base, api, sql);

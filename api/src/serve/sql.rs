@@ -1,7 +1,7 @@
 //! `POST /v1/query` (SPEC §9): read-only SQL over the evidence archive, and the archive's own
 //! thread (windows, flushes, retention, compaction).
 
-use crate::query::{Format, Queries, QueryError, render};
+use crate::query::{Format, Isolated, QueryError, render};
 use crate::serve::error::ApiError;
 use crate::serve::metrics::archive::ArchiveMetrics;
 use axum::Router;
@@ -27,8 +27,8 @@ pub struct Sql {
     pub wal: Arc<WalSource>,
     /// The data directory (its archive is read when `archive = false`).
     pub data_dir: PathBuf,
-    /// The query runtime and limits.
-    pub queries: Arc<Queries>,
+    /// Queries, each run in a process of its own (`query::isolated`).
+    pub queries: Arc<Isolated>,
     /// Query metrics.
     pub metrics: ArchiveMetrics,
 }

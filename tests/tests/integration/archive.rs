@@ -2,7 +2,9 @@
 //! the real binary, `POST /v1/query` and `fencewatch query`, Parquet files under the data
 //! directory.
 
-use fencewatch_tests::service::{Response, TestService, now_ns, post_with_kills, request};
+use fencewatch_tests::service::{
+    Response, TestService, now_ns, peak_rss, post_with_kills, request,
+};
 use fencewatch_tests::{ORDERS_CONTRACT, run};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -328,6 +330,46 @@ fn limits_end_a_query_naming_them_and_ingest_goes_on() {
     // The service is still whole: the 60 events and the heartbeat.
     assert_eq!(one(&svc, "SELECT count(*) FROM events"), 61);
     assert_eq!(svc.get("/readyz").status, 200);
+}
+
+/// Queries whose scalar functions build values beyond what DataFusion's memory pool counts
+/// (hostile test, session 20): one aborted the whole service, another took it to 3.9 GiB.
+/// Each now ends its own process with a 422 naming `query_memory`; the service's memory does
+/// not move and it answers the next query.
+#[test]
+fn a_query_that_outgrows_its_memory_ends_its_own_process_not_the_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(
+        dir.path(),
+        ORDERS_CONTRACT,
+        &["--query-timeout", "20s", "--query-nice", "0"],
+    );
+    let now = now_ns();
+    assert_eq!(svc.post_ndjson(&history(now)[..60].join("\n")).status, 200);
+    assert_eq!(one(&svc, "SELECT count(*) FROM events"), 60);
+    let before = peak_rss(svc.pid());
+    for sql in [
+        // 30 GB in one allocation: refused by the allocator, which aborts the process.
+        "SELECT length(repeat(arrow_cast('x', 'LargeUtf8'), 30000000000))",
+        // 1 GB values, four of them: past query_memory (512 MiB) plus the process's own.
+        "SELECT length(repeat('x', 1000000000)) FROM generate_series(1, 4)",
+    ] {
+        let r = query_as(&svc, sql, "application/json");
+        assert_eq!(r.status, 422, "{sql}: {}", r.text());
+        let p = r.json();
+        assert_eq!(p["limit"], "query_memory", "{p}");
+        assert!(
+            p["detail"].as_str().unwrap().contains("ran out of memory"),
+            "{p}"
+        );
+    }
+    let after = peak_rss(svc.pid());
+    assert!(
+        after < before + (100 << 20),
+        "the service's own memory grew from {before} to {after} bytes"
+    );
+    assert_eq!(svc.get("/readyz").status, 200);
+    assert_eq!(one(&svc, "SELECT count(*) FROM events"), 60);
 }
 
 #[test]

@@ -208,3 +208,61 @@ fn a_counterexample_whose_detail_left_memory_comes_from_the_archive_with_its_con
         404
     );
 }
+
+/// One OTLP/JSON span of `scope` at `ts` with `epoch`, ids given in hex.
+fn span(trace: &str, span: &str, scope: &str, epoch: u64, ts: i64) -> String {
+    serde_json::json!({"resourceSpans": [{"scopeSpans": [{"spans": [{
+    "traceId": trace, "spanId": span, "name": "commit",
+    "startTimeUnixNano": (ts - 1000).to_string(), "endTimeUnixNano": ts.to_string(),
+    "attributes": [
+        {"key": "fencing.kind", "value": {"stringValue": "commit"}},
+        {"key": "fencing.scope", "value": {"stringValue": scope}},
+        {"key": "fencing.epoch", "value": {"intValue": epoch.to_string()}},
+        {"key": "fencing.route", "value": {"stringValue": "orders-api.transition"}},
+    ]}]}]}]})
+    .to_string()
+}
+
+/// Two deliveries of one span at one time with other content share their (`ts`, `source`)
+/// (both are archived: a conflicting duplicate sets both aside as evidence). Pages of one
+/// event show both, as the whole history in one page does (hostile test, session 20: a cursor
+/// of (`ts`, `source`) alone skipped the second).
+#[test]
+fn pages_skip_no_delivery_of_a_span_delivered_twice_at_one_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = TestService::start(dir.path(), ORDERS_CONTRACT, &[]);
+    let now = now_ns();
+    let (trace, id) = ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331");
+    let mut bodies = vec![
+        span(trace, id, "o-dup", 1, now - 5 * SEC),
+        span(trace, id, "o-dup", 2, now - 5 * SEC),
+    ];
+    for i in 0..3u8 {
+        let other = format!("{:016x}", 0x1000 + u64::from(i));
+        bodies.push(span(
+            trace,
+            &other,
+            "o-dup",
+            3,
+            now - 4 * SEC + i64::from(i),
+        ));
+    }
+    for b in &bodies {
+        let r = fencewatch_tests::service::request(
+            svc.addr,
+            "POST",
+            "/v1/traces",
+            &[("content-type", "application/json")],
+            b.as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let (whole, pages, _) = history(&svc, "o-dup", 1000);
+    assert_eq!((whole.len(), pages), (5, 1), "{whole:?}");
+    let (paged, pages, _) = history(&svc, "o-dup", 1);
+    assert_eq!(pages, 5);
+    assert_eq!(paged, whole, "pages of one event against one page of all");
+    let epochs: Vec<u64> = paged.iter().map(|e| e["epoch"].as_u64().unwrap()).collect();
+    assert_eq!(epochs.iter().filter(|&&e| e < 3).count(), 2, "{epochs:?}");
+}

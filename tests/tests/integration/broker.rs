@@ -189,12 +189,7 @@ fn a_20_mb_message_is_malformed_dead_lettered_in_bounded_copy_and_consumption_go
     });
     let cxs = svc.get("/v1/counterexamples").json();
     assert_eq!(cxs["counterexamples"][0]["scope"], "order-1", "{cxs}");
-    let status = std::fs::read_to_string(format!("/proc/{}/status", svc.pid())).unwrap();
-    let hwm_kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
+    let hwm_kb = fencewatch_tests::service::peak_rss(svc.pid()) / 1024;
     assert!(hwm_kb < 200_000, "peak RSS {hwm_kb} kB");
     let (status, log) = svc.terminate();
     assert!(status.success(), "{log}");

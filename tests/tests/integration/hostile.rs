@@ -30,13 +30,7 @@ fn closed_by_server(s: &mut TcpStream, within: Duration) -> bool {
 
 /// The peak resident memory of a process, in MiB.
 fn hwm_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
-    kb / 1024.0
+    fencewatch_tests::service::peak_rss(pid) as f64 / (1 << 20) as f64
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! binary file, a file that has fewer lines than were ingested from it before (issue 11).
 
 use crate::kafka::observations;
-use fencewatch_tests::service::{TestService, now_ns};
+use fencewatch_tests::service::{TestService, now_ns, peak_rss};
 use fencewatch_tests::{ORDERS_CONTRACT, commit_line, xorshift};
 use std::io::Write;
 use std::path::Path;
@@ -22,17 +22,6 @@ fn du(dir: &Path) -> u64 {
         total += if m.is_dir() { du(&e.path()) } else { m.len() };
     }
     total
-}
-
-/// The peak resident memory of process `pid`, bytes.
-fn peak_rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM");
-    kb * 1024
 }
 
 fn malformed(svc: &TestService) -> f64 {
