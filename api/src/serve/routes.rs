@@ -8,7 +8,7 @@ use crate::serve::body;
 use crate::serve::error::ApiError;
 use crate::serve::submit::submit;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -17,7 +17,7 @@ use fencewatch_assess::{Duration, EventTime, Verdict};
 use fencewatch_ingest::batch::{self, Format};
 use fencewatch_ingest::clock::SharedClock;
 use fencewatch_ingest::registry::Registry;
-use fencewatch_ingest::source::wal::WalSource;
+use fencewatch_ingest::source::wal::{SubmitError, WalSource};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -711,12 +711,20 @@ async fn ingest(
             detail: "the body holds no events (an empty array)".into(),
         });
     }
-    let done =
-        submit(&app.wal, items, payload, held)
-            .await
-            .map_err(|e| ApiError::ServiceUnavailable {
+    let done = submit(&app.wal, items, payload, held)
+        .await
+        .map_err(|e| match e {
+            SubmitError::TooManyItems { .. } => ApiError::Other {
+                status: StatusCode::PAYLOAD_TOO_LARGE,
+                detail: format!("{e}; nothing of this body was stored"),
+            },
+            SubmitError::Saturated(_) => ApiError::Saturated {
                 detail: e.to_string(),
-            })?;
+            },
+            e => ApiError::ServiceUnavailable {
+                detail: e.to_string(),
+            },
+        })?;
     let a = &done.applied;
     if a.malformed == 0 {
         return Ok(Json(json!({

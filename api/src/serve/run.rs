@@ -316,6 +316,7 @@ async fn serve(
     let otlp = Otlp {
         wal: wal.clone(),
         metrics: otlp_metrics,
+        mapping: Otlp::mapping_permits(),
     };
     let grpc = match config.otlp_grpc_listen {
         Some(at) => Some(start_grpc(at, otlp.clone(), &config, max_connections).await?),

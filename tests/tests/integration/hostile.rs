@@ -130,8 +130,9 @@ fn a_flood_of_malformed_lines_costs_bounded_memory_and_a_bounded_answer() {
     let dir = tempfile::tempdir().unwrap();
     let svc = TestService::start(dir.path(), CONTRACT, &[]);
     let baseline = hwm_mib(svc.pid());
-    // 6 MB of `{}` lines: two million malformed events in one request.
-    let lines = 2_000_000usize;
+    // 3 MB of `{}` lines: a million malformed events in one request, as many as the default
+    // `max_pending_bytes` holds at 256 bytes an item.
+    let lines = 1_000_000usize;
     let body = "{}\n".repeat(lines);
     let r = svc.post_ndjson(&body);
     assert_eq!(r.status, 422, "{}", &r.text()[..r.text().len().min(500)]);
@@ -168,6 +169,24 @@ fn a_flood_of_malformed_lines_costs_bounded_memory_and_a_bounded_answer() {
     assert_eq!(p["errors"][99]["element"], 100);
     let grew = hwm_mib(svc.pid()) - before;
     assert!(grew < 120.0, "peak RSS grew by {grew:.0} MiB for the array");
+    // Twice as many items as the budget holds (1 MiB: 4 MB of `1` lines): refused whole with
+    // a 413 that says how many a request may hold, and nothing of it stored.
+    let stored =
+        svc.metric("fencewatch_events_rejected_total{source=\"http\",reason=\"malformed\"}");
+    let r = svc.post_ndjson(&"1\n".repeat(2 << 20));
+    assert_eq!(r.status, 413, "{}", r.text());
+    let p = r.json();
+    let detail = p["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("send at most 1048576 items a request"),
+        "{p}"
+    );
+    assert!(detail.contains("nothing of this body was stored"), "{p}");
+    assert_eq!(
+        svc.metric("fencewatch_events_rejected_total{source=\"http\",reason=\"malformed\"}"),
+        stored
+    );
+    assert_eq!(svc.post_ndjson("1\n").status, 422);
 }
 
 #[test]

@@ -120,8 +120,16 @@ async fn take(
         .map_err(IntoResponse::into_response)?;
     let limit = wal.max_body_bytes();
     let now = wal.clock().now().0;
-    // Decompressed (under the limit), parsed and mapped off the async workers.
+    let permit = otlp
+        .mapping
+        .clone()
+        .acquire_owned()
+        .await
+        .expect("never closed");
+    // Decompressed (under the limit), parsed and mapped off the async workers, a request a
+    // core at a time (`Otlp::mapping_permits`).
     let parsed = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
         let body = if encoding == body::Encoding::Identity {
             raw
         } else {

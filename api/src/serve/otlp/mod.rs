@@ -16,7 +16,7 @@ use fencewatch_ingest::batch::{self, Format};
 use fencewatch_ingest::decode::otlp::{self, Location, Mapped, Signal};
 use fencewatch_ingest::partition::Applied;
 use fencewatch_ingest::report::{InternalEvent, ItemsIgnored};
-use fencewatch_ingest::source::wal::{Reservation, WalSource};
+use fencewatch_ingest::source::wal::{Reservation, SubmitError, WalSource};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
@@ -90,6 +90,8 @@ pub struct Otlp {
     pub wal: std::sync::Arc<WalSource>,
     /// The OTLP metrics.
     pub metrics: OtlpMetrics,
+    /// Requests being mapped at once at most ([`Otlp::mapping`]): as many as cores.
+    pub mapping: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 /// Why a request was not taken; nothing of it is stored.
@@ -206,13 +208,33 @@ impl Prepared {
 }
 
 impl Otlp {
+    /// A permit to map one request. Mapping is CPU work, and a request's mapped items take
+    /// memory its body does not count (a malformed 22-byte span becomes its error, its place
+    /// and its WAL record) until its items are counted against the ingest budget: one request
+    /// a core at a time bounds that, where every request in flight mapped at once held 13
+    /// times `max_pending_bytes` (hostile test, session 20).
+    pub fn mapping_permits() -> std::sync::Arc<tokio::sync::Semaphore> {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        std::sync::Arc::new(tokio::sync::Semaphore::new(cores))
+    }
+
     /// Stores and applies `request`, holding `held` of the ingest budget until answered. A
     /// request without fencing items stores nothing.
     pub async fn take(&self, request: Request, held: Reservation) -> Result<Taken, Failure> {
         let now = self.wal.clock().now().0;
-        let prepared = tokio::task::spawn_blocking(move || Prepared::of(request, now))
+        let permit = self
+            .mapping
+            .clone()
+            .acquire_owned()
             .await
-            .map_err(|e| Failure::Unavailable(e.to_string()))?;
+            .expect("never closed");
+        let prepared = tokio::task::spawn_blocking(move || {
+            let prepared = Prepared::of(request, now);
+            drop(permit);
+            prepared
+        })
+        .await
+        .map_err(|e| Failure::Unavailable(e.to_string()))?;
         self.store(prepared, held).await
     }
 
@@ -231,7 +253,10 @@ impl Otlp {
         }
         let done = submit(&self.wal, items, payload, held)
             .await
-            .map_err(|e| Failure::Unavailable(e.to_string()))?;
+            .map_err(|e| match e {
+                SubmitError::TooManyItems { .. } => Failure::TooLarge(e.to_string()),
+                e => Failure::Unavailable(e.to_string()),
+            })?;
         let a = &done.applied;
         Ok(Taken {
             rejected: a.malformed,
