@@ -163,6 +163,17 @@ async fn drain(r: &mut (impl tokio::io::AsyncRead + Unpin), kept: &mut Vec<u8>) 
     }
 }
 
+/// This program, to start as a query's process: `/proc/self/exe` where there is one (still
+/// this very binary after it was replaced or deleted on disk, as by a package upgrade under a
+/// running service), else its path.
+pub fn own_program() -> std::io::Result<PathBuf> {
+    let proc = PathBuf::from("/proc/self/exe");
+    if proc.exists() {
+        return Ok(proc);
+    }
+    std::env::current_exe()
+}
+
 /// Limits process `pid`'s data to `query_memory` + [`BASE_BYTES`] and sets its CPU priority.
 fn confine(pid: u32, limits: Limits) -> std::io::Result<()> {
     #[cfg(target_os = "linux")]

@@ -25,7 +25,7 @@ mod isolated;
 mod output;
 mod tables;
 
-pub use isolated::{BASE_BYTES, Isolated, WORKER_ARG, worker};
+pub use isolated::{BASE_BYTES, Isolated, WORKER_ARG, own_program, worker};
 
 pub use output::{Format, Rendered, render};
 
@@ -411,7 +411,7 @@ fn function_refused(name: &ObjectName) -> Option<(&'static str, String)> {
         (
             "table_function",
             format!(
-                "table function `{n}` is not available: queries read only the archive's tables ({}), and generate_series or range",
+                "table function `{n}` is not available: queries read the archive's tables ({}), information_schema, and generate_series or range",
                 tables::NAMES.join(", ")
             ),
         )
@@ -426,7 +426,7 @@ impl Visitor for Relations {
             TableFactor::Table { name, .. } if quoted_as_string(name) => Some((
                 "file_table",
                 format!(
-                    "table {name} is a path or URL: queries read only the archive's tables ({})",
+                    "table {name} is a path or URL: queries read the archive's tables ({}) and information_schema",
                     tables::NAMES.join(", ")
                 ),
             )),

@@ -337,7 +337,7 @@ async fn serve(
         wal: wal.clone(),
         data_dir: config.data_dir.clone(),
         queries: Arc::new(crate::query::Isolated::new(
-            std::env::current_exe().map_err(Failed::QueryRuntime)?,
+            crate::query::own_program().map_err(Failed::QueryRuntime)?,
             queries.limits(),
         )),
         metrics: archive_metrics,
