@@ -99,7 +99,7 @@ fn a_span_delivered_again_with_other_content_sets_both_aside() {
     let src = l.add_source("otlp");
     // Span A again, another epoch: which is true is not known.
     let other = l.push_span(&commit(100, 3), &id(A), src, 2, 1_000_000);
-    assert_eq!(other, Pushed::Assessed);
+    assert_eq!(other, Pushed::SpanAgain);
     let counts = l.view().unknown_counts(0);
     assert_eq!(counts.get(&Reason::ConflictingDuplicate), Some(&1));
     let c = cxs(&l);

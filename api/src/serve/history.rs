@@ -5,8 +5,9 @@
 //! the scope never spliced into the SQL): DataFusion prunes the archive's row groups by the
 //! bloom filter the writer keeps on `scope`, so a scope's history costs the row groups that
 //! hold it, not the archive. Pages are keyset pages on (`ts`, `source`, `partition`,
-//! `offset`): a span delivered twice at one time shares its (`ts`, `source`) (README, OTLP),
-//! and a cursor of those two alone skipped the second delivery (hostile test, session 20).
+//! `offset`): a span delivered again after its first delivery left the horizon is another
+//! event with the same (`ts`, `source`) (README, OTLP), and a cursor of those two alone
+//! skipped the second delivery (hostile test, session 20).
 //! A row archived after a page with a key below that page's cursor (an event older than those
 //! already paged) is not in later pages: a new traversal shows it.
 

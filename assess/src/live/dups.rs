@@ -58,6 +58,8 @@ pub(super) enum Attributed {
     Duplicate,
     /// Set aside as a conflicting delivery of an order key.
     Aside,
+    /// Set aside as a conflicting delivery of a kept span ([`Pushed::SpanAgain`]).
+    SpanAgain,
 }
 
 impl Live {
@@ -249,9 +251,13 @@ impl Live {
         let is_new = |f: &Fast| f.span_is_new(rec);
         let (q, first) = self.find_kept(p, rec.scope, scope, same, is_new)?;
         let span = rec.shown_source(self);
-        Some(self.settle_kept(p, rec, q, first, || {
+        let settled = self.settle_kept(p, rec, q, first, || {
             format!("two different events of scope `{scope}` come from span `{span}`")
-        }))
+        });
+        Some(match settled {
+            Attributed::Aside => Attributed::SpanAgain,
+            s => s,
+        })
     }
 
     /// The first kept event of `scope` (its id `id` in property `p`) that `same_key` accepts,

@@ -176,6 +176,7 @@ impl Live {
                 }
                 Attributed::Duplicate => Pushed::Duplicate,
                 Attributed::Aside => Pushed::Assessed,
+                Attributed::SpanAgain => Pushed::SpanAgain,
             },
         };
         self.after_push();

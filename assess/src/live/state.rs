@@ -146,6 +146,10 @@ pub enum Pushed {
     Assessed,
     /// An equal delivery of an event already assessed: dropped.
     Duplicate,
+    /// A delivery of a kept span with other content (SPEC §8): assessed as `Assessed`'s
+    /// conflicting deliveries are (both set aside, `conflicting_duplicate`), and not archived
+    /// again, the span's source being the first delivery's.
+    SpanAgain,
     /// Valid but naming no property of the contract.
     Unattributed,
     /// Malformed: counted as evidence (`malformed_event`).

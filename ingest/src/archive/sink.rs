@@ -96,8 +96,10 @@ impl Sink {
         let property = match pushed {
             Pushed::Assessed => ev.property.or(self.only_property.as_deref()),
             Pushed::Unattributed => None,
-            // A duplicate delivery was not applied; a malformed one is a `malformed` row.
-            Pushed::Duplicate | Pushed::Malformed => None,
+            // A duplicate delivery was not applied; a malformed one is a `malformed` row; a
+            // span delivered again is not archived again (SPEC §8): its first delivery's row
+            // holds its source.
+            Pushed::Duplicate | Pushed::Malformed | Pushed::SpanAgain => None,
         };
         if matches!(pushed, Pushed::Assessed | Pushed::Unattributed) {
             self.events.push(received, ev, property, source, offset);

@@ -232,6 +232,6 @@ fn count_pushed(
             out.accepted += 1;
             out.duplicates += 1;
         }
-        Pushed::Assessed | Pushed::Unattributed => out.accepted += 1,
+        Pushed::Assessed | Pushed::SpanAgain | Pushed::Unattributed => out.accepted += 1,
     }
 }
