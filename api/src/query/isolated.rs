@@ -39,11 +39,14 @@ pub const WORKER_ARG: &str = "__query-worker";
 /// a large one.
 pub const BASE_BYTES: u64 = 448 << 20;
 
-/// Bytes of an answer the service reads from its query's process at most: the answer is
-/// within `query_memory` (the worker's pool counts it), and its IPC framing is small.
-fn answer_cap(limits: Limits) -> u64 {
-    limits.memory as u64 + (64 << 20)
-}
+/// Bytes of an answer (Arrow IPC) the service takes from a query's process at most: beyond,
+/// the query ends with `422` (`query_memory`). The service holds each answer while it renders
+/// and sends it, a JSON rendering up to six times as large (a control character is `\u0001`),
+/// and at most [`MAX_CONCURRENT`] of them at once ([`Isolated::answer_permit`]): a query whose
+/// values fill a worker's memory no longer takes the service's (hostile test, session 20: a
+/// 260 MB answer of control characters took the service to 1.95 GB, four clients that did not
+/// read theirs to 6.5 GB). 32 MiB is 100,000 rows of ~330 bytes, more than a forensic answer.
+pub const MAX_ANSWER_BYTES: u64 = 32 << 20;
 
 /// The request's first line.
 #[derive(Debug, Serialize, Deserialize)]
@@ -77,6 +80,8 @@ pub struct Isolated {
     exe: PathBuf,
     limits: Limits,
     slots: tokio::sync::Semaphore,
+    /// Answers held by the service (rendered, being sent) at once at most.
+    answers: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl Isolated {
@@ -86,7 +91,19 @@ impl Isolated {
             exe,
             limits,
             slots: tokio::sync::Semaphore::new(MAX_CONCURRENT),
+            answers: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT)),
         }
+    }
+
+    /// A permit to hold one answer, from before its query runs until its response is sent
+    /// (the caller keeps it in the response's body): waiting for one counts against
+    /// `query_timeout`.
+    pub async fn answer_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, QueryError> {
+        let timeout = self.limits.timeout;
+        tokio::time::timeout(timeout, self.answers.clone().acquire_owned())
+            .await
+            .map_err(|_| QueryError::Timeout(timeout))
+            .map(|p| p.expect("never closed"))
     }
 
     /// Runs `sql` over `snapshot` in a process of its own: the answer arrives by
@@ -126,21 +143,34 @@ impl Isolated {
             // A process that ended early closes its stdin: its status says why.
             let _ = stdin.write_all(&request).await;
             drop(stdin);
-            let (mut out, mut err) = (Vec::new(), Vec::new());
-            let cap = answer_cap(limits);
-            let mut answer = (&mut stdout).take(cap + 1);
-            // All of stderr is read (a full pipe would stop the process), its start kept.
-            let (o, _) = tokio::join!(answer.read_to_end(&mut out), drain(&mut stderr, &mut err));
-            o.map_err(|e| failed("reading the query's answer", e))?;
+            // All of stderr is read beside (a full pipe would stop the process), its start kept.
+            let stderr = tokio::spawn(async move {
+                let mut err = Vec::new();
+                drain(&mut stderr, &mut err).await;
+                err
+            });
+            let mut out = Vec::new();
+            let cap = MAX_ANSWER_BYTES + 4096;
+            (&mut stdout)
+                .take(cap + 1)
+                .read_to_end(&mut out)
+                .await
+                .map_err(|e| failed("reading the query's answer", e))?;
+            // Over the cap the process is ended at once (dropped with this future), not read on.
             if out.len() as u64 > cap {
-                return Err(QueryError::Failed(
-                    "the query's answer is over its size".into(),
-                ));
+                return Err(QueryError::Memory {
+                    limit: limits.memory,
+                    detail: format!(
+                        "the answer is over {} MiB (Arrow); select fewer or narrower rows",
+                        MAX_ANSWER_BYTES >> 20
+                    ),
+                });
             }
             let status = child
                 .wait()
                 .await
                 .map_err(|e| failed("waiting for the query's process", e))?;
+            let err = stderr.await.unwrap_or_default();
             Ok((out, err, status))
         };
         // Past the deadline the future is dropped, and the process with it (`kill_on_drop`).

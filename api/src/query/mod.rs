@@ -25,7 +25,7 @@ mod isolated;
 mod output;
 mod tables;
 
-pub use isolated::{BASE_BYTES, Isolated, WORKER_ARG, own_program, worker};
+pub use isolated::{BASE_BYTES, Isolated, MAX_ANSWER_BYTES, WORKER_ARG, own_program, worker};
 
 pub use output::{Format, Rendered, render};
 

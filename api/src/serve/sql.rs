@@ -109,6 +109,14 @@ pub async fn query(
         detail: format!("the body must be {{\"sql\": \"…\"}}: {e}"),
     })?;
     let started = Instant::now();
+    // Held until the answer is sent (in its body): at most two answers in the service's memory.
+    let permit = match sql.queries.answer_permit().await {
+        Ok(p) => p,
+        Err(e) => {
+            sql.metrics.query(e.label(), started.elapsed());
+            return Err(api_error(e));
+        }
+    };
     let snapshot = snapshot_for_request(&sql.registry, &sql.data_dir)?;
     let result = sql.queries.run(&text, snapshot).await;
     let outcome = match &result {
@@ -123,12 +131,20 @@ pub async fn query(
             detail: format!("rendering the answer: {e}"),
         }
     })?;
-    let mut res = (
-        [(header::CONTENT_TYPE, rendered.content_type)],
-        rendered.body,
-    )
-        .into_response();
-    if answer.truncated {
+    let truncated = answer.truncated;
+    drop(answer);
+    // The permit ends with the body: hyper asks for the end of the stream once the bytes are
+    // written (or the connection is gone).
+    let end = futures_util::stream::poll_fn(move |_| {
+        let _held = &permit;
+        std::task::Poll::Ready(None)
+    });
+    let bytes = futures_util::stream::once(std::future::ready(Ok::<_, std::convert::Infallible>(
+        Bytes::from(rendered.body),
+    )));
+    let body = axum::body::Body::from_stream(futures_util::StreamExt::chain(bytes, end));
+    let mut res = ([(header::CONTENT_TYPE, rendered.content_type)], body).into_response();
+    if truncated {
         res.headers_mut()
             .insert(TRUNCATED_HEADER, HeaderValue::from_static("true"));
     }

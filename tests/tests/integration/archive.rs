@@ -363,6 +363,17 @@ fn a_query_that_outgrows_its_memory_ends_its_own_process_not_the_service() {
             "{p}"
         );
     }
+    // An answer within the query's memory but over what the service takes (32 MiB): 40 MB of
+    // control characters, six times that as JSON, ended before the service renders it.
+    let r = query_as(
+        &svc,
+        "SELECT repeat(chr(1), 1000000) AS s FROM generate_series(1, 40)",
+        "application/json",
+    );
+    assert_eq!(r.status, 422, "{}", &r.text()[..r.text().len().min(300)]);
+    let p = r.json();
+    assert_eq!(p["limit"], "query_memory", "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("over 32 MiB"), "{p}");
     let after = peak_rss(svc.pid());
     assert!(
         after < before + (100 << 20),
