@@ -154,7 +154,7 @@ impl EventLog {
     /// and nulls are the rows' lengths. Each other column is built whole, written straight
     /// into the vector that becomes its buffer. 1,282 instructions an event through 21
     /// builders, 1,141 with the values copied one by one out of one text, 760 with each text
-    /// copied whole and Arrow's checks, 483 now (callgrind, `archive_cost batch`: the texts
+    /// copied whole and Arrow's checks, 477 now (callgrind, `archive_cost batch`: the texts
     /// taken, not copied, the string columns' offsets in one pass, no checks). A chunk handed
     /// to the archive ([`Chunk::events`]) gives its texts to the batch as they are; this copies
     /// them.
@@ -266,12 +266,6 @@ fn string_columns(rows: &[Logged], texts: [Buffer; STRINGS]) -> [ArrayRef; STRIN
             words[i].push(word[i]);
         }
     }
-    let full = |w: &[u64]| {
-        w.iter().enumerate().all(|(k, &x)| {
-            let bits = (n - 64 * k).min(64);
-            x == u64::MAX >> (64 - bits)
-        })
-    };
     let mut offsets = offsets.into_iter();
     let mut words = words.into_iter();
     std::array::from_fn(|i| {
@@ -281,8 +275,7 @@ fn string_columns(rows: &[Logged], texts: [Buffer; STRINGS]) -> [ArrayRef; STRIN
             ends[i] == text.len() as u64 && i32::try_from(text.len()).is_ok(),
             "a chunk's strings fit 2 GiB and its lengths add up to its text"
         );
-        let nulls = (!full(&words))
-            .then(|| NullBuffer::new(BooleanBuffer::new(Buffer::from_vec(words), 0, n)));
+        let nulls = nulls_of(words, n);
         // SAFETY: the offsets start at 0, never decrease and end at the text's length, below
         // 2 GiB (checked just above); each lies between two whole `str`s of the text, so on a
         // char boundary of valid UTF-8 (see the function's docs).
@@ -303,19 +296,24 @@ fn string_columns(rows: &[Logged], texts: [Buffer; STRINGS]) -> [ArrayRef; STRIN
 /// ~10 instructions a row).
 fn validity(rows: &[Logged], valid: impl Fn(&Logged) -> bool) -> Option<NullBuffer> {
     let mut words = Vec::with_capacity(rows.len().div_ceil(64));
-    let mut all = true;
     for group in rows.chunks(64) {
         let mut word = 0u64;
         for (j, r) in group.iter().enumerate() {
             word |= u64::from(valid(r)) << j;
         }
-        all &= word == u64::MAX >> (64 - group.len());
         words.push(word);
     }
-    (!all).then(|| {
-        let bits = BooleanBuffer::new(Buffer::from_vec(words), 0, rows.len());
-        NullBuffer::new(bits)
-    })
+    nulls_of(words, rows.len())
+}
+
+/// The null buffer of `n` rows whose validity bits are `words` (64 a word, the first row the
+/// lowest bit), or `None` if every row is valid.
+fn nulls_of(words: Vec<u64>, n: usize) -> Option<NullBuffer> {
+    let all = words.iter().enumerate().all(|(k, &w)| {
+        let bits = (n - 64 * k).min(64);
+        w == u64::MAX >> (64 - bits)
+    });
+    (!all).then(|| NullBuffer::new(BooleanBuffer::new(Buffer::from_vec(words), 0, n)))
 }
 
 /// A column of a name of each row (a kind, an outcome), no row without one. Arrow's checks are
