@@ -21,7 +21,6 @@
 use super::{Answer, Limits, MAX_CONCURRENT, Queries, QueryError, check};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::ipc::reader::StreamReader;
-use datafusion::arrow::ipc::writer::StreamWriter;
 use fencewatch_ingest::archive::{Snapshot, Table};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -42,7 +41,7 @@ pub const BASE_BYTES: u64 = 448 << 20;
 /// Bytes of an answer (Arrow IPC) the service takes from a query's process at most: beyond,
 /// the query ends with `422` (`query_memory`). The service holds each answer while it renders
 /// and sends it, a JSON rendering up to six times as large (a control character is `\u0001`),
-/// and at most [`MAX_CONCURRENT`] of them at once ([`Isolated::answer_permit`]): a query whose
+/// and at most [`MAX_CONCURRENT`] of them at once ([`Isolated::run`]): a query whose
 /// values fill a worker's memory no longer takes the service's (hostile test, session 20: a
 /// 260 MB answer of control characters took the service to 1.95 GB, four clients that did not
 /// read theirs to 6.5 GB). 32 MiB is 100,000 rows of ~330 bytes, more than a forensic answer.
@@ -79,9 +78,9 @@ struct Response {
 pub struct Isolated {
     exe: PathBuf,
     limits: Limits,
-    slots: tokio::sync::Semaphore,
-    /// Answers held by the service (rendered, being sent) at once at most.
-    answers: std::sync::Arc<tokio::sync::Semaphore>,
+    /// Queries running or answers held by the service (rendered, being sent) at once at most:
+    /// a permit lasts from before a query's process starts until its answer is sent.
+    slots: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl Isolated {
@@ -90,33 +89,27 @@ impl Isolated {
         Isolated {
             exe,
             limits,
-            slots: tokio::sync::Semaphore::new(MAX_CONCURRENT),
-            answers: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT)),
+            slots: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT)),
         }
     }
 
-    /// A permit to hold one answer, from before its query runs until its response is sent
-    /// (the caller keeps it in the response's body): waiting for one counts against
-    /// `query_timeout`.
-    pub async fn answer_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, QueryError> {
-        let timeout = self.limits.timeout;
-        tokio::time::timeout(timeout, self.answers.clone().acquire_owned())
-            .await
-            .map_err(|_| QueryError::Timeout(timeout))
-            .map(|p| p.expect("never closed"))
-    }
-
     /// Runs `sql` over `snapshot` in a process of its own: the answer arrives by
-    /// `query_timeout` at the latest, and the service's memory is not the query's.
-    pub async fn run(&self, sql: &str, snapshot: Snapshot) -> Result<Answer, QueryError> {
+    /// `query_timeout` at the latest (waiting for a slot included), and the service's memory
+    /// is not the query's. With the answer comes its slot, for the caller to hold until the
+    /// answer is sent (in the response's body): at most [`MAX_CONCURRENT`] answers are held.
+    pub async fn run(
+        &self,
+        sql: &str,
+        snapshot: Snapshot,
+    ) -> Result<(Answer, tokio::sync::OwnedSemaphorePermit), QueryError> {
         check(sql)?;
         let limits = self.limits;
         let deadline = tokio::time::Instant::now() + limits.timeout;
-        let _slot = tokio::time::timeout_at(deadline, self.slots.acquire())
+        let slot = tokio::time::timeout_at(deadline, self.slots.clone().acquire_owned())
             .await
             .map_err(|_| QueryError::Timeout(limits.timeout))?
             .expect("never closed");
-        let request = tokio::task::block_in_place(|| encode_request(sql, &snapshot, limits))?;
+        let request = tokio::task::block_in_place(|| encode_request(sql, &snapshot, limits));
         drop(snapshot);
         let failed = |what: &str, e: std::io::Error| QueryError::Failed(format!("{what}: {e}"));
         let mut child = tokio::process::Command::new(&self.exe)
@@ -179,6 +172,7 @@ impl Isolated {
             Ok(Err(e)) => Err(e),
             Ok(Ok((out, err, status))) => {
                 tokio::task::block_in_place(|| decode_response(&out, &err, status, limits))
+                    .map(|answer| (answer, slot))
             }
         }
     }
@@ -230,18 +224,12 @@ fn confine(pid: u32, limits: Limits) -> std::io::Result<()> {
     Ok(())
 }
 
+/// `batches` as one Arrow IPC stream of `schema`, in memory.
 fn ipc(batches: &[RecordBatch], schema: &datafusion::arrow::datatypes::SchemaRef) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut w = StreamWriter::try_new(&mut out, schema).expect("a writer into memory");
-    for b in batches {
-        w.write(b).expect("a batch of the schema into memory");
-    }
-    w.finish().expect("into memory");
-    drop(w);
-    out
+    super::output::ipc_stream(schema, batches).expect("batches of their schema, into memory")
 }
 
-fn encode_request(sql: &str, snapshot: &Snapshot, limits: Limits) -> Result<Vec<u8>, QueryError> {
+fn encode_request(sql: &str, snapshot: &Snapshot, limits: Limits) -> Vec<u8> {
     let mut streams = Vec::new();
     let mut pending = Vec::new();
     for (t, batches) in &snapshot.batches {
@@ -270,7 +258,7 @@ fn encode_request(sql: &str, snapshot: &Snapshot, limits: Limits) -> Result<Vec<
     for s in streams {
         out.extend_from_slice(&s);
     }
-    Ok(out)
+    out
 }
 
 fn decode_response(
@@ -451,7 +439,7 @@ mod tests {
     #[test]
     fn a_request_carries_the_rows_not_yet_written() {
         let sql = "SELECT count(*) AS n, count(DISTINCT source) AS d FROM events";
-        let request = encode_request(sql, &pending(300), Limits::default()).unwrap();
+        let request = encode_request(sql, &pending(300), Limits::default());
         let answer = serve_one(&mut &request[..]).unwrap();
         let mut out = Vec::new();
         respond(Ok(answer), &mut out).unwrap();

@@ -47,6 +47,22 @@ const UTC_FORMAT: &str = "%Y-%m-%dT%H:%M:%S%.9fZ";
 const TZ_FORMAT: &str = "%Y-%m-%dT%H:%M:%S%.9f%:z";
 
 /// Renders `answer` in `format`.
+/// `batches` as one Arrow IPC stream of `schema`: an answer in `Format::Arrow`, and what a
+/// query's process and the service send each other (`isolated`).
+pub(super) fn ipc_stream(
+    schema: &datafusion::arrow::datatypes::SchemaRef,
+    batches: &[datafusion::arrow::array::RecordBatch],
+) -> Result<Vec<u8>, datafusion::arrow::error::ArrowError> {
+    let mut out = Vec::new();
+    let mut w = datafusion::arrow::ipc::writer::StreamWriter::try_new(&mut out, schema)?;
+    for b in batches {
+        w.write(b)?;
+    }
+    w.finish()?;
+    drop(w);
+    Ok(out)
+}
+
 pub fn render(answer: &Answer, format: Format) -> Result<Rendered, String> {
     let body = match format {
         Format::Json => json(answer)?,
@@ -73,18 +89,7 @@ pub fn render(answer: &Answer, format: Format) -> Result<Rendered, String> {
             }
             out
         }
-        Format::Arrow => {
-            let mut out = Vec::new();
-            let mut w =
-                datafusion::arrow::ipc::writer::StreamWriter::try_new(&mut out, &answer.schema)
-                    .map_err(|e| e.to_string())?;
-            for b in &answer.batches {
-                w.write(b).map_err(|e| e.to_string())?;
-            }
-            w.finish().map_err(|e| e.to_string())?;
-            drop(w);
-            out
-        }
+        Format::Arrow => ipc_stream(&answer.schema, &answer.batches).map_err(|e| e.to_string())?,
         Format::Table => {
             let opts = FormatOptions::default()
                 .with_null("NULL")

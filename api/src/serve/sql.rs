@@ -109,23 +109,17 @@ pub async fn query(
         detail: format!("the body must be {{\"sql\": \"…\"}}: {e}"),
     })?;
     let started = Instant::now();
-    // Held until the answer is sent (in its body): at most two answers in the service's memory.
-    let permit = match sql.queries.answer_permit().await {
-        Ok(p) => p,
-        Err(e) => {
-            sql.metrics.query(e.label(), started.elapsed());
-            return Err(api_error(e));
-        }
-    };
     let snapshot = snapshot_for_request(&sql.registry, &sql.data_dir)?;
     let result = sql.queries.run(&text, snapshot).await;
     let outcome = match &result {
-        Ok(a) if a.truncated => "truncated",
+        Ok((a, _)) if a.truncated => "truncated",
         Ok(_) => "ok",
         Err(e) => e.label(),
     };
     sql.metrics.query(outcome, started.elapsed());
-    let answer = result.map_err(api_error)?;
+    // The slot is held until the answer is sent (in its body): at most two answers in the
+    // service's memory.
+    let (answer, permit) = result.map_err(api_error)?;
     let rendered = tokio::task::block_in_place(|| render(&answer, format)).map_err(|e| {
         ApiError::Internal {
             detail: format!("rendering the answer: {e}"),

@@ -120,12 +120,7 @@ async fn take(
         .map_err(IntoResponse::into_response)?;
     let limit = wal.max_body_bytes();
     let now = wal.clock().now().0;
-    let permit = otlp
-        .mapping
-        .clone()
-        .acquire_owned()
-        .await
-        .expect("never closed");
+    let permit = otlp.mapping_permit().await;
     // Decompressed (under the limit), parsed and mapped off the async workers, a request a
     // core at a time (`Otlp::mapping_permits`).
     let parsed = tokio::task::spawn_blocking(move || {

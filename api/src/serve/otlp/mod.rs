@@ -218,16 +218,17 @@ impl Otlp {
         std::sync::Arc::new(tokio::sync::Semaphore::new(cores))
     }
 
+    /// Waits for a permit to map one request ([`Otlp::mapping_permits`]), to hold while it maps.
+    pub async fn mapping_permit(&self) -> tokio::sync::OwnedSemaphorePermit {
+        let permits = self.mapping.clone();
+        permits.acquire_owned().await.expect("never closed")
+    }
+
     /// Stores and applies `request`, holding `held` of the ingest budget until answered. A
     /// request without fencing items stores nothing.
     pub async fn take(&self, request: Request, held: Reservation) -> Result<Taken, Failure> {
         let now = self.wal.clock().now().0;
-        let permit = self
-            .mapping
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("never closed");
+        let permit = self.mapping_permit().await;
         let prepared = tokio::task::spawn_blocking(move || {
             let prepared = Prepared::of(request, now);
             drop(permit);
