@@ -58,10 +58,9 @@ impl Export {
         }
         let mut held = wal.budget().reserve();
         if !held.grow(encoded as u64) {
-            return Err(unavailable(format!(
-                "ingest is saturated: more than max_pending_bytes ({}) of requests are in flight; nothing of this request was stored, retry shortly",
-                wal.budget().max()
-            )));
+            let saturated =
+                fencewatch_ingest::source::wal::SubmitError::Saturated(wal.budget().max());
+            return Err(unavailable(saturated.to_string()));
         }
         match tokio::time::timeout(self.request_timeout, self.otlp.take(request, held)).await {
             Err(_) => Err(unavailable(format!(
