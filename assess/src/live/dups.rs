@@ -2,8 +2,8 @@
 //! lateness horizon" on re-sends of folded events).
 //!
 //! Events sharing (emitter, seq), or commit/fence events sharing (scope, incarnation, order,
-//! epoch), or events of one scope sharing their own provenance (a span's), are one event
-//! delivered twice when equal in content ([`crate::rules`] defines the keys and the content):
+//! epoch), or events sharing their own provenance (a span's, found by the span index wherever
+//! it is kept: the `spans` module), are one event delivered twice when equal in content ([`crate::rules`] defines the keys and the content):
 //! one is kept. A key names no property, so a kept event of another property can share it.
 //! When they differ, **all** of them are set aside, whatever the arrival order: the later
 //! delivery is not applied; the earlier one, already applied, has its per-event reasons
@@ -35,6 +35,7 @@
 use super::emitters::{Delivery, EMPTY};
 use super::scopes::fast::Fast;
 use super::scopes::{Tainted, key_hash};
+use super::spans::KeptSpan;
 use super::state::{Cx, Live};
 use crate::event::Event;
 use crate::finding::Reason;
@@ -225,7 +226,7 @@ impl Live {
         let key = rec.order_key();
         let is_new = |f: &Fast| f.order_is_new(rec);
         let (q, first) = self.find_kept(p, rec.scope, scope, |e| e.order_key() == key, is_new)?;
-        Some(self.settle_kept(p, rec, q, first, || {
+        Some(self.settle_kept(p, rec, q, first, true, || {
             let epoch = rec
                 .epoch()
                 .map_or_else(|| "no epoch".to_string(), |e| format!("epoch {e}"));
@@ -236,23 +237,39 @@ impl Live {
         }))
     }
 
-    /// Settles the own provenance of `rec` (a span, [`Live::push_span`]) against the kept events
-    /// of `scope`, as an order key is: `None` when no kept event has it. A span is compared with
-    /// its scope's kept events only: a delivery naming another scope, or one of a folded event
-    /// (judged against the mark like any late event, and the same counterexample id if stale),
-    /// is taken as another event. A span record's position is its span key, so the table is
-    /// read only for a kept event with the same key.
+    /// Settles the own provenance of `rec` (a span, [`Live::push_span`]) against the kept
+    /// delivery of its span, wherever it is kept (the span index, the `spans` module): `None`
+    /// when none is, and `rec`, about to be kept in `scope` (its id `rec.scope`) of property `p`,
+    /// is indexed as the span's delivery. A delivery naming another scope or property differs
+    /// in content: both are set aside. A delivery of a folded event (judged against the mark
+    /// like any late event, and the same counterexample id if stale) is taken as another event.
     pub(super) fn settle_span(&mut self, p: usize, rec: &Rec, scope: &str) -> Option<Attributed> {
-        let spans = &self.state.spans;
-        let id = *spans.get(rec.span()?)?;
-        let same = |e: &Rec| {
-            e.position == rec.position && e.span().and_then(|n| spans.get(n)) == Some(&id)
+        let slot = rec.span()?;
+        let here = KeptSpan {
+            slot,
+            prop: p as u16,
+            scope: rec.scope,
         };
-        let is_new = |f: &Fast| f.span_is_new(rec);
-        let (q, first) = self.find_kept(p, rec.scope, scope, same, is_new)?;
+        // Indexed as the span's delivery when no other is.
+        let k = self.span_index.find_or_insert(&self.state.spans, here)?;
+        let first = self.state.props.get(usize::from(k.prop)).and_then(|q| {
+            let events = q.scopes.state(k.scope).events();
+            events.iter().find(|e| e.span() == Some(k.slot)).copied()
+        });
+        let Some(first) = first else {
+            // That delivery folded: this one is taken as another event, and indexed.
+            self.span_index.insert(&self.state.spans, here);
+            return None;
+        };
+        let q = usize::from(k.prop);
         let span = rec.shown_source(self);
-        let settled = self.settle_kept(p, rec, q, first, || {
-            format!("two different events of scope `{scope}` come from span `{span}`")
+        let same_scope = q == p && k.scope == rec.scope;
+        let other = (!same_scope).then(|| self.state.props[q].scopes.name(k.scope).to_string());
+        let settled = self.settle_kept(p, rec, q, first, same_scope, || match other {
+            None => format!("two different events of scope `{scope}` come from span `{span}`"),
+            Some(o) => format!(
+                "two different events come from span `{span}`: one of scope `{o}`, one of scope `{scope}`"
+            ),
         });
         Some(match settled {
             Attributed::Aside => Attributed::SpanAgain,
@@ -288,17 +305,19 @@ impl Live {
     }
 
     /// Settles a duplicate key `rec` (of property `p`) shares with `first`, a kept event of
-    /// property `q`: an equal delivery makes `rec` a duplicate; a different one sets both aside
-    /// and raises `conflicting_duplicate` (worded by `detail`) for the properties they name.
+    /// property `q` (of the scope `rec` names if `same_scope`): an equal delivery makes `rec` a
+    /// duplicate; a different one sets both aside and raises `conflicting_duplicate` (worded
+    /// by `detail`) for the properties they name.
     fn settle_kept(
         &mut self,
         p: usize,
         rec: &Rec,
         q: usize,
         first: Rec,
+        same_scope: bool,
         detail: impl FnOnce() -> String,
     ) -> Attributed {
-        if first.same_content(rec) {
+        if same_scope && first.same_content(rec) {
             self.state.duplicates += 1;
             return Attributed::Duplicate;
         }

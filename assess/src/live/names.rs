@@ -10,6 +10,7 @@
 //! its first 256 bytes, its length and a 128-bit hash ([`shortened`]): distinct names stay
 //! distinct but for a hash collision, and a shortened name never equals one kept whole.
 
+use super::spans::KeptSpan;
 use super::state::{Live, MAX_NAME_BYTES, NAMES_SWEEP_MIN, UNDECLARED, heap_of};
 use crate::rules::Rec;
 
@@ -157,6 +158,23 @@ impl Live {
             }
         }
         self.state.spans.sweep(&alive);
+        // Freed slots will be reused: no entry may name one.
+        self.span_index.retain_alive(&alive);
+    }
+
+    /// Builds the span index from the kept events (the `spans` module), on restore.
+    pub(super) fn index_spans(&mut self) {
+        let index = &mut self.span_index;
+        index.clear();
+        let spans = &self.state.spans;
+        for (q, prop) in self.state.props.iter().enumerate() {
+            prop.scopes.for_each_kept(&mut |e: &Rec| {
+                if let Some(slot) = e.span() {
+                    let (prop, scope) = (q as u16, e.scope);
+                    index.insert(spans, KeptSpan { slot, prop, scope });
+                }
+            });
+        }
     }
 }
 

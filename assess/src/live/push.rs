@@ -51,6 +51,12 @@ impl Live {
         }
     }
 
+    /// [`Live::warm`] for a span's own provenance: the part of the span index its lookup reads
+    /// first. No answer depends on it.
+    pub fn warm_span(&self, span: &SpanId) {
+        self.span_index.warm(span);
+    }
+
     /// [`Live::warm`] for the next events, up to 32 of them, a level of memory at a time
     /// across all of them (their scope table entries, then their states, then what those
     /// point to): no answer depends on it.

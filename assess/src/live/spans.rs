@@ -5,6 +5,10 @@
 //! sweep (at least 65,536), every slot no kept event or counterexample refers to is freed and
 //! reused.
 //!
+//! A [`SpanIndex`] finds, by span id, the kept delivery of a span wherever it is kept (SPEC §8:
+//! the span source is one more duplicate key under §4's Duplicates rule, whatever scope or
+//! property a delivery names).
+//!
 //! [`Live::push_span`]: super::Live::push_span
 //! [`Rec::span`]: crate::rules::Rec::span
 
@@ -63,6 +67,12 @@ impl Spans {
         self.ids.get(i as usize).map(|(id, s)| (id, *s))
     }
 
+    /// Heap bytes of the table.
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.ids.capacity() * std::mem::size_of::<(SpanId, u32)>()
+            + self.free.capacity() * std::mem::size_of::<u32>()
+    }
+
     /// Slots in use.
     pub(super) fn len(&self) -> usize {
         self.ids.len() - self.free.len()
@@ -93,6 +103,132 @@ impl Spans {
         self.free.reverse();
         self.ids.shrink_to(self.ids.len() * 2);
         self.sweep_at = (2 * self.len()).max(SWEEP_MIN) as u64;
+    }
+}
+
+/// Where a span's kept delivery is: its slot, and the property and scope id that keep it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct KeptSpan {
+    pub(super) slot: u32,
+    pub(super) prop: u16,
+    pub(super) scope: u32,
+}
+
+/// An entry of the index: a [`KeptSpan`] and 32 bits of its span id's hash, which grow the
+/// table and pass over other spans without reading the span table (a cache miss each).
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    hash: u32,
+    slot: u32,
+    scope: u32,
+    prop: u16,
+}
+
+/// The kept deliveries of spans by span id: 16 bytes an entry (and a control byte) in one
+/// table for every kept event with a span, where a set per hot scope found only the
+/// deliveries of the scope a re-delivery names. Derived from the kept events: not
+/// checkpointed ([`Live`](super::Live) builds it on restore), and the entries of slots a
+/// sweep of the span table frees are dropped with them, so an entry never names a slot
+/// reused by another span. An entry whose delivery has since folded or gone is found stale
+/// where it is looked up, and replaced. Keyed by a randomly seeded hash: span ids come from
+/// clients.
+#[derive(Default)]
+pub(super) struct SpanIndex {
+    table: hashbrown::HashTable<Entry>,
+    hasher: foldhash::fast::RandomState,
+}
+
+impl std::fmt::Debug for SpanIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpanIndex")
+            .field("len", &self.table.len())
+            .finish()
+    }
+}
+
+/// The table's hash of an entry's 32 bits: spread over 64 (its top bits pick the control
+/// tag, its low bits the bucket).
+fn spread(h: u32) -> u64 {
+    u64::from(h).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+impl SpanIndex {
+    /// 32 bits of `id`'s hash, its three words written whole (hashing the array wrote its
+    /// length and then its bytes: ~50 instructions).
+    fn hash(&self, id: &SpanId) -> u32 {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = self.hasher.build_hasher();
+        for w in id.chunks_exact(8) {
+            h.write_u64(u64::from_le_bytes(w.try_into().expect("eight bytes")));
+        }
+        h.finish() as u32
+    }
+
+    /// Reads, changing nothing, the part of the table a lookup of `id` reads first, so that
+    /// it is fetched ahead of the lookup (as [`Live::warm`](super::Live::warm) does for
+    /// scopes): no answer depends on it.
+    pub(super) fn warm(&self, id: &SpanId) {
+        let h = spread(self.hash(id));
+        std::hint::black_box(self.table.find(h, |_| false));
+    }
+
+    /// Indexes `k` as the kept delivery of the span in its slot, in place of an entry of the
+    /// same span.
+    pub(super) fn insert(&mut self, spans: &Spans, k: KeptSpan) {
+        self.put(spans, k, true);
+    }
+
+    /// The indexed delivery of the span in `k`'s slot; when none is, `k` is indexed as it (one
+    /// lookup for both, as every new span takes).
+    pub(super) fn find_or_insert(&mut self, spans: &Spans, k: KeptSpan) -> Option<KeptSpan> {
+        self.put(spans, k, false)
+    }
+
+    /// The entry of the span in `k`'s slot before, `k` now if there was none or `replace`.
+    fn put(&mut self, spans: &Spans, k: KeptSpan, replace: bool) -> Option<KeptSpan> {
+        let id = spans.get(k.slot)?;
+        let hash = self.hash(id);
+        let at = |x: &Entry| x.hash == hash && spans.get(x.slot) == Some(id);
+        let new = Entry {
+            hash,
+            slot: k.slot,
+            scope: k.scope,
+            prop: k.prop,
+        };
+        match self.table.entry(spread(hash), at, |x| spread(x.hash)) {
+            hashbrown::hash_table::Entry::Occupied(mut o) => {
+                let e = *o.get();
+                if replace {
+                    *o.get_mut() = new;
+                }
+                Some(KeptSpan {
+                    slot: e.slot,
+                    prop: e.prop,
+                    scope: e.scope,
+                })
+            }
+            hashbrown::hash_table::Entry::Vacant(v) => {
+                v.insert(new);
+                None
+            }
+        }
+    }
+
+    /// Drops the entries of the slots not marked `alive` (a sweep of the span table frees
+    /// them).
+    pub(super) fn retain_alive(&mut self, alive: &[bool]) {
+        self.table
+            .retain(|e| alive.get(e.slot as usize).copied().unwrap_or(false));
+    }
+
+    /// Forgets every entry (to be built again).
+    pub(super) fn clear(&mut self) {
+        self.table.clear();
+    }
+
+    /// Heap bytes of the table.
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.table.allocation_size()
     }
 }
 

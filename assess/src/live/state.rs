@@ -238,6 +238,8 @@ pub struct Live {
     pub(super) settled: Option<Vec<Settled>>,
     /// The receive time of the event being pushed (a counterexample's `found_at`).
     pub(super) received_at: i64,
+    /// The kept deliveries of spans by span id (the `spans` module), built from the state.
+    pub(super) span_index: super::spans::SpanIndex,
 }
 
 /// A checkpoint that does not belong to this contract.
@@ -366,7 +368,9 @@ impl Live {
             max_seq_fragments: DEFAULT_MAX_SEQ_FRAGMENTS,
             settled: None,
             received_at: 0,
+            span_index: Default::default(),
         };
+        live.index_spans();
         live.seq_fragments = (live.state.emitters.values())
             .map(|e| e.runs.fragments())
             .sum();
@@ -463,12 +467,13 @@ impl Live {
         self.state.props.iter().map(|p| p.scopes.len()).sum()
     }
 
-    /// Approximate bytes of the resident state: per-scope state, the emitter table and the
-    /// name table (holders, routes, emitters). The emitters are summed over (at most
+    /// Approximate bytes of the resident state: per-scope state, the emitter table, the
+    /// name table (holders, routes, emitters) and the span table and index. The emitters are summed over (at most
     /// [`LiveOptions::max_emitters`]); the rest is kept as totals.
     pub fn state_bytes(&self) -> usize {
         let scopes: usize = self.state.props.iter().map(|p| p.scopes.heap_bytes()).sum();
-        scopes + self.emitters_bytes() + self.names_bytes()
+        let spans = self.state.spans.heap_bytes() + self.span_index.heap_bytes();
+        scopes + self.emitters_bytes() + self.names_bytes() + spans
     }
 
     /// Approximate heap bytes of the name table: its slots, the lookup table of names to ids

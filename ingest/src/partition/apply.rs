@@ -141,8 +141,11 @@ fn otlp_apply(
                 for (i, e) in entries.iter().enumerate() {
                     if i.is_multiple_of(WARM) {
                         for w in entries.iter().skip(i).take(WARM) {
-                            if let Entry::Event(ev, _) = w {
+                            if let Entry::Event(ev, span) = w {
                                 live.warm(ev);
+                                if let Some(s) = span {
+                                    live.warm_span(s);
+                                }
                             }
                         }
                     }

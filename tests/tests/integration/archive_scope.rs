@@ -236,6 +236,8 @@ fn a_span_delivered_again_is_archived_once_and_paged_whole() {
     let mut bodies = vec![
         span(trace, id, "o-dup", 1, now - 5 * SEC),
         span(trace, id, "o-dup", 2, now - 5 * SEC),
+        // The same span naming another scope: set aside too, wherever the first is kept.
+        span(trace, id, "o-other", 1, now - 5 * SEC),
     ];
     for i in 0..3u8 {
         let other = format!("{:016x}", 0x1000 + u64::from(i));
@@ -275,4 +277,6 @@ fn a_span_delivered_again_is_archived_once_and_paged_whole() {
         (&4.into(), &4.into()),
         "{rows:?}"
     );
+    let other = svc.rows("SELECT count(*) AS n FROM events WHERE scope = 'o-other'");
+    assert_eq!(other[0][0], serde_json::json!(0), "{other:?}");
 }

@@ -20,9 +20,9 @@
 //! Any other event takes the full decision: two holders in one epoch, grants out of order,
 //! events out of time order below the highest epoch, `order`s out of step with time. A
 //! property test compares the two event by event (`assess/tests/fast.rs`;
-//! [`Live::set_reference_decisions`] forces the full one). The duplicate keys a hot scope's
-//! event is settled by are looked up in it too: an `order` above every kept one, or a span
-//! not among the kept ones, is new (the `dups` module).
+//! [`Live::set_reference_decisions`] forces the full one). The duplicate key a hot scope's
+//! event is settled by is looked up in it too: an `order` above every kept one is new (the
+//! `dups` module; spans are found by the span index, the `spans` module).
 //!
 //! **Clean.** The fast path is exact only when what is stored (counterexamples with their
 //! witnesses and context, flags, pending holder mismatches) is what a full decision would give
@@ -39,8 +39,7 @@
 //!
 //! **What it costs.** Cleanliness is two booleans in the padding of the scope's summary; a hot
 //! scope (one decided with at least [`HOT_EVENTS`] events kept) keeps a [`Fast`] (its own
-//! allocation: about 200 bytes, an entry per epoch kept and per epoch granted, and the span ids
-//! of its kept events), pointed to from the slack of the scope's allocation (80 bytes either
+//! allocation: about 200 bytes, an entry per epoch kept and per epoch granted), pointed to from the slack of the scope's allocation (80 bytes either
 //! way), dropped when it cools. Neither is checkpointed: a restored scope takes the full
 //! decision at its next event, which gives what the fast path would (restore + replay finds the
 //! same). An idle scope costs nothing more. Per event: binary searches over the epochs kept and
@@ -156,9 +155,6 @@ pub(in crate::live) struct Fast {
     grant_max_ts: i64,
     /// Per granted (incarnation, epoch), ascending.
     granted: Vec<Granted>,
-    /// The span keys (positions) of every kept event with a span of its own: a span whose key
-    /// is not among them is of none of them (the `dups` module).
-    spans: std::collections::HashSet<u64, foldhash::fast::FixedState>,
 }
 
 impl Fast {
@@ -177,7 +173,6 @@ impl Fast {
             gtop_unordered: false,
             grant_max_ts: i64::MIN,
             granted: Vec::new(),
-            spans: Default::default(),
         }
     }
 
@@ -226,9 +221,6 @@ impl Fast {
     /// Notes one more kept event at index `idx`, after `last`.
     pub(in crate::live) fn add(&mut self, e: &Rec, idx: u32, last: Option<&Rec>) {
         self.sorted &= last.is_none_or(|l| l.ts <= e.ts);
-        if e.span().is_some() {
-            self.spans.insert(e.position);
-        }
         if e.order_key().is_some() {
             self.max_order_key = self.max_order_key.max(e.order());
         }
@@ -291,11 +283,6 @@ impl Fast {
             .binary_search_by_key(&key, |x| x.key)
             .ok()
             .map(|i| &self.granted[i])
-    }
-
-    /// Whether no kept event is of the span of `rec` (which has one).
-    pub(in crate::live) fn span_is_new(&self, rec: &Rec) -> bool {
-        !self.spans.contains(&rec.position)
     }
 
     /// Whether no kept commit/fence can share the (incarnation, order, epoch) of `rec`, which

@@ -133,6 +133,14 @@ impl Scopes {
         }
     }
 
+    /// Calls `f` with every kept event (not the folded grants), visiting only the scopes that
+    /// keep events.
+    pub(in crate::live) fn for_each_kept(&self, f: &mut impl FnMut(&Rec)) {
+        for &id in &self.active {
+            self.states[id as usize].events().iter().for_each(&mut *f);
+        }
+    }
+
     /// Counts one more event kept by scope `id`, its first if `first` (it keeps events now).
     pub(in crate::live) fn note_kept(&mut self, id: u32, first: bool) {
         self.retained += 1;
