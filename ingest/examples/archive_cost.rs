@@ -15,7 +15,8 @@
 //! archive's `file_properties`), `column:NAME` (column `NAME` of `events` alone, encoded the
 //! same way: its share of `parquet`), `all`. Without valgrind it prints the wall time a row of
 //! each stage. For `column:NAME`, comma-separated column lists in `PLAIN` (no dictionary),
-//! `NOSTATS`, `NOBLOOM`, `NOCOMP` (uncompressed), `DLBA` / `DBA` (`DELTA_LENGTH_BYTE_ARRAY`,
+//! `NOSTATS`, `NOBLOOM`, `NOCOMP` (uncompressed), `PLAINENC` (no dictionary, `PLAIN` encoding),
+//! `DLBA` / `DBA` (`DELTA_LENGTH_BYTE_ARRAY`,
 //! `DELTA_BYTE_ARRAY`) and `LZ4` (needs parquet's `lz4` feature) change those columns'
 //! properties, to measure what each costs.
 //!
@@ -118,7 +119,7 @@ fn props() -> parquet::file::properties::WriterProperties {
     use parquet::basic::{Compression, Encoding};
     use parquet::file::properties::{EnabledStatistics, WriterPropertiesBuilder};
     type Set = fn(WriterPropertiesBuilder, ColumnPath) -> WriterPropertiesBuilder;
-    let knobs: [(&str, Set); 7] = [
+    let knobs: [(&str, Set); 8] = [
         ("PLAIN", |p, c| p.set_column_dictionary_enabled(c, false)),
         ("NOSTATS", |p, c| {
             p.set_column_statistics_enabled(c, EnabledStatistics::None)
@@ -134,6 +135,10 @@ fn props() -> parquet::file::properties::WriterProperties {
         }),
         ("DBA", |p, c| {
             p.set_column_encoding(c, Encoding::DELTA_BYTE_ARRAY)
+        }),
+        ("PLAINENC", |p, c| {
+            p.set_column_dictionary_enabled(c.clone(), false)
+                .set_column_encoding(c, Encoding::PLAIN)
         }),
         ("LZ4", |p, c| {
             p.set_column_compression(c, Compression::LZ4_RAW)
