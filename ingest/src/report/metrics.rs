@@ -52,7 +52,7 @@ pub const ATTESTATIONS_IGNORED: &str = "fencewatch_attestations_ignored";
 pub const STALE_REJECTIONS: &str = "fencewatch_stale_rejections";
 /// Gauge: scopes with resident state.
 pub const ACTIVE_SCOPES: &str = "fencewatch_active_scopes";
-/// Gauge: approximate bytes of the resident assessor state (scopes, emitters, names).
+/// Gauge: approximate bytes of the resident assessor state (scopes, emitters, names, spans).
 pub const STATE_BYTES: &str = "fencewatch_state_bytes";
 /// Gauge: bytes of the WAL on disk.
 pub const WAL_BYTES: &str = "fencewatch_wal_bytes";
@@ -363,7 +363,7 @@ impl Metrics {
         );
         r.register(
             STATE_BYTES,
-            "Approximate bytes of the resident assessor state: scopes, emitters, names",
+            "Approximate bytes of the resident assessor state: scopes, emitters, names, spans",
             m.state_bytes.clone(),
         );
         r.register(
