@@ -143,6 +143,52 @@ fn a_span_delivered_again_naming_another_scope_sets_both_aside() {
 }
 
 #[test]
+fn a_span_with_a_seq_or_an_order_delivered_again_is_settled_as_a_span() {
+    // Its (emitter, seq) or order key, being its first delivery's too, would find that
+    // delivery as well, but take this one as another event (archived again: hostile test,
+    // session 21).
+    for keyed in ["seq", "order"] {
+        let mut l = live();
+        let src = l.add_source("otlp");
+        let mut first = commit(10, 2);
+        first.emitter = Some("em");
+        if keyed == "seq" {
+            first.seq = Some(fencewatch_assess::event::Seq(1));
+        } else {
+            first.order = Some(fencewatch_assess::event::Order(5));
+        }
+        assert_eq!(
+            l.push_span(&first, &id(B), src, 0, 1_000_000),
+            Pushed::Assessed
+        );
+        assert_eq!(
+            l.push_span(&first, &id(B), src, 1, 1_000_000),
+            Pushed::Duplicate,
+            "{keyed}"
+        );
+        let mut elsewhere = first.clone();
+        elsewhere.scope = Some("t");
+        assert_eq!(
+            l.push_span(&elsewhere, &id(B), src, 2, 1_000_000),
+            Pushed::SpanAgain,
+            "{keyed}: not taken as another event"
+        );
+        let mut other_holder = first.clone();
+        other_holder.holder = Some("h2");
+        assert_eq!(
+            l.push_span(&other_holder, &id(B), src, 3, 1_000_000),
+            Pushed::SpanAgain,
+            "{keyed}"
+        );
+        let counts = l.view().unknown_counts(0);
+        assert!(
+            counts.contains_key(&Reason::ConflictingDuplicate),
+            "{keyed}"
+        );
+    }
+}
+
+#[test]
 fn a_kept_span_is_found_again_after_a_restore() {
     let mut l = live();
     resumed(&mut l, 0);

@@ -237,34 +237,24 @@ impl Live {
         }))
     }
 
-    /// Settles the own provenance of `rec` (a span, [`Live::push_span`]) against the kept
-    /// delivery of its span, wherever it is kept (the span index, the `spans` module): `None`
-    /// when none is, and `rec`, about to be kept in `scope` (its id `rec.scope`) of property `p`,
-    /// is indexed as the span's delivery. A delivery naming another scope or property differs
-    /// in content: both are set aside. A delivery of a folded event (judged against the mark
-    /// like any late event, and the same counterexample id if stale) is taken as another event.
+    /// Settles the own provenance of `rec` (a span, [`Live::push_span`]; of property `p`,
+    /// naming `scope`) against the kept delivery of its span, wherever it is kept (the span
+    /// index, the `spans` module): `None` when none is. A delivery naming another scope or
+    /// property differs in content: both are set aside. A delivery of a folded event (judged
+    /// against the mark like any late event, and the same counterexample id if stale) is taken
+    /// as another event. Settled before the event's other keys, which its kept delivery shares.
     pub(super) fn settle_span(&mut self, p: usize, rec: &Rec, scope: &str) -> Option<Attributed> {
-        let slot = rec.span()?;
-        let here = KeptSpan {
-            slot,
-            prop: p as u16,
-            scope: rec.scope,
-        };
-        // Indexed as the span's delivery when no other is.
-        let k = self.span_index.find_or_insert(&self.state.spans, here)?;
-        let first = self.state.props.get(usize::from(k.prop)).and_then(|q| {
-            let events = q.scopes.state(k.scope).events();
-            events.iter().find(|e| e.span() == Some(k.slot)).copied()
-        });
-        let Some(first) = first else {
-            // That delivery folded: this one is taken as another event, and indexed.
-            self.span_index.insert(&self.state.spans, here);
-            return None;
-        };
+        let id = *self.state.spans.get(rec.span()?)?;
+        let k = self.span_index.find(&self.state.spans, &id)?;
         let q = usize::from(k.prop);
+        let scopes = &self.state.props.get(q)?.scopes;
+        let events = scopes.state(k.scope).events();
+        // None: that delivery folded (its entry is replaced when this one is kept).
+        let first = *events.iter().find(|e| e.span() == Some(k.slot))?;
+        let first_scope = scopes.name(k.scope);
+        let same_scope = q == p && first_scope == scope;
+        let other = (!same_scope).then(|| first_scope.to_string());
         let span = rec.shown_source(self);
-        let same_scope = q == p && k.scope == rec.scope;
-        let other = (!same_scope).then(|| self.state.props[q].scopes.name(k.scope).to_string());
         let settled = self.settle_kept(p, rec, q, first, same_scope, || match other {
             None => format!("two different events of scope `{scope}` come from span `{span}`"),
             Some(o) => format!(
@@ -275,6 +265,15 @@ impl Live {
             Attributed::Aside => Attributed::SpanAgain,
             s => s,
         })
+    }
+
+    /// Indexes `rec`, about to be kept in property `p` (scope id `rec.scope`), as its span's
+    /// delivery (in place of a folded one's).
+    pub(super) fn index_span(&mut self, p: usize, rec: &Rec) {
+        let Some(slot) = rec.span() else { return };
+        let (prop, scope) = (p as u16, rec.scope);
+        let k = KeptSpan { slot, prop, scope };
+        self.span_index.insert(&self.state.spans, k);
     }
 
     /// The first kept event of `scope` (its id `id` in property `p`) that `same_key` accepts,

@@ -152,6 +152,21 @@ impl Live {
         };
         rec.holder = opt(self, ev.holder);
         rec.emitter = ev.emitter.map_or(NONE, |e| self.intern(e));
+        // A span delivered again is settled against its kept delivery first, wherever that is
+        // kept: its (emitter, seq) and order keys, being that delivery's too, would find it
+        // as well, but as another event, archived again (the `dups` module).
+        if let Some(p) = prop
+            && rec.span().is_some()
+            && !matches!(ev.kind, Kind::Heartbeat | Kind::Attestation)
+            && let Some(scope) = ev.scope
+            && let Some(settled) = self.settle_span(p, &rec, scope)
+        {
+            self.after_push();
+            return match settled {
+                Attributed::Duplicate => Pushed::Duplicate,
+                _ => Pushed::SpanAgain,
+            };
+        }
         // Duplicates by (emitter, seq), over every valid event (the `dups` module).
         let keyed = rec.seq_key().is_some();
         let seen = if keyed {
@@ -264,11 +279,9 @@ impl Live {
         {
             return settled;
         }
-        if let Some(s) = kept_in
-            && rec.span().is_some()
-            && let Some(settled) = self.settle_span(p, &rec, s)
-        {
-            return settled;
+        // A span kept: its delivery (the span was settled before its other keys).
+        if kept_in.is_some() && rec.span().is_some() {
+            self.index_span(p, &rec);
         }
         let route = self.route_ids.route(p, rec.route);
         let applied = Applied::of(&rec, route, &self.contract.properties[p]);

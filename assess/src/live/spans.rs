@@ -172,21 +172,22 @@ impl SpanIndex {
         std::hint::black_box(self.table.find(h, |_| false));
     }
 
+    /// Where the kept delivery of span `id` is, if one is indexed.
+    pub(super) fn find(&self, spans: &Spans, id: &SpanId) -> Option<KeptSpan> {
+        let hash = self.hash(id);
+        let at = |x: &Entry| x.hash == hash && spans.get(x.slot) == Some(id);
+        let e = self.table.find(spread(hash), at)?;
+        Some(KeptSpan {
+            slot: e.slot,
+            prop: e.prop,
+            scope: e.scope,
+        })
+    }
+
     /// Indexes `k` as the kept delivery of the span in its slot, in place of an entry of the
     /// same span.
     pub(super) fn insert(&mut self, spans: &Spans, k: KeptSpan) {
-        self.put(spans, k, true);
-    }
-
-    /// The indexed delivery of the span in `k`'s slot; when none is, `k` is indexed as it (one
-    /// lookup for both, as every new span takes).
-    pub(super) fn find_or_insert(&mut self, spans: &Spans, k: KeptSpan) -> Option<KeptSpan> {
-        self.put(spans, k, false)
-    }
-
-    /// The entry of the span in `k`'s slot before, `k` now if there was none or `replace`.
-    fn put(&mut self, spans: &Spans, k: KeptSpan, replace: bool) -> Option<KeptSpan> {
-        let id = spans.get(k.slot)?;
+        let Some(id) = spans.get(k.slot) else { return };
         let hash = self.hash(id);
         let at = |x: &Entry| x.hash == hash && spans.get(x.slot) == Some(id);
         let new = Entry {
@@ -196,20 +197,9 @@ impl SpanIndex {
             prop: k.prop,
         };
         match self.table.entry(spread(hash), at, |x| spread(x.hash)) {
-            hashbrown::hash_table::Entry::Occupied(mut o) => {
-                let e = *o.get();
-                if replace {
-                    *o.get_mut() = new;
-                }
-                Some(KeptSpan {
-                    slot: e.slot,
-                    prop: e.prop,
-                    scope: e.scope,
-                })
-            }
+            hashbrown::hash_table::Entry::Occupied(mut o) => *o.get_mut() = new,
             hashbrown::hash_table::Entry::Vacant(v) => {
                 v.insert(new);
-                None
             }
         }
     }
