@@ -189,6 +189,31 @@ fn a_span_with_a_seq_or_an_order_delivered_again_is_settled_as_a_span() {
 }
 
 #[test]
+fn a_span_delivered_again_as_an_event_not_kept_in_a_scope_sets_both_aside() {
+    // As a heartbeat, without a scope, naming a property the contract lacks: each differs in
+    // content from the kept commit of span A (hostile test, session 21: the counterexample
+    // stood, and the re-delivery was archived again).
+    let changes: [(&str, fn(&mut Event<'static>)); 3] = [
+        ("heartbeat", |e| e.kind = Kind::Heartbeat),
+        ("no scope", |e| e.scope = None),
+        ("another property", |e| e.property = Some("nope")),
+    ];
+    for (what, change) in changes {
+        let mut l = live();
+        resumed(&mut l, 0);
+        let src = l.add_source("otlp");
+        let mut again = commit(100, 1);
+        change(&mut again);
+        let pushed = l.push_span(&again, &id(A), src, 2, 1_000_000);
+        assert_eq!(pushed, Pushed::SpanAgain, "{what}");
+        let c = cxs(&l);
+        assert!(c[0].withdrawn.is_some(), "{what}: span A is set aside");
+        let a = l.view().assurance(0, 200, 1_000, 200);
+        assert_ne!(a.verdict, Verdict::Refuted, "{what}");
+    }
+}
+
+#[test]
 fn a_kept_span_is_found_again_after_a_restore() {
     let mut l = live();
     resumed(&mut l, 0);

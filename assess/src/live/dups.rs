@@ -35,7 +35,7 @@
 use super::emitters::{Delivery, EMPTY};
 use super::scopes::fast::Fast;
 use super::scopes::{Tainted, key_hash};
-use super::spans::KeptSpan;
+use super::spans::{KeptSpan, SpanId};
 use super::state::{Cx, Live};
 use crate::event::Event;
 use crate::finding::Reason;
@@ -226,7 +226,7 @@ impl Live {
         let key = rec.order_key();
         let is_new = |f: &Fast| f.order_is_new(rec);
         let (q, first) = self.find_kept(p, rec.scope, scope, |e| e.order_key() == key, is_new)?;
-        Some(self.settle_kept(p, rec, q, first, true, || {
+        Some(self.settle_kept(Some(p), rec, q, first, true, || {
             let epoch = rec
                 .epoch()
                 .map_or_else(|| "no epoch".to_string(), |e| format!("epoch {e}"));
@@ -237,28 +237,41 @@ impl Live {
         }))
     }
 
-    /// Settles the own provenance of `rec` (a span, [`Live::push_span`]; of property `p`,
-    /// naming `scope`) against the kept delivery of its span, wherever it is kept (the span
-    /// index, the `spans` module): `None` when none is. A delivery naming another scope or
-    /// property differs in content: both are set aside. A delivery of a folded event (judged
-    /// against the mark like any late event, and the same counterexample id if stale) is taken
-    /// as another event. Settled before the event's other keys, which its kept delivery shares.
-    pub(super) fn settle_span(&mut self, p: usize, rec: &Rec, scope: &str) -> Option<Attributed> {
-        let id = *self.state.spans.get(rec.span()?)?;
-        let k = self.span_index.find(&self.state.spans, &id)?;
+    /// Settles span `id`, the own provenance of `rec` (a span, [`Live::push_span`]; of
+    /// property `p`, `None` when unattributed; naming `scope`, if any), against the kept
+    /// delivery of the span, wherever it is kept (the span index, the `spans` module): `None`
+    /// when none is. A delivery naming another scope or property, or none, or of another kind,
+    /// differs in content: both are set aside. A delivery of a folded event (judged against the
+    /// mark like any late event, and the same counterexample id if stale) is taken as another
+    /// event. Settled before the event's other keys, which its kept delivery shares.
+    pub(super) fn settle_span(
+        &mut self,
+        p: Option<usize>,
+        rec: &Rec,
+        id: &SpanId,
+        scope: Option<&str>,
+    ) -> Option<Attributed> {
+        let k = self.span_index.find(&self.state.spans, id)?;
         let q = usize::from(k.prop);
         let scopes = &self.state.props.get(q)?.scopes;
         let events = scopes.state(k.scope).events();
         // None: that delivery folded (its entry is replaced when this one is kept).
         let first = *events.iter().find(|e| e.span() == Some(k.slot))?;
         let first_scope = scopes.name(k.scope);
-        let same_scope = q == p && first_scope == scope;
+        let same_scope = p == Some(q) && scope == Some(first_scope);
         let other = (!same_scope).then(|| first_scope.to_string());
-        let span = rec.shown_source(self);
-        let settled = self.settle_kept(p, rec, q, first, same_scope, || match other {
-            None => format!("two different events of scope `{scope}` come from span `{span}`"),
-            Some(o) => format!(
-                "two different events come from span `{span}`: one of scope `{o}`, one of scope `{scope}`"
+        let span = first.shown_source(self);
+        let settled = self.settle_kept(p, rec, q, first, same_scope, || match (other, scope) {
+            (None, Some(s)) => {
+                format!("two different events of scope `{s}` come from span `{span}`")
+            }
+            (o, s) => format!(
+                "two different events come from span `{span}`: one of scope `{}`, one {}",
+                o.unwrap_or_default(),
+                s.map_or_else(
+                    || "without a scope".to_string(),
+                    |s| format!("of scope `{s}`")
+                )
             ),
         });
         Some(match settled {
@@ -303,13 +316,13 @@ impl Live {
         })
     }
 
-    /// Settles a duplicate key `rec` (of property `p`) shares with `first`, a kept event of
-    /// property `q` (of the scope `rec` names if `same_scope`): an equal delivery makes `rec` a
+    /// Settles a duplicate key `rec` (of property `p`, `None` when unattributed) shares with
+    /// `first`, a kept event of property `q` (of the scope `rec` names if `same_scope`): an equal delivery makes `rec` a
     /// duplicate; a different one sets both aside and raises `conflicting_duplicate` (worded
     /// by `detail`) for the properties they name.
     fn settle_kept(
         &mut self,
-        p: usize,
+        p: Option<usize>,
         rec: &Rec,
         q: usize,
         first: Rec,
@@ -320,17 +333,23 @@ impl Live {
             self.state.duplicates += 1;
             return Attributed::Duplicate;
         }
-        self.count_aside(p, rec);
+        if let Some(p) = p {
+            self.count_aside(p, rec);
+        }
         if first.has(ASIDE) {
-            let t = &mut self.state.props[p].tally;
-            t.series.add_reason(rec.ts, Reason::ConflictingDuplicate);
+            if let Some(p) = p {
+                let t = &mut self.state.props[p].tally;
+                t.series.add_reason(rec.ts, Reason::ConflictingDuplicate);
+            }
             return Attributed::Aside;
         }
         let detail = detail();
-        self.raise_span(p, rec, first.ts, Reason::ConflictingDuplicate, |_| {
-            detail.clone()
-        });
-        if q != p {
+        if let Some(p) = p {
+            self.raise_span(p, rec, first.ts, Reason::ConflictingDuplicate, |_| {
+                detail.clone()
+            });
+        }
+        if p != Some(q) {
             self.raise_span(q, &first, rec.ts, Reason::ConflictingDuplicate, |_| detail);
         }
         let route = self.route_ids.route(q, first.route);

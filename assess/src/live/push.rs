@@ -155,11 +155,9 @@ impl Live {
         // A span delivered again is settled against its kept delivery first, wherever that is
         // kept: its (emitter, seq) and order keys, being that delivery's too, would find it
         // as well, but as another event, archived again (the `dups` module).
-        if let Some(p) = prop
-            && rec.span().is_some()
-            && !matches!(ev.kind, Kind::Heartbeat | Kind::Attestation)
-            && let Some(scope) = ev.scope
-            && let Some(settled) = self.settle_span(p, &rec, scope)
+        // Whatever this delivery is (kept or not: a heartbeat, no scope, unattributed).
+        if let Some(id) = span
+            && let Some(settled) = self.settle_span(prop, &rec, id, ev.scope)
         {
             self.after_push();
             return match settled {
