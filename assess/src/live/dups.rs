@@ -3,8 +3,8 @@
 //!
 //! Events sharing (emitter, seq), or commit/fence events sharing (scope, incarnation, order,
 //! epoch), or events sharing their own provenance (a span's, found by the span index wherever
-//! it is kept: the `spans` module), are one event delivered twice when equal in content ([`crate::rules`] defines the keys and the content):
-//! one is kept. A key names no property, so a kept event of another property can share it.
+//! it is kept: the `spans` module), are one event delivered twice when equal in content
+//! ([`crate::rules`] defines the keys and the content): one is kept. A key names no property, so a kept event of another property can share it.
 //! When they differ, **all** of them are set aside, whatever the arrival order: the later
 //! delivery is not applied; the earlier one, already applied, has its per-event reasons
 //! withdrawn and, if kept in a scope, is set aside there (its route observation taken back,
@@ -257,22 +257,21 @@ impl Live {
         let events = scopes.state(k.scope).events();
         // None: that delivery folded (its entry is replaced when this one is kept).
         let first = *events.iter().find(|e| e.span() == Some(k.slot))?;
-        let first_scope = scopes.name(k.scope);
-        let same_scope = p == Some(q) && scope == Some(first_scope);
-        let other = (!same_scope).then(|| first_scope.to_string());
+        let same_scope = p == Some(q) && scope == Some(scopes.name(k.scope));
+        // The first delivery's scope, when this one names another (or none).
+        let other = (!same_scope).then(|| scopes.name(k.scope).to_string());
         let span = first.shown_source(self);
-        let settled = self.settle_kept(p, rec, q, first, same_scope, || match (other, scope) {
-            (None, Some(s)) => {
-                format!("two different events of scope `{s}` come from span `{span}`")
+        let settled = self.settle_kept(p, rec, q, first, same_scope, || {
+            let here = scope.map_or_else(
+                || "without a scope".to_string(),
+                |s| format!("of scope `{s}`"),
+            );
+            match other {
+                None => format!("two different events {here} come from span `{span}`"),
+                Some(o) => format!(
+                    "two different events come from span `{span}`: one of scope `{o}`, one {here}"
+                ),
             }
-            (o, s) => format!(
-                "two different events come from span `{span}`: one of scope `{}`, one {}",
-                o.unwrap_or_default(),
-                s.map_or_else(
-                    || "without a scope".to_string(),
-                    |s| format!("of scope `{s}`")
-                )
-            ),
         });
         Some(match settled {
             Attributed::Aside => Attributed::SpanAgain,
@@ -283,10 +282,9 @@ impl Live {
     /// Indexes `rec`, about to be kept in property `p` (scope id `rec.scope`), as its span's
     /// delivery (in place of a folded one's).
     pub(super) fn index_span(&mut self, p: usize, rec: &Rec) {
-        let Some(slot) = rec.span() else { return };
-        let (prop, scope) = (p as u16, rec.scope);
-        let k = KeptSpan { slot, prop, scope };
-        self.span_index.insert(&self.state.spans, k);
+        if let Some(k) = KeptSpan::of(p, rec) {
+            self.span_index.insert(&self.state.spans, k);
+        }
     }
 
     /// The first kept event of `scope` (its id `id` in property `p`) that `same_key` accepts,
@@ -317,9 +315,9 @@ impl Live {
     }
 
     /// Settles a duplicate key `rec` (of property `p`, `None` when unattributed) shares with
-    /// `first`, a kept event of property `q` (of the scope `rec` names if `same_scope`): an equal delivery makes `rec` a
-    /// duplicate; a different one sets both aside and raises `conflicting_duplicate` (worded
-    /// by `detail`) for the properties they name.
+    /// `first`, a kept event of property `q` (of the scope `rec` names if `same_scope`): an
+    /// equal delivery makes `rec` a duplicate; a different one sets both aside and raises
+    /// `conflicting_duplicate` (worded by `detail`) for the properties they name.
     fn settle_kept(
         &mut self,
         p: Option<usize>,

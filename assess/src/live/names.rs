@@ -169,9 +169,8 @@ impl Live {
         let spans = &self.state.spans;
         for (q, prop) in self.state.props.iter().enumerate() {
             prop.scopes.for_each_kept(&mut |e: &Rec| {
-                if let Some(slot) = e.span() {
-                    let (prop, scope) = (q as u16, e.scope);
-                    index.insert(spans, KeptSpan { slot, prop, scope });
+                if let Some(k) = KeptSpan::of(q, e) {
+                    index.insert(spans, k);
                 }
             });
         }

@@ -152,10 +152,10 @@ impl Live {
         };
         rec.holder = opt(self, ev.holder);
         rec.emitter = ev.emitter.map_or(NONE, |e| self.intern(e));
-        // A span delivered again is settled against its kept delivery first, wherever that is
-        // kept: its (emitter, seq) and order keys, being that delivery's too, would find it
+        // A span delivered again, whatever this delivery is (to be kept or not: a heartbeat,
+        // no scope, unattributed), is settled against its kept delivery first, wherever that
+        // is kept: its (emitter, seq) and order keys, being that delivery's too, would find it
         // as well, but as another event, archived again (the `dups` module).
-        // Whatever this delivery is (kept or not: a heartbeat, no scope, unattributed).
         if let Some(id) = span
             && let Some(settled) = self.settle_span(prop, &rec, id, ev.scope)
         {

@@ -12,7 +12,7 @@
 //! [`Live::push_span`]: super::Live::push_span
 //! [`Rec::span`]: crate::rules::Rec::span
 
-use crate::rules::OWN_PROVENANCE;
+use crate::rules::{OWN_PROVENANCE, Rec};
 use serde::{Deserialize, Serialize};
 
 /// A span's identity: its 16-byte trace id, then its 8-byte span id.
@@ -114,14 +114,23 @@ pub(super) struct KeptSpan {
     pub(super) scope: u32,
 }
 
+impl KeptSpan {
+    /// Where `rec`, kept (or about to be) in property `p`, is, if it has a span of its own.
+    pub(super) fn of(p: usize, rec: &Rec) -> Option<KeptSpan> {
+        Some(KeptSpan {
+            slot: rec.span()?,
+            prop: p as u16,
+            scope: rec.scope,
+        })
+    }
+}
+
 /// An entry of the index: a [`KeptSpan`] and 32 bits of its span id's hash, which grow the
 /// table and pass over other spans without reading the span table (a cache miss each).
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     hash: u32,
-    slot: u32,
-    scope: u32,
-    prop: u16,
+    kept: KeptSpan,
 }
 
 /// The kept deliveries of spans by span id: 16 bytes an entry (and a control byte) in one
@@ -152,6 +161,11 @@ fn spread(h: u32) -> u64 {
     u64::from(h).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
+/// Whether an entry is of span `id` (`hash` its hash): the hashes first, then the ids.
+fn of_span<'a>(spans: &'a Spans, id: &'a SpanId, hash: u32) -> impl Fn(&Entry) -> bool + 'a {
+    move |x| x.hash == hash && spans.get(x.kept.slot) == Some(id)
+}
+
 impl SpanIndex {
     /// 32 bits of `id`'s hash, its three words written whole (hashing the array wrote its
     /// length and then its bytes: ~50 instructions).
@@ -175,13 +189,8 @@ impl SpanIndex {
     /// Where the kept delivery of span `id` is, if one is indexed.
     pub(super) fn find(&self, spans: &Spans, id: &SpanId) -> Option<KeptSpan> {
         let hash = self.hash(id);
-        let at = |x: &Entry| x.hash == hash && spans.get(x.slot) == Some(id);
-        let e = self.table.find(spread(hash), at)?;
-        Some(KeptSpan {
-            slot: e.slot,
-            prop: e.prop,
-            scope: e.scope,
-        })
+        let e = self.table.find(spread(hash), of_span(spans, id, hash))?;
+        Some(e.kept)
     }
 
     /// Indexes `k` as the kept delivery of the span in its slot, in place of an entry of the
@@ -189,13 +198,8 @@ impl SpanIndex {
     pub(super) fn insert(&mut self, spans: &Spans, k: KeptSpan) {
         let Some(id) = spans.get(k.slot) else { return };
         let hash = self.hash(id);
-        let at = |x: &Entry| x.hash == hash && spans.get(x.slot) == Some(id);
-        let new = Entry {
-            hash,
-            slot: k.slot,
-            scope: k.scope,
-            prop: k.prop,
-        };
+        let new = Entry { hash, kept: k };
+        let at = of_span(spans, id, hash);
         match self.table.entry(spread(hash), at, |x| spread(x.hash)) {
             hashbrown::hash_table::Entry::Occupied(mut o) => *o.get_mut() = new,
             hashbrown::hash_table::Entry::Vacant(v) => {
@@ -208,7 +212,7 @@ impl SpanIndex {
     /// them).
     pub(super) fn retain_alive(&mut self, alive: &[bool]) {
         self.table
-            .retain(|e| alive.get(e.slot as usize).copied().unwrap_or(false));
+            .retain(|e| alive.get(e.kept.slot as usize).copied().unwrap_or(false));
     }
 
     /// Forgets every entry (to be built again).

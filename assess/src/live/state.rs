@@ -468,8 +468,8 @@ impl Live {
     }
 
     /// Approximate bytes of the resident state: per-scope state, the emitter table, the
-    /// name table (holders, routes, emitters) and the span table and index. The emitters are summed over (at most
-    /// [`LiveOptions::max_emitters`]); the rest is kept as totals.
+    /// name table (holders, routes, emitters) and the span table and index. The emitters are
+    /// summed over (at most [`LiveOptions::max_emitters`]); the rest is kept as totals.
     pub fn state_bytes(&self) -> usize {
         let scopes: usize = self.state.props.iter().map(|p| p.scopes.heap_bytes()).sum();
         let spans = self.state.spans.heap_bytes() + self.span_index.heap_bytes();

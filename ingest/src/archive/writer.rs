@@ -652,15 +652,19 @@ pub fn file_properties(row_group_rows: usize) -> WriterProperties {
     for c in plain {
         b = b.set_column_dictionary_enabled(ColumnPath::from(c), false);
     }
-    for c in ["ts", "offset", "seq", "epoch", "order", "valid_for"] {
-        b = b
-            .set_column_dictionary_enabled(ColumnPath::from(c), false)
-            .set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BINARY_PACKED);
-    }
-    for c in ["received", "incarnation"] {
-        b = b
-            .set_column_dictionary_enabled(ColumnPath::from(c), false)
-            .set_column_encoding(ColumnPath::from(c), Encoding::PLAIN);
+    let integers = [
+        (
+            &["ts", "offset", "seq", "epoch", "order", "valid_for"][..],
+            Encoding::DELTA_BINARY_PACKED,
+        ),
+        (&["received", "incarnation"][..], Encoding::PLAIN),
+    ];
+    for (columns, encoding) in integers {
+        for &c in columns {
+            b = b
+                .set_column_dictionary_enabled(ColumnPath::from(c), false)
+                .set_column_encoding(ColumnPath::from(c), encoding);
+        }
     }
     for c in STATS {
         b = b.set_column_statistics_enabled(ColumnPath::from(c), EnabledStatistics::Chunk);

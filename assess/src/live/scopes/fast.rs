@@ -39,8 +39,8 @@
 //!
 //! **What it costs.** Cleanliness is two booleans in the padding of the scope's summary; a hot
 //! scope (one decided with at least [`HOT_EVENTS`] events kept) keeps a [`Fast`] (its own
-//! allocation: about 200 bytes, an entry per epoch kept and per epoch granted), pointed to from the slack of the scope's allocation (80 bytes either
-//! way), dropped when it cools. Neither is checkpointed: a restored scope takes the full
+//! allocation: about 200 bytes, an entry per epoch kept and per epoch granted), pointed to
+//! from the slack of the scope's allocation (80 bytes either way), dropped when it cools. Neither is checkpointed: a restored scope takes the full
 //! decision at its next event, which gives what the fast path would (restore + replay finds the
 //! same). An idle scope costs nothing more. Per event: binary searches over the epochs kept and
 //! granted (a stale one also scans the epochs above it); a hand-off also visits the events
