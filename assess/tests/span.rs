@@ -193,7 +193,8 @@ fn a_span_delivered_again_as_an_event_not_kept_in_a_scope_sets_both_aside() {
     // As a heartbeat, without a scope, naming a property the contract lacks: each differs in
     // content from the kept commit of span A (hostile test, session 21: the counterexample
     // stood, and the re-delivery was archived again).
-    let changes: [(&str, fn(&mut Event<'static>)); 3] = [
+    type Change = (&'static str, fn(&mut Event<'static>));
+    let changes: [Change; 3] = [
         ("heartbeat", |e| e.kind = Kind::Heartbeat),
         ("no scope", |e| e.scope = None),
         ("another property", |e| e.property = Some("nope")),

@@ -13,7 +13,11 @@
 //! archive's thread), `rows` (an event straight into the `events` table's builders, as the
 //! applier did before), `parquet` (the batches encoded into a Parquet file in memory with the
 //! archive's `file_properties`), `column:NAME` (column `NAME` of `events` alone, encoded the
-//! same way: its share of `parquet`), `all`. Without valgrind it prints the wall time a row of
+//! same way: its share of `parquet`), `sink:logged` and `sink:kept` (the events as bodies of
+//! 1,000 lines applied to a partition feeding an archive in a temporary folder, then written:
+//! logged on the applier's thread as a replay does, or noted there and read again by the
+//! archive as the WAL source does; `callgrind_annotate --inclusive=yes` splits the applier's
+//! share, `Partition::apply_kept`, from the archive's, `Archive::write_some`), `all`. Without valgrind it prints the wall time a row of
 //! each stage. For `column:NAME`, comma-separated column lists in `PLAIN` (no dictionary),
 //! `NOSTATS`, `NOBLOOM`, `NOCOMP` (uncompressed), `PLAINENC` (no dictionary, `PLAIN` encoding),
 //! `DLBA` / `DBA` (`DELTA_LENGTH_BYTE_ARRAY`,
@@ -24,7 +28,8 @@
 //! emitter per connection with a rising `seq`.
 
 use arrow_array::RecordBatch;
-use fencewatch_ingest::archive::log::{Chunk, EventLog};
+use fencewatch_ingest::archive::chunk::Chunk;
+use fencewatch_ingest::archive::log::EventLog;
 use fencewatch_ingest::archive::rows::{EventRows, Rows, Src};
 use fencewatch_ingest::archive::{CHUNK_ROWS, Origin, Table, file_properties};
 use fencewatch_ingest::decode::json::{Decoded, decode_line};
@@ -185,6 +190,45 @@ fn column(batches: &[RecordBatch], name: &str) -> usize {
     w.into_inner().expect("close").len()
 }
 
+/// The events as bodies of 1,000 lines, applied to a partition feeding an archive under `dir`
+/// (its events kept for the archive to read again when `kept`), then written.
+fn sink(text: &[u8], kept: bool, dir: &std::path::Path) {
+    use fencewatch_assess::Contract;
+    use fencewatch_assess::live::{Live, LiveOptions};
+    use fencewatch_ingest::archive::{Archive, ArchiveOptions};
+    use fencewatch_ingest::batch::{self, DecodedGroup, Format, Retained};
+    use fencewatch_ingest::partition::Partition;
+    use std::sync::Arc;
+    let contract = Contract::parse(
+        "c.toml",
+        "[[property]]\nname=\"orders\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\n[[property.route]]\nname=\"orders.commit\"\n[[property.route]]\nname=\"orders.refund\"\n",
+    )
+    .expect("a contract");
+    let archive = Arc::new(Archive::open(ArchiveOptions::new(dir.join("archive"))).expect("open"));
+    let mut p = Partition::new("wal", Live::new(contract, LiveOptions::default()), 0);
+    p.attach_archive(archive.clone());
+    let lines: Vec<&[u8]> = text.split_inclusive(|&b| b == b'\n').collect();
+    let payloads: Vec<Vec<u8>> = lines
+        .chunks(1000)
+        .map(|c| batch::encode(Format::Ndjson, 1 << 62, "http", None, &c.concat()))
+        .collect();
+    let mut base = 0;
+    for group in payloads.chunks(64) {
+        let group = Arc::new(DecodedGroup::decode(group.to_vec(), 1 << 20));
+        let retained: Arc<dyn Retained> = group.clone();
+        for (k, (b, items)) in group.batches().iter().enumerate() {
+            let len = items.len() as u64;
+            let keep = kept.then_some((&retained, k));
+            p.apply_kept(base, len, b, items, keep, 1 << 20)
+                .expect("applied");
+            p.commit_archive();
+            base += len;
+        }
+        archive.write_some().expect("written");
+    }
+    archive.flush().expect("flushed");
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let stage = args.next().unwrap_or_else(|| "all".into());
@@ -208,7 +252,7 @@ fn main() {
             log_s += t.elapsed().as_secs_f64();
             if stage != "log" {
                 let t = Instant::now();
-                let b: Vec<RecordBatch> = chunks.iter().map(Chunk::batch).collect();
+                let b: Vec<RecordBatch> = chunks.iter().flat_map(Chunk::batches).collect();
                 batch_s += t.elapsed().as_secs_f64();
                 assert_eq!(b, built, "a log makes the builders' batches");
             }
@@ -217,6 +261,12 @@ fn main() {
             let t = Instant::now();
             black_box(rows(&events));
             rows_s += t.elapsed().as_secs_f64();
+        }
+        if let Some(way) = stage.strip_prefix("sink:") {
+            let dir = tempfile::tempdir().expect("a temporary folder");
+            let t = Instant::now();
+            sink(&text, way == "kept", dir.path());
+            parquet_s += t.elapsed().as_secs_f64();
         }
         if let Some(name) = stage.strip_prefix("column:") {
             let t = Instant::now();

@@ -12,7 +12,8 @@
 use crate::decode::json::{self, DecodeError};
 
 mod observe;
-pub use observe::{Applying, Observer, Unobserved};
+pub(crate) use observe::for_each_event;
+pub use observe::{Applying, Observer, Retained, Unobserved};
 
 const PAYLOAD_VERSION: u8 = 1;
 
@@ -203,6 +204,59 @@ pub fn decode(payload: &[u8]) -> Result<Batch<'_>, PayloadError> {
         key: None,
         body,
     })
+}
+
+/// The batches of a group with their items decoded, borrowing from the payloads they own.
+type DecodedBatches<'a> = Vec<(Batch<'a>, DecodedItems<'a>)>;
+
+self_cell::self_cell!(
+    /// WAL payloads and their batches decoded ([`DecodedGroup::decode`]): the WAL source
+    /// decodes a group on its own thread while the previous one is applied, and keeps it
+    /// until the evidence archive has read its events ([`Retained`]).
+    pub struct DecodedGroup {
+        owner: Vec<Vec<u8>>,
+        #[covariant]
+        dependent: DecodedBatches,
+    }
+);
+
+impl DecodedGroup {
+    /// Decodes WAL payloads this build encoded ([`encode`]), each with its items.
+    ///
+    /// # Panics
+    /// If a payload does not decode: the WAL source encoded each.
+    pub fn decode(payloads: Vec<Vec<u8>>, max_line_bytes: usize) -> DecodedGroup {
+        DecodedGroup::new(payloads, |payloads| {
+            payloads
+                .iter()
+                .map(|p| {
+                    let batch = decode(p).expect("a payload this source encoded");
+                    let items = decode_items(&batch, max_line_bytes);
+                    (batch, items)
+                })
+                .collect()
+        })
+    }
+
+    /// Its batches, in order, with their items.
+    pub fn batches(&self) -> &[(Batch<'_>, DecodedItems<'_>)] {
+        self.borrow_dependent()
+    }
+}
+
+impl std::fmt::Debug for DecodedGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DecodedGroup")
+            .field("batches", &self.borrow_owner().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Retained for DecodedGroup {
+    fn with_batch(&self, k: usize, f: &mut dyn FnMut(&Batch<'_>, &DecodedItems<'_>)) {
+        let (batch, items) = &self.borrow_dependent()[k];
+        f(batch, items);
+    }
 }
 
 /// A batch's items decoded: its valid events and the indices of its malformed items, both in

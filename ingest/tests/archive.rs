@@ -8,7 +8,7 @@ use fencewatch_assess::Contract;
 use fencewatch_assess::live::LiveOptions;
 use fencewatch_ingest::archive::manifest::Manifest;
 use fencewatch_ingest::archive::*;
-use fencewatch_ingest::batch::{self, Format};
+use fencewatch_ingest::batch::{self, DecodedGroup, Format, Retained};
 use fencewatch_ingest::partition::local::{self, Opened, PartitionOptions};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::collections::BTreeSet;
@@ -99,14 +99,40 @@ fn window_rows(dir: &Path) -> Vec<(i64, u64, String, String)> {
     out
 }
 
+thread_local! {
+    /// Whether [`append`] applies a record as the WAL source does ([`Partition::apply_kept`]:
+    /// its group kept, its events read again by the archive) or as a replay does (decoded and
+    /// logged on the applier's thread).
+    static KEPT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `test` with records applied both ways ([`KEPT`]).
+fn both_ways(test: fn()) {
+    for kept in [false, true] {
+        KEPT.set(kept);
+        test();
+    }
+}
+
 /// Appends `body` as one record and applies it; returns its base offset.
 fn append(o: &mut Opened, body: &str) -> u64 {
     let payload = batch::encode(Format::Ndjson, 1 << 62, "http", None, body.as_bytes());
     let items = batch::items(Format::Ndjson, body.as_bytes());
     let base = o.wal.append(items as u32, &payload).unwrap();
     o.wal.sync().unwrap();
-    let b = batch::decode(&payload).unwrap();
-    o.partition.apply(base, items, &b, 1 << 20).unwrap();
+    if KEPT.get() {
+        let group = Arc::new(DecodedGroup::decode(vec![payload], 1 << 20));
+        let kept: Arc<dyn Retained> = group.clone();
+        let (b, decoded) = &group.batches()[0];
+        let applied = o
+            .partition
+            .apply_kept(base, items, b, decoded, Some((&kept, 0)), 1 << 20)
+            .unwrap();
+        assert_eq!(applied.accepted + applied.malformed, decoded.len() as u64);
+    } else {
+        let b = batch::decode(&payload).unwrap();
+        o.partition.apply(base, items, &b, 1 << 20).unwrap();
+    }
     base
 }
 
@@ -174,6 +200,10 @@ fn ingest(o: &mut Opened, i: u64) {
 
 #[test]
 fn every_row_exists_once_after_a_crash_and_replay() {
+    both_ways(every_row_exists_once_after_a_crash_and_replay_one_way);
+}
+
+fn every_row_exists_once_after_a_crash_and_replay_one_way() {
     let dir = tempfile::tempdir().unwrap();
     let c = contract();
     let (mut total_events, mut total_malformed) = (0, 0);
@@ -689,6 +719,10 @@ fn same_rows(a: &[RecordBatch], b: &[RecordBatch]) {
 
 #[test]
 fn rows_are_handed_over_inside_a_record_and_a_crash_there_loses_or_repeats_none() {
+    both_ways(rows_are_handed_over_inside_a_record_and_a_crash_there_loses_or_repeats_none_one_way);
+}
+
+fn rows_are_handed_over_inside_a_record_and_a_crash_there_loses_or_repeats_none_one_way() {
     let dir = tempfile::tempdir().unwrap();
     let lines = 3 * fencewatch_ingest::archive::CHUNK_ROWS as u64 + 100;
     {
@@ -733,6 +767,10 @@ fn rows_are_handed_over_inside_a_record_and_a_crash_there_loses_or_repeats_none(
 /// 512 bytes; 8192 events of 1 MiB holders would pass it).
 #[test]
 fn events_of_long_strings_are_handed_over_by_their_bytes() {
+    both_ways(events_of_long_strings_are_handed_over_by_their_bytes_one_way);
+}
+
+fn events_of_long_strings_are_handed_over_by_their_bytes_one_way() {
     let dir = tempfile::tempdir().unwrap();
     // 400 events of 200 KB holders: 80 MB of strings in one record of far fewer than
     // CHUNK_ROWS lines.
@@ -906,6 +944,10 @@ fn write_some_cuts_a_file_once_it_holds_flush_bytes() {
 
 #[test]
 fn an_event_the_assessor_finds_malformed_is_archived_with_its_own_line() {
+    both_ways(an_event_the_assessor_finds_malformed_is_archived_with_its_own_line_one_way);
+}
+
+fn an_event_the_assessor_finds_malformed_is_archived_with_its_own_line_one_way() {
     let dir = tempfile::tempdir().unwrap();
     let (archive, mut o) = open(dir.path());
     // Every line decodes; two are beyond the future tolerance of their batch's receive time.
@@ -1077,4 +1119,103 @@ fn compaction_merges_only_adjacent_small_files_so_offsets_stay_in_order() {
     let offsets = u64s(&read(dir.path(), Table::Events), "offset");
     assert_eq!(offsets.len(), 2015);
     assert!(offsets.windows(2).all(|w| w[0] < w[1]), "in offset order");
+}
+
+/// The rows of batches applied as the WAL source applies them (their events noted on the
+/// applier, read again on the archive's thread) are the rows logged on the applier, column
+/// by column, in the same order: with one property and with two (a property named, the only
+/// one taken, none: unattributed), duplicate deliveries, lines that do not decode, events the
+/// assessor finds malformed, and records cut into several chunks (more than `CHUNK_ROWS`
+/// rows); before and after the rows are written, and while they are read by a snapshot.
+#[test]
+fn rows_of_batches_read_again_by_the_archive_are_the_rows_logged_on_the_applier() {
+    let two = Contract::parse(
+        "c.toml",
+        "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"1s\"\nallowed_lateness=\"1s\"\n[[property.route]]\nname=\"r\"\n\
+         [[property]]\nname=\"q\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"1s\"\nallowed_lateness=\"1s\"\n[[property.route]]\nname=\"r\"\n",
+    )
+    .unwrap();
+    let mixed = |k: u64| {
+        let mut body = String::new();
+        for i in 0..40 {
+            let t = 1_000_000_000 * (k * 40 + i);
+            let (scope, epoch) = (i % 5, 50 - (i % 9));
+            body.push_str(&match i % 9 {
+                0 => format!("{{\"kind\":\"commit\",\"ts\":{t},\"scope\":\"s{scope}\",\"epoch\":{epoch},\"route\":\"r\",\"property\":\"p\",\"holder\":\"h{i}\"}}\n"),
+                1 => format!("{{\"kind\":\"commit\",\"ts\":{t},\"scope\":\"s{scope}\",\"epoch\":{epoch},\"route\":\"r\",\"property\":\"q\",\"emitter\":\"e\",\"seq\":{}}}\n", k * 40 + i),
+                // The same delivery again: a duplicate, not a row.
+                2 => format!("{{\"kind\":\"commit\",\"ts\":{},\"scope\":\"s{scope}\",\"epoch\":{},\"route\":\"r\",\"property\":\"q\",\"emitter\":\"e\",\"seq\":{}}}\n", t - 1_000_000_000, 50 - ((i - 1) % 9), k * 40 + i - 1),
+                3 => "{\"kind\":\"commit\",\"ts\":\"never\"}\n".to_string(),
+                4 => format!("{{\"kind\":\"commit\",\"ts\":{t},\"scope\":\"s{scope}\",\"epoch\":{epoch},\"route\":\"r\",\"op_id\":\"o{i}\"}}\n"),
+                5 => format!("{{\"kind\":\"commit\",\"ts\":{},\"scope\":\"f\",\"epoch\":1,\"route\":\"r\"}}\n", 9_000_000_000_000_000_000u64 + i),
+                6 => format!("{{\"kind\":\"acquire\",\"ts\":{t},\"scope\":\"s{scope}\",\"epoch\":{},\"holder\":\"w\\u00e9{i}\"}}\n", epoch + 1),
+                7 => "\n".to_string(),
+                _ => format!("{{\"kind\":\"commit\",\"ts\":{t},\"scope\":\"u\",\"epoch\":1,\"route\":\"r\",\"property\":\"zz\"}}\n"),
+            });
+        }
+        body
+    };
+    let long = |k: u64| {
+        let n = 2 * CHUNK_ROWS as u64 + 17;
+        (0..n)
+            .map(|i| {
+                if i % 3 == 2 {
+                    "{\"kind\":\"commit\",\"scope\":\"x\"}\n".to_string()
+                } else {
+                    format!(
+                        "{{\"kind\":\"commit\",\"ts\":{},\"scope\":\"l{}\",\"epoch\":{},\"route\":\"r\",\"property\":\"p\"}}\n",
+                        1_000_000 * i + 1_000_000_000_000 * k,
+                        i % 11,
+                        i % 4
+                    )
+                }
+            })
+            .collect::<String>()
+    };
+    let bodies: Vec<String> = vec![mixed(0), long(1), mixed(2), mixed(3), long(4), mixed(5)];
+    for c in [contract(), two] {
+        let mut tables = Vec::new();
+        for kept in [false, true] {
+            KEPT.set(kept);
+            let dir = tempfile::tempdir().unwrap();
+            let (archive, mut o) = open_under(dir.path(), c.clone());
+            for (k, body) in bodies.iter().enumerate() {
+                append(&mut o, body);
+                o.partition.commit_archive();
+                match k {
+                    2 | 4 => archive.write_some().unwrap(),
+                    // A query reads the rows waiting first: then they are written as read.
+                    3 => drop(archive.snapshot(None, &[]).unwrap()),
+                    _ => {}
+                }
+            }
+            // Rows not written yet read the same way.
+            let snap = archive.snapshot(None, &[]).unwrap();
+            let pending = snap.batches[&Table::Events].clone();
+            archive.flush().unwrap();
+            let mut all = Vec::new();
+            for t in [Table::Events, Table::Malformed, Table::Counterexamples] {
+                all.push(read(dir.path(), t));
+            }
+            all.push(pending);
+            tables.push(all);
+        }
+        let (logged, read_again) = (&tables[0], &tables[1]);
+        let rows = |bs: &[RecordBatch]| bs.iter().map(RecordBatch::num_rows).sum::<usize>();
+        assert!(rows(&logged[0]) > 2 * CHUNK_ROWS, "events");
+        assert!(
+            rows(&logged[1]) > 0 && rows(&logged[2]) > 0,
+            "malformed, counterexamples"
+        );
+        assert!(rows(&logged[3]) > 0, "rows pending before the flush");
+        let properties: BTreeSet<String> = strings(&logged[0], "property").into_iter().collect();
+        assert!(properties.contains("p"), "{properties:?}");
+        let unattributed = logged[0]
+            .iter()
+            .map(|b| b.column_by_name("property").unwrap().null_count());
+        assert!(unattributed.sum::<usize>() > 0, "unattributed events");
+        for (a, b) in logged.iter().zip(read_again) {
+            same_rows(a, b);
+        }
+    }
 }

@@ -296,11 +296,12 @@ impl Queries {
 pub const QUERY_NICE: i32 = 19;
 
 /// Sets the calling thread's CPU priority to `nice` (Linux: a thread's own nice value;
-/// elsewhere nothing). A failure is logged, not fatal: the query still runs.
-fn lower_priority(nice: i32) {
+/// elsewhere nothing): a query's, the archive's. A failure is logged, not fatal: the thread
+/// still runs.
+pub(crate) fn lower_priority(nice: i32) {
     #[cfg(target_os = "linux")]
     if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), nice) {
-        tracing::warn!(error = %e, "cannot lower the query thread's CPU priority");
+        tracing::warn!(error = %e, nice, "cannot lower the thread's CPU priority");
     }
 }
 

@@ -47,6 +47,7 @@ archive = true                  # the evidence archive: Parquet under <data_dir>
 archive_flush_interval = "10s"
 archive_retention = "720h"      # 30 days
 archive_max_bytes = 0           # 0: no limit
+archive_nice = 10               # the archive thread's CPU priority: ingest first on a shared core; 0 normal
 query_timeout = "30s"
 query_max_rows = 100000
 query_memory = 536870912        # 512 MiB
@@ -280,6 +281,7 @@ struct Layer {
     archive_flush_interval: Option<String>,
     archive_retention: Option<String>,
     archive_max_bytes: Option<u64>,
+    archive_nice: Option<u64>,
     query_timeout: Option<String>,
     query_max_rows: Option<u64>,
     query_memory: Option<u64>,

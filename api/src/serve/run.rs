@@ -275,9 +275,10 @@ async fn serve(
     );
     let _ = std::io::stdout().flush();
     tracing::info!(%addr, data_dir = %config.data_dir.display(), contract = %config.contract_path.display(), max_connections, fd_limit, "listening");
+    let nice = config.archive.as_ref().map_or(0, |a| a.nice);
     let archiver = archive
         .clone()
-        .map(|a| crate::serve::sql::start(a, registry.clone(), wal.clone()));
+        .map(|a| crate::serve::sql::start(a, registry.clone(), wal.clone(), nice));
     let queries = crate::query::Queries::new(crate::query::Limits {
         timeout: std::time::Duration::from_nanos(config.query.timeout.0 as u64),
         max_rows: usize::try_from(config.query.max_rows).unwrap_or(usize::MAX),

@@ -17,6 +17,16 @@ use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer
 use fencewatch_assess::{Duration, Epoch, Event, Incarnation, Kind, Order, Outcome, Seq};
 use std::sync::{Arc, OnceLock};
 
+/// Rows a sink collects before it hands them over, even inside a record.
+pub const CHUNK_ROWS: usize = 8192;
+
+/// Bytes of events' strings a sink collects before it hands them over, even inside a record:
+/// fields but `scope` are bounded only by the line (`max_line_bytes`), and 8192 events of
+/// long ones would pass the 2 GiB an Arrow string column holds. A chunk this large (counted
+/// twice, log and batch) stays below what makes ingest wait (two files' worth of rows, 64 MiB
+/// by default).
+pub(super) const CHUNK_BYTES: usize = 16 << 20;
+
 /// A string that is absent.
 const NULL: u32 = u32::MAX;
 
@@ -50,6 +60,12 @@ struct Logged {
     lens: [u32; STRINGS],
 }
 
+/// Bytes per row of each string column of a log: the size of the next one.
+#[derive(Debug, Clone, Default)]
+pub(super) struct LogShape {
+    per_row: [usize; STRINGS],
+}
+
 /// The `events` rows of one partition being collected ([`EventLog::push`]).
 #[derive(Debug, Default)]
 pub struct EventLog {
@@ -65,6 +81,29 @@ impl EventLog {
         EventLog {
             partition: partition.to_string(),
             ..EventLog::default()
+        }
+    }
+
+    /// Bytes a row takes but its strings.
+    pub(super) const ROW_BYTES: usize = std::mem::size_of::<Logged>();
+
+    /// An empty log with room for `rows` rows whose strings are as long, column by column, as
+    /// those of `like` (per row): filled without a reallocation per doubling.
+    pub(super) fn sized_like(partition: &str, rows: usize, like: &LogShape) -> EventLog {
+        EventLog {
+            partition: partition.to_string(),
+            rows: Vec::with_capacity(rows),
+            texts: std::array::from_fn(|i| {
+                String::with_capacity(like.per_row[i].saturating_mul(rows) + 64)
+            }),
+        }
+    }
+
+    /// Its strings' bytes per row, column by column (for [`EventLog::sized_like`]).
+    pub(super) fn shape(&self) -> LogShape {
+        let n = self.rows.len().max(1);
+        LogShape {
+            per_row: std::array::from_fn(|i| self.texts[i].len().div_ceil(n)),
         }
     }
 
@@ -156,11 +195,17 @@ impl EventLog {
     /// builders, 1,141 with the values copied one by one out of one text, 760 with each text
     /// copied whole and Arrow's checks, 477 now (callgrind, `archive_cost batch`: the texts
     /// taken, not copied, the string columns' offsets in one pass, no checks). A chunk handed
-    /// to the archive ([`Chunk::events`]) gives its texts to the batch as they are; this copies
+    /// to the archive ([`EventLog::into_logged`]) gives its texts to the batch as they are; this copies
     /// them.
     pub fn to_batch(&self) -> RecordBatch {
         let texts = std::array::from_fn(|i| Buffer::from(self.texts[i].as_bytes()));
         batch_of(&self.partition, &self.rows, texts)
+    }
+
+    /// The rows as a batch, as [`EventLog::to_batch`] makes it, without copying the texts.
+    pub(super) fn into_batch(self) -> RecordBatch {
+        let (partition, rows, texts) = self.into_parts();
+        batch_of(&partition, &rows, texts)
     }
 
     /// The texts, each the values buffer of its column (no copy: the buffer takes the
@@ -168,6 +213,19 @@ impl EventLog {
     fn into_parts(self) -> (String, Vec<Logged>, [Buffer; STRINGS]) {
         let texts = self.texts.map(|t| Buffer::from_vec(t.into_bytes()));
         (self.partition, self.rows, texts)
+    }
+
+    /// The log handed to the archive, its texts taken as they are.
+    pub fn into_logged(self) -> LoggedEvents {
+        let bytes = self.bytes();
+        let (partition, rows, texts) = self.into_parts();
+        LoggedEvents {
+            partition,
+            rows,
+            texts,
+            bytes,
+            batch: OnceLock::new(),
+        }
     }
 }
 
@@ -350,18 +408,8 @@ fn optional<T: ArrowPrimitiveType>(
     Arc::new(PrimitiveArray::<T>::new(values, nulls))
 }
 
-/// Rows handed to the archive: a batch, or a log of events turned into one once, by the
-/// first that needs it (the archive's thread encoding it, or a query reading it first).
-#[derive(Debug, Clone)]
-pub enum Chunk {
-    /// Rows already in Arrow.
-    Batch(RecordBatch),
-    /// Events not yet.
-    Events(Arc<LoggedEvents>),
-}
-
-/// An [`EventLog`], its texts already the buffers of its string columns, and, once made, its
-/// batch.
+/// An [`EventLog`] handed to the archive ([`EventLog::into_logged`]): its texts already the
+/// buffers of its string columns, and, once made, its batch.
 #[derive(Debug)]
 pub struct LoggedEvents {
     partition: String,
@@ -372,46 +420,28 @@ pub struct LoggedEvents {
     batch: OnceLock<RecordBatch>,
 }
 
-impl Chunk {
-    /// A chunk of `log`'s events.
-    pub fn events(log: EventLog) -> Chunk {
-        let bytes = log.bytes();
-        let (partition, rows, texts) = log.into_parts();
-        Chunk::Events(Arc::new(LoggedEvents {
-            partition,
-            rows,
-            texts,
-            bytes,
-            batch: OnceLock::new(),
-        }))
+impl LoggedEvents {
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.rows.len()
     }
 
-    /// Its rows.
-    pub fn num_rows(&self) -> usize {
-        match self {
-            Chunk::Batch(b) => b.num_rows(),
-            Chunk::Events(e) => e.rows.len(),
-        }
+    /// Bytes of the rows' strings.
+    pub fn text_bytes(&self) -> usize {
+        self.texts.iter().map(Buffer::len).sum()
     }
 
-    /// The memory it holds, or will once turned into a batch: a log's batch is about as large
-    /// as the log, and both are held until the chunk is written.
-    pub fn memory_size(&self) -> usize {
-        match self {
-            Chunk::Batch(b) => b.get_array_memory_size(),
-            Chunk::Events(e) => e.bytes * 2,
-        }
+    /// [`EventLog::bytes`] of the log.
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
-    /// Its rows as a batch.
+    /// The rows as a batch, made once (by the first that needs it: the archive's thread, or a
+    /// query reading it first).
     pub fn batch(&self) -> RecordBatch {
-        match self {
-            Chunk::Batch(b) => b.clone(),
-            Chunk::Events(e) => e
-                .batch
-                .get_or_init(|| batch_of(&e.partition, &e.rows, e.texts.clone()))
-                .clone(),
-        }
+        self.batch
+            .get_or_init(|| batch_of(&self.partition, &self.rows, self.texts.clone()))
+            .clone()
     }
 }
 
@@ -498,21 +528,21 @@ mod tests {
             }
         }
         assert_eq!(log.len(), 200);
-        // The log's own batch (its texts copied) and the chunk's (its texts taken) alike.
+        // The log's own batch (its texts copied) and the logged one's (its texts taken) alike.
         let copied = log.to_batch();
-        let chunk = Chunk::events(log);
-        assert_eq!(chunk.num_rows(), 200);
-        assert!(chunk.memory_size() > 0);
-        let b = chunk.batch();
+        let logged = log.into_logged();
+        assert_eq!(logged.rows(), 200);
+        assert!(logged.bytes() > 0 && logged.text_bytes() > 0);
+        let b = &logged.batch();
         let built = direct.finish();
-        assert_eq!(b, built);
+        assert_eq!(b, &built);
         assert_eq!(copied, built);
         // Arrays made without Arrow's checks pass them all (offsets, UTF-8, char boundaries).
         for c in b.columns().iter().chain(copied.columns()) {
             c.to_data().validate_full().expect("a valid array");
         }
         // Made once: the second call gives the same arrays.
-        let again = chunk.batch();
+        let again = logged.batch();
         assert!(Arc::ptr_eq(b.column(0), again.column(0)));
         assert_eq!(EventLog::new("wal").to_batch().num_rows(), 0);
     }

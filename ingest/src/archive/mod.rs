@@ -21,6 +21,8 @@
 //! push on replay), so a replay re-archives exactly what was lost. Window rows are not tied to
 //! offsets: how far they are archived is in the manifest itself.
 
+mod applied;
+pub mod chunk;
 mod error;
 pub mod log;
 mod maintain;
@@ -32,7 +34,8 @@ mod sink;
 mod windows;
 mod writer;
 
+pub use log::CHUNK_ROWS;
 pub use maintain::Maintained;
 pub use rows::{Origin, Table};
-pub use sink::{CHUNK_ROWS, Sink};
+pub use sink::Sink;
 pub use writer::{Archive, ArchiveOptions, Due, Error, Snapshot, Stats, file_properties};

@@ -35,6 +35,8 @@ pub(super) struct Open {
     pub(super) partitions: BTreeMap<String, u64>,
     /// How far windows were taken then.
     pub(super) windows: BTreeMap<String, WindowsArchived>,
+    /// The shape of the last events read into a log, to size the next.
+    pub(super) shape: super::log::LogShape,
 }
 
 impl std::fmt::Debug for Open {

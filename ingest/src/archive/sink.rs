@@ -8,23 +8,15 @@
 //! and rows can be handed over in the middle of a record (a body of two million malformed
 //! lines costs a bounded buffer, not two million rows in memory).
 
-use super::log::{Chunk, EventLog};
+use super::applied::{Noted, Segment};
+use super::chunk::Chunk;
+use super::log::{CHUNK_BYTES, CHUNK_ROWS, EventLog};
 use super::rows::{CounterexampleRows, MalformedRows, Origin, Rows, Src, Table};
 use super::writer::Archive;
-use crate::batch::{Applying, Observer};
+use crate::batch::{Applying, Observer, Retained};
 use fencewatch_assess::live::{Live, Pushed, SpanId, SpanProvenance};
 use fencewatch_assess::{Contract, Event, EventTime};
 use std::sync::Arc;
-
-/// Rows a sink collects before it hands them over, even inside a record.
-pub const CHUNK_ROWS: usize = 8192;
-
-/// Bytes of events' strings a sink collects before it hands them over, even inside a record:
-/// fields but `scope` are bounded only by the line (`max_line_bytes`), and 8192 events of
-/// long ones would pass the 2 GiB an Arrow string column holds. A chunk this large (counted
-/// twice, log and batch) stays below what makes ingest wait (two files' worth of rows, 64 MiB
-/// by default).
-pub(super) const CHUNK_BYTES: usize = 16 << 20;
 
 /// The sink of one partition (`wal`, or `<topic>/<partition>`). Items whose offset is below
 /// the archived offset it started from were archived before a restart: their rows are
@@ -35,9 +27,14 @@ pub struct Sink {
     partition: String,
     skip_below: u64,
     /// The property of events that name none, when the contract has exactly one.
-    only_property: Option<String>,
+    only_property: Option<Arc<str>>,
     /// Applied events, made Arrow on the archive's thread ([`super::log`]).
     events: EventLog,
+    /// The events of the batch being applied, when its group is kept for the archive to read
+    /// again: noted, not logged ([`super::applied`]).
+    noting: Option<Segment>,
+    /// Events' chunks not handed over yet, in offset order, before those in `events`.
+    noted: Vec<Chunk>,
     malformed: MalformedRows,
     cxs: CounterexampleRows,
     /// Every row of the items below this is collected.
@@ -53,8 +50,10 @@ impl Sink {
             partition: partition.to_string(),
             skip_below,
             only_property: (contract.properties.len() == 1)
-                .then(|| contract.properties[0].name.clone()),
+                .then(|| contract.properties[0].name.as_str().into()),
             events: EventLog::new(partition),
+            noting: None,
+            noted: Vec::new(),
             malformed: MalformedRows::default(),
             cxs: CounterexampleRows::default(),
             next: skip_below,
@@ -89,25 +88,61 @@ impl Sink {
     ) {
         // Pushing it may have settled counterexamples: they are this item's rows too.
         let settled = live.take_settled_counterexamples();
-        if offset < self.skip_below {
-            return;
+        let archived = offset >= self.skip_below;
+        if archived {
+            self.hand_over_if_full();
         }
-        self.hand_over_if_full();
-        let property = match pushed {
-            Pushed::Assessed => ev.property.or(self.only_property.as_deref()),
-            Pushed::Unattributed => None,
-            // A duplicate delivery was not applied; a malformed one is a `malformed` row; a
-            // span delivered again is not archived again (SPEC §8): its first delivery's row
-            // holds its source.
-            Pushed::Duplicate | Pushed::Malformed | Pushed::SpanAgain => None,
+        // A duplicate delivery was not applied; a malformed one is a `malformed` row; a span
+        // delivered again is not archived again (SPEC §8): its first delivery's row holds its
+        // source.
+        let noted = match pushed {
+            _ if !archived => Noted::Skipped,
+            Pushed::Assessed => Noted::Assessed,
+            Pushed::Unattributed => Noted::Unattributed,
+            Pushed::Duplicate | Pushed::Malformed | Pushed::SpanAgain => Noted::Skipped,
         };
-        if matches!(pushed, Pushed::Assessed | Pushed::Unattributed) {
+        if let Some(segment) = &mut self.noting {
+            segment.note(offset, noted);
+        } else if noted != Noted::Skipped {
+            let property = match noted {
+                Noted::Assessed => ev.property.or(self.only_property.as_deref()),
+                _ => None,
+            };
             self.events.push(received, ev, property, source, offset);
+        }
+        if !archived {
+            return;
         }
         for s in &settled {
             self.cxs.push(s);
         }
         self.done(offset);
+    }
+
+    /// The events of the batch about to be applied, batch `batch` of `kept` at offset `base`
+    /// (`body` bytes, `items` items), are noted, not logged: the archive reads them from
+    /// `kept` again ([`super::applied`]). Until [`Sink::record`] ends the batch.
+    pub fn defer(
+        &mut self,
+        kept: Arc<dyn Retained>,
+        batch: usize,
+        base: u64,
+        body: usize,
+        items: usize,
+    ) {
+        if !self.events.is_empty() {
+            self.noted.push(Chunk::events(self.events.take()));
+        }
+        self.noting = Some(Segment::new(kept, batch, base, body, items));
+    }
+
+    /// The events noted so far become a chunk, handed over before those logged since.
+    fn cut(&mut self) {
+        if let Some(segment) = &mut self.noting
+            && let Some(events) = segment.cut(&self.partition, self.only_property.as_ref())
+        {
+            self.noted.push(Chunk::Applied(Arc::new(events)));
+        }
     }
 
     /// The malformed item at `offset`, with its provenance `source`.
@@ -142,8 +177,17 @@ impl Sink {
     /// record's end, never right after an item, whose record may still settle
     /// counterexamples ([`Sink::record`]) that a hand-over covering it would leave out.
     fn hand_over_if_full(&mut self) {
-        let rows = self.events.len() + self.malformed.len() + self.cxs.len();
-        if rows >= CHUNK_ROWS || self.events.text_bytes() >= CHUNK_BYTES {
+        let (mut rows, mut text) = (0, 0);
+        for c in &self.noted {
+            rows += c.num_rows();
+            text += c.text_bytes();
+        }
+        if let Some(s) = &self.noting {
+            rows += s.rows();
+            text += s.text_bytes();
+        }
+        rows += self.events.len() + self.malformed.len() + self.cxs.len();
+        if rows >= CHUNK_ROWS || text + self.events.text_bytes() >= CHUNK_BYTES {
             self.archive.wait_for_room_briefly();
             self.hand_over();
         }
@@ -159,6 +203,8 @@ impl Sink {
             }
         }
         self.next = self.next.max(next);
+        self.cut();
+        self.noting = None;
         self.hand_over_if_full();
     }
 
@@ -170,7 +216,9 @@ impl Sink {
     }
 
     fn hand_over(&mut self) {
-        let mut out = Vec::with_capacity(3);
+        self.cut();
+        let mut out = Vec::with_capacity(3 + self.noted.len());
+        out.extend(self.noted.drain(..).map(|c| (Table::Events, c)));
         if !self.events.is_empty() {
             out.push((Table::Events, Chunk::events(self.events.take())));
         }

@@ -1,8 +1,8 @@
 //! The archive's buffers, flushes, snapshots, retention and compaction.
 
+use super::chunk::{Chunk, batches_of};
 pub use super::error::Error;
 pub(super) use super::error::{io, pq};
-use super::log::Chunk;
 use super::manifest::{self, FileEntry, Manifest, WindowsArchived};
 use super::open::Open;
 use super::rows::{CounterexampleRows, Rows, Table, WindowRows};
@@ -438,7 +438,7 @@ impl Archive {
         let props = || file_properties(self.opts.row_group_rows);
         // Logged events become Arrow here, on the archive's thread, not the applier's.
         let written = Table::ALL.into_iter().try_for_each(|t| {
-            let bs: Vec<RecordBatch> = batches[slot(t)].iter().map(Chunk::batch).collect();
+            let bs = batches_of(&batches[slot(t)], &mut open.shape);
             open.write(&self.opts.dir, t, &props, &bs)
         });
         written.map_err(|e| self.failed(open, e))
@@ -573,7 +573,7 @@ impl Archive {
         // Logged events made Arrow outside the lock, which the applier takes per batch.
         for (t, cs) in chunks {
             let bs = snap.batches.entry(t).or_default();
-            bs.splice(0..0, cs.iter().map(Chunk::batch));
+            bs.splice(0..0, cs.iter().flat_map(Chunk::batches));
         }
         if !unsettled.is_empty() {
             let mut rows = CounterexampleRows::default();

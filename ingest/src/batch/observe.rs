@@ -1,7 +1,7 @@
 //! What applying a batch tells an observer (the evidence archive), item by item: the shape a
 //! partition calls and the archive implements, apart from both.
 
-use super::Batch;
+use super::{Batch, DecodedItems};
 use fencewatch_assess::live::{Live, Pushed, SpanId};
 use fencewatch_assess::{Event, EventTime};
 
@@ -60,3 +60,49 @@ pub trait Observer {
 pub struct Unobserved;
 
 impl Observer for Unobserved {}
+
+/// Applied batches kept for an observer that reads their events again after they were applied
+/// (the evidence archive, on its own thread: the applier, ingest's serial stage, then only
+/// notes what each event came to). Implemented by the WAL source's decoded groups.
+pub trait Retained: Send + Sync {
+    /// Calls `f` with batch `k` of the group and its items, as they were applied.
+    fn with_batch(&self, k: usize, f: &mut dyn FnMut(&Batch<'_>, &DecodedItems<'_>));
+}
+
+/// Calls `each` with every event of a decoded batch from item `from` on, in the order the
+/// batch is applied ([`crate::partition`]): its item index, its span (an OTLP span's own
+/// provenance) and the event.
+pub(crate) fn for_each_event(
+    items: &DecodedItems<'_>,
+    from: u32,
+    mut each: impl FnMut(u32, Option<&SpanId>, &Event<'_>),
+) {
+    #[cfg(feature = "otlp")]
+    if let Some(otlp) = &items.otlp {
+        use super::OtlpItems;
+        use crate::decode::otlp::Entry;
+        let mut one = |i: usize, e: &Entry<'_>| {
+            if let Entry::Event(ev, span) = e {
+                each(i as u32, *span, ev);
+            }
+        };
+        match otlp {
+            OtlpItems::Stored(entries) => {
+                let from = (from as usize).min(entries.len());
+                for (i, e) in entries.iter().enumerate().skip(from) {
+                    one(i, e);
+                }
+            }
+            OtlpItems::Request(d) => {
+                for (i, e) in d.entries().enumerate().skip(from as usize) {
+                    one(i, &e);
+                }
+            }
+        }
+        return;
+    }
+    let start = items.events.partition_point(|(i, _)| *i < from);
+    for (i, d) in &items.events[start..] {
+        each(*i, None, &d.event());
+    }
+}

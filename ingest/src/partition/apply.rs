@@ -18,7 +18,7 @@ pub(super) fn apply_decoded<'a, O: Observer>(
     live: &mut Live,
     base: u64,
     batch: &Batch<'a>,
-    items: DecodedItems<'_>,
+    items: &DecodedItems<'_>,
     max_line_bytes: usize,
     obs: &mut O,
 ) -> Applied {
@@ -126,14 +126,14 @@ fn otlp_apply(
     live: &mut Live,
     base: u64,
     batch: &Batch<'_>,
-    items: DecodedItems<'_>,
+    items: &DecodedItems<'_>,
     obs: &mut impl Observer,
 ) -> Applied {
     let source = live.add_source(batch.source);
     let mut out = Applied::default();
     let applying = Applying { base, batch };
     #[cfg(feature = "otlp")]
-    if let Some(otlp) = items.otlp {
+    if let Some(otlp) = &items.otlp {
         use crate::batch::OtlpItems;
         use crate::decode::otlp::Entry;
         match otlp {

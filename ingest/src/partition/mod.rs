@@ -26,7 +26,7 @@ pub use crate::batch::{Applying, Observer, Unobserved};
 pub mod restore;
 pub mod state;
 
-use crate::batch::{self, Batch, DecodedItems, PayloadError};
+use crate::batch::{self, Batch, DecodedItems, PayloadError, Retained};
 use crate::checkpoint;
 use crate::decode::json::DecodeError;
 use crate::report::{
@@ -230,7 +230,7 @@ impl Partition {
             return None;
         }
         let items = batch::decode_items(batch, max_line_bytes);
-        self.apply_decoded(base, len, batch, items, max_line_bytes)
+        self.apply_decoded(base, len, batch, &items, max_line_bytes)
     }
 
     /// Applies a batch decoded by [`batch::decode_items`] (with the same `max_line_bytes`),
@@ -240,7 +240,25 @@ impl Partition {
         base: u64,
         len: u64,
         batch: &Batch<'_>,
-        items: DecodedItems<'_>,
+        items: &DecodedItems<'_>,
+        max_line_bytes: usize,
+    ) -> Option<Applied> {
+        self.apply_kept(base, len, batch, items, None, max_line_bytes)
+    }
+
+    /// [`Partition::apply_decoded`] of batch `kept.1` of the group `kept.0`, which is kept
+    /// alive for the evidence archive: the archive reads its events again on its own thread,
+    /// and the applier only notes what each came to ([`crate::archive::Sink::defer`]).
+    pub fn apply_kept(
+        &mut self,
+        base: u64,
+        len: u64,
+        batch: &Batch<'_>,
+        items: &DecodedItems<'_>,
+        #[cfg_attr(not(feature = "archive"), allow(unused_variables))] kept: Option<(
+            &std::sync::Arc<dyn Retained>,
+            usize,
+        )>,
         max_line_bytes: usize,
     ) -> Option<Applied> {
         if base < self.next {
@@ -249,6 +267,9 @@ impl Partition {
         let next = base + len.max(1);
         #[cfg(feature = "archive")]
         if let Some(sink) = &mut self.sink {
+            if let Some((group, k)) = kept {
+                sink.defer(group.clone(), k, base, batch.body.len(), items.len());
+            }
             let a = apply::apply_decoded(&mut self.live, base, batch, items, max_line_bytes, sink);
             sink.record(&mut self.live, next);
             self.moved_to(next);

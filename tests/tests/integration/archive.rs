@@ -424,6 +424,59 @@ fn sigterm_flushes_the_archive_and_archive_false_turns_it_off() {
     assert_eq!(one(&off, "SELECT count(*) FROM events"), 0);
 }
 
+/// The nice value of each thread of process `pid` whose name starts with `name`
+/// (`/proc/<pid>/task/*/comm`, cut at 15 bytes; field 19 of its `stat`).
+#[cfg(target_os = "linux")]
+fn nice_of_threads(pid: u32, name: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let task = task.unwrap().path();
+        let comm = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
+        if !comm.starts_with(name) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.join("stat")).unwrap();
+        let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+        out.push(after_name.split(' ').nth(16).unwrap().parse().unwrap());
+    }
+    out
+}
+
+/// The archive's thread runs below ingest's priority (`archive_nice`, 10 by default), so that
+/// on a shared core its Parquet encoding waits for ingest's stages; ingest's threads keep the
+/// service's own priority; `--archive-nice` sets it. Rows are archived either way.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_archive_thread_runs_below_ingest_priority() {
+    let base = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+    let base: i32 = base[base.rfind(')').unwrap() + 2..]
+        .split(' ')
+        .nth(16)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (flags, nice) in [(&[][..], 10), (&["--archive-nice", "15"][..], 15)] {
+        let svc = TestService::start(
+            &fencewatch_tests::made_dir(dir.path().join(format!("n{nice}"))),
+            ORDERS_CONTRACT,
+            flags,
+        );
+        let lines = history_to_now(now_ns());
+        assert_eq!(svc.post_ndjson(&lines.join("\n")).status, 200);
+        let pid = svc.pid();
+        // A thread may lower its own priority, never raise it: from the test's own.
+        assert_eq!(nice_of_threads(pid, "fencewatch-arc"), [nice.max(base)]);
+        for ingest in ["fencewatch-app", "fencewatch-wri", "fencewatch-dec"] {
+            assert_eq!(nice_of_threads(pid, ingest), [base], "{ingest}");
+        }
+        let data = svc.data_dir.clone();
+        let (status, log) = svc.terminate();
+        assert!(status.success(), "{log}");
+        assert_eq!(offline(&data, "SELECT count(*) FROM events"), [json!([61])]);
+    }
+}
+
 #[test]
 fn sigkill_at_random_moments_leaves_every_acknowledged_event_archived_once() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,6 @@
 //! The evidence archive's and the queries' keys (SPEC §9): `archive`,
-//! `archive_flush_interval`, `archive_retention`, `archive_max_bytes`, `query_timeout`,
-//! `query_max_rows`, `query_memory`, `query_nice`.
+//! `archive_flush_interval`, `archive_retention`, `archive_max_bytes`, `archive_nice`,
+//! `query_timeout`, `query_max_rows`, `query_memory`, `query_nice`.
 
 use super::{Layer, Loader, Origin, pick};
 use clap::Args;
@@ -26,6 +26,10 @@ pub struct ArchiveArgs {
     /// Beyond this many bytes of archive files the oldest are deleted; 0: no limit [default: 0].
     #[arg(long, env = "FENCEWATCH_ARCHIVE_MAX_BYTES", value_name = "BYTES")]
     pub archive_max_bytes: Option<String>,
+    /// The archive thread's CPU priority (nice), 0 to 19: above 0, ingest's threads go first
+    /// on a shared core [default: 10].
+    #[arg(long, env = "FENCEWATCH_ARCHIVE_NICE", value_name = "N")]
+    pub archive_nice: Option<String>,
     /// A SQL query is ended after this [default: 30s].
     #[arg(long, env = "FENCEWATCH_QUERY_TIMEOUT", value_name = "DURATION")]
     pub query_timeout: Option<String>,
@@ -50,6 +54,8 @@ pub struct ArchiveConfig {
     pub retention: Duration,
     /// Beyond this many bytes of files the oldest are dropped (`None`: no limit).
     pub max_bytes: Option<u64>,
+    /// The archive thread's niceness (0 to 19).
+    pub nice: i32,
 }
 
 /// The limits of `POST /v1/query` and `fencewatch query`.
@@ -96,6 +102,7 @@ pub(super) fn load(
         d.archive_max_bytes,
     );
     let nice: Keys<u64> = (a.query_nice, f.query_nice, d.query_nice);
+    let archive_nice: Keys<u64> = (a.archive_nice, f.archive_nice, d.archive_nice);
     let query: (Keys<String>, Keys<u64>, Keys<u64>) = (
         (
             a.query_timeout,
@@ -151,18 +158,24 @@ pub(super) fn load(
         memory.2,
         MIN_QUERY_MEMORY,
     );
-    let (nice, origin) = l.number("query_nice", nice.0, nice.1, nice.2, 0);
-    if nice > 19 {
-        l.error(
-            "query_nice",
-            origin,
-            format_args!("{nice} is not a nice value from 0 to 19"),
-        );
-    }
+    let mut nice_of = |key: &str, (flag, file, default): Keys<u64>| {
+        let (nice, origin) = l.number(key, flag, file, default, 0);
+        if nice > 19 {
+            l.error(
+                key,
+                origin,
+                format_args!("{nice} is not a nice value from 0 to 19"),
+            );
+        }
+        i32::try_from(nice.min(19)).unwrap_or(19)
+    };
+    let archive_nice = nice_of("archive_nice", archive_nice);
+    let nice = nice_of("query_nice", nice);
     let archive = on.then_some(ArchiveConfig {
         flush_interval: every,
         retention: keep,
         max_bytes: (max_bytes > 0).then_some(max_bytes),
+        nice: archive_nice,
     });
     (
         archive,
@@ -170,7 +183,7 @@ pub(super) fn load(
             timeout,
             max_rows,
             memory,
-            nice: i32::try_from(nice.min(19)).unwrap_or(19),
+            nice,
         },
     )
 }

@@ -246,6 +246,8 @@ fn defaults_file_and_flags() {
     assert_eq!(a.flush_interval, Duration::parse("2s").unwrap());
     assert_eq!(a.retention, Duration::parse("720h").unwrap());
     assert_eq!(a.max_bytes, None);
+    assert_eq!(a.nice, 10);
+    assert_eq!(c.query.nice, 19);
     assert_eq!(c.query.max_rows, 10);
     assert_eq!(c.query.timeout, Duration::parse("30s").unwrap());
     assert_eq!(c.query.memory, 512 << 20);
@@ -260,6 +262,8 @@ fn defaults_file_and_flags() {
     .unwrap();
     assert_eq!(c.archive, None);
     assert_eq!(c.query.memory, 1 << 20);
+    let c = ServeConfig::load(args(&["--config", &config, "--archive-nice", "0"])).unwrap();
+    assert_eq!(c.archive.unwrap().nice, 0);
     let err = ServeConfig::load(args(&[
         "--config",
         &config,
@@ -269,6 +273,8 @@ fn defaults_file_and_flags() {
         "10",
         "--query-timeout",
         "0s",
+        "--archive-nice",
+        "20",
     ]))
     .unwrap_err();
     let text = err.to_string();
@@ -284,5 +290,11 @@ fn defaults_file_and_flags() {
         text.contains("--query-timeout (or FENCEWATCH_QUERY_TIMEOUT): must be greater than zero"),
         "{text}"
     );
-    assert_eq!(err.errors.len(), 3, "{text}");
+    assert!(
+        text.contains(
+            "--archive-nice (or FENCEWATCH_ARCHIVE_NICE): 20 is not a nice value from 0 to 19"
+        ),
+        "{text}"
+    );
+    assert_eq!(err.errors.len(), 4, "{text}");
 }

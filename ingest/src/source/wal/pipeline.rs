@@ -15,7 +15,7 @@
 use super::{
     Error, Ingested, Job, SubmitError, WalOptions, WalSource, open_failure, partition_dir,
 };
-use crate::batch::{self, Batch, DecodedItems};
+use crate::batch::{DecodedGroup, Retained};
 use crate::checkpoint::{self, CheckpointStore, PipeReader};
 use crate::partition::local::{self, PartitionOptions};
 use crate::registry::{Kind, Registry, Shared, read, write};
@@ -37,19 +37,6 @@ struct Group {
     jobs: Vec<Job>,
     bases: Vec<u64>,
 }
-
-/// The batches of a group with their items decoded, borrowing from the payloads they own.
-type DecodedBatches<'a> = Vec<(Batch<'a>, DecodedItems<'a>)>;
-
-self_cell::self_cell!(
-    /// Payloads of a group and their decoded items: decoding happens on its own thread,
-    /// while the previous group is applied.
-    struct DecodedGroup {
-        owner: Vec<Vec<u8>>,
-        #[covariant]
-        dependent: DecodedBatches,
-    }
-);
 
 /// A decoded group on its way to the applier.
 struct Decoded {
@@ -312,16 +299,7 @@ fn decoder(rx: Receiver<Group>, tx: Sender<Decoded>, max_line_bytes: usize) {
             .iter_mut()
             .map(|j| std::mem::take(&mut j.payload))
             .collect();
-        let decoded = DecodedGroup::new(payloads, |payloads| {
-            payloads
-                .iter()
-                .map(|p| {
-                    let batch = batch::decode(p).expect("a payload this source encoded");
-                    let items = batch::decode_items(&batch, max_line_bytes);
-                    (batch, items)
-                })
-                .collect()
-        });
+        let decoded = DecodedGroup::decode(payloads, max_line_bytes);
         if tx
             .send(Decoded {
                 jobs,
@@ -420,26 +398,28 @@ fn apply_group(part: &Shared, metrics: &Metrics, group: Decoded, max_line_bytes:
     let Decoded {
         jobs,
         bases,
-        mut decoded,
+        decoded,
     } = group;
-    decoded.with_dependent_mut(|_, batches| {
-        for ((j, base), (batch, items)) in jobs.into_iter().zip(bases).zip(batches.iter_mut()) {
-            let items = std::mem::take(items);
-            let len = u64::from(j.items.max(1));
-            let mut part = write(part);
-            let applied = part
-                .apply_decoded(base, len, batch, items, max_line_bytes)
-                .expect("the writer hands out increasing offsets");
-            report_batch(metrics, batch.source, &applied);
-            part.report(metrics);
-            drop(part);
-            let _ = j.reply.send(Ok(Ingested {
-                first_offset: base,
-                next_offset: base + len,
-                applied,
-            }));
-        }
-    });
+    // Kept alive until the evidence archive has read its events (and dropped here without
+    // one): the applier only notes what each event came to.
+    let decoded = Arc::new(decoded);
+    let kept: Arc<dyn Retained> = decoded.clone();
+    let batches = decoded.batches();
+    for (k, ((j, base), (batch, items))) in jobs.into_iter().zip(bases).zip(batches).enumerate() {
+        let len = u64::from(j.items.max(1));
+        let mut part = write(part);
+        let applied = part
+            .apply_kept(base, len, batch, items, Some((&kept, k)), max_line_bytes)
+            .expect("the writer hands out increasing offsets");
+        report_batch(metrics, batch.source, &applied);
+        part.report(metrics);
+        drop(part);
+        let _ = j.reply.send(Ok(Ingested {
+            first_offset: base,
+            next_offset: base + len,
+            applied,
+        }));
+    }
 }
 
 /// The events of one applied batch of `source`.
