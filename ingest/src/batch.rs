@@ -290,6 +290,17 @@ impl DecodedItems<'_> {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Whether an observer can read the events again cheaply, from any item on
+    /// ([`observe::for_each_event`]): all but a legacy OTLP record (a reduced request), which
+    /// decodes whole each time.
+    pub(crate) fn can_read_again(&self) -> bool {
+        #[cfg(feature = "otlp")]
+        if matches!(self.otlp, Some(OtlpItems::Request(_))) {
+            return false;
+        }
+        true
+    }
 }
 
 /// The items of an OTLP body, decoded.

@@ -741,21 +741,34 @@ fn rows_are_handed_over_inside_a_record_and_a_crash_there_loses_or_repeats_none_
         }
         append(&mut o, &body);
         // The chunks handed over so far are flushed; the record's end never is (a crash).
-        archive.flush().unwrap();
-        let durable = archive.durable("wal");
-        assert!(
-            durable > 0 && durable < lines,
-            "{durable} inside the record"
-        );
+        flushed_inside_the_record(&archive, lines);
         let m = read(dir.path(), Table::Malformed);
         assert!(m.iter().map(RecordBatch::num_rows).sum::<usize>() > 0);
     }
-    let (archive, _o) = open(dir.path());
+    half_events_half_malformed_once_after_a_restart(dir.path(), lines);
+}
+
+/// Flushes what was handed over of a record of `lines` items at offset 0, and checks that is
+/// part of the record, not none or all of it.
+fn flushed_inside_the_record(archive: &Archive, lines: u64) {
     archive.flush().unwrap();
-    let events = strings(&read(dir.path(), Table::Events), "source");
-    let malformed = strings(&read(dir.path(), Table::Malformed), "source");
-    assert_eq!(events.len() as u64, lines / 2);
-    assert_eq!(malformed.len() as u64, lines / 2);
+    let durable = archive.durable("wal");
+    assert!(
+        durable > 0 && durable < lines,
+        "{durable} inside the record"
+    );
+}
+
+/// After a restart of the archive and partition of `dir` (a replay past the archived
+/// offset), its record of `lines` items, half events and half malformed, has each item's row
+/// once.
+fn half_events_half_malformed_once_after_a_restart(dir: &Path, lines: u64) {
+    let (archive, _o) = open(dir);
+    archive.flush().unwrap();
+    let events = strings(&read(dir, Table::Events), "source");
+    let malformed = strings(&read(dir, Table::Malformed), "source");
+    assert_eq!(events.len() as u64, lines / 2, "every event once");
+    assert_eq!(malformed.len() as u64, lines / 2, "every malformed row");
     let mut all: Vec<String> = events.into_iter().chain(malformed).collect();
     all.sort();
     all.dedup();
@@ -788,12 +801,7 @@ fn events_of_long_strings_are_handed_over_by_their_bytes_one_way() {
         }
         append(&mut o, &body);
         // Rows were handed over inside the record: by bytes, not by rows.
-        archive.flush().unwrap();
-        let durable = archive.durable("wal");
-        assert!(
-            durable > 0 && durable < lines,
-            "{durable} inside the record"
-        );
+        flushed_inside_the_record(&archive, lines);
     }
     let (archive, _o) = open(dir.path());
     archive.flush().unwrap();
@@ -803,6 +811,63 @@ fn events_of_long_strings_are_handed_over_by_their_bytes_one_way() {
         holders,
         (0..lines).map(holder).collect::<Vec<_>>(),
         "every event once"
+    );
+}
+
+/// A hand-over inside a record never falls between an event the assessor finds malformed and
+/// its `malformed` row (the item's two rows): long lines, every other one beyond the future
+/// tolerance, handed over by their bytes, then a crash after a flush inside the record; after
+/// the restart every item has its one row (review of session 22: with the events read again
+/// by the archive, the bytes noted for such an event could hand over before its row, and
+/// the restart replayed past it).
+#[test]
+fn a_hand_over_inside_a_record_keeps_an_item_and_its_malformed_row_together() {
+    both_ways(a_hand_over_inside_a_record_keeps_an_item_and_its_malformed_row_together_one_way);
+}
+
+fn a_hand_over_inside_a_record_keeps_an_item_and_its_malformed_row_together_one_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = 600u64;
+    let line = |i: u64| {
+        let ts = if i.is_multiple_of(2) {
+            i.to_string()
+        } else {
+            (9_000_000_000_000_000_000u64 + i).to_string()
+        };
+        format!(
+            "{{\"kind\":\"commit\",\"ts\":{ts},\"scope\":\"s{i}\",\"epoch\":1,\"route\":\"r\",\"holder\":\"{i:04}{}\"}}\n",
+            "h".repeat(100_000)
+        )
+    };
+    {
+        let (archive, mut o) = open(dir.path());
+        let body: String = (0..lines).map(line).collect();
+        append(&mut o, &body);
+        flushed_inside_the_record(&archive, lines);
+    }
+    half_events_half_malformed_once_after_a_restart(dir.path(), lines);
+}
+
+/// Blank lines are items without a row: a body of a few events among many blank lines is not
+/// counted as that many bytes of strings waiting (review of session 22: each blank line counted
+/// as a share of the body, a 10 KB body as ~100 MB, and ingest waited for the archive).
+#[test]
+fn blank_lines_are_not_counted_as_rows_waiting() {
+    both_ways(blank_lines_are_not_counted_as_rows_waiting_one_way);
+}
+
+fn blank_lines_are_not_counted_as_rows_waiting_one_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let (archive, mut o) = open(dir.path());
+    let body = format!("{}{}{}", line(0), "\n".repeat(100_000), line(1));
+    append(&mut o, &body);
+    o.partition.commit_archive();
+    let sizes = archive.sizes();
+    assert_eq!(sizes.pending_rows, 2);
+    assert!(
+        sizes.pending_bytes < 1 << 20,
+        "{} bytes for two events",
+        sizes.pending_bytes
     );
 }
 

@@ -16,6 +16,10 @@ use arrow_array::RecordBatch;
 use fencewatch_assess::live::SpanProvenance;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// Bytes a decoded event holds in its group (an NDJSON event's `Decoded` and item index; an
+/// OTLP event's entry is smaller), counted for each event a chunk keeps alive.
+const DECODED_BYTES: usize = std::mem::size_of::<(u32, crate::decode::json::Decoded<'static>)>();
+
 /// What an event of a batch came to, for the archive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -122,8 +126,10 @@ impl Segment {
         if rows == 0 {
             return None;
         }
-        // The log and the batch they become.
-        let bytes = 2 * (text + rows * EventLog::ROW_BYTES);
+        // Until read: the decoded items of the events noted (the body's share is `text`);
+        // then the log, whose texts become the batch's buffers, and the batch's other columns.
+        let decoded = noted.len() * DECODED_BYTES;
+        let bytes = decoded + 2 * (text + rows * EventLog::ROW_BYTES);
         Some(AppliedEvents {
             read: Mutex::new(Read::Kept(self.kept.clone())),
             batch: self.batch,
@@ -186,14 +192,19 @@ impl AppliedEvents {
         self.text
     }
 
-    /// The memory it holds, or will once read: its share of the batch's body and the log and
-    /// batch its rows become.
+    /// The memory it holds, or will once read: its share of the batch's body and its events'
+    /// decoded items, then the log its rows become (whose texts the batch takes) and the batch.
     pub(super) fn bytes(&self) -> usize {
         self.bytes
     }
 
     fn lock(&self) -> MutexGuard<'_, Read> {
         self.read.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Its partition.
+    pub(super) fn partition(&self) -> &str {
+        &self.partition
     }
 
     /// Its events, locked, if they are not read yet.
@@ -231,9 +242,12 @@ impl AppliedEvents {
             };
             let mut noted = self.noted.iter();
             for_each_event(items, self.from, |i, span, ev| {
-                let Some(&n) = noted.next() else { return };
+                // The events after the last noted are the next chunk's.
+                let Some(&n) = noted.next() else {
+                    return false;
+                };
                 let property = match n {
-                    Noted::Skipped => return,
+                    Noted::Skipped => return true,
                     Noted::Assessed => ev.property.or(self.only_property.as_deref()),
                     Noted::Unattributed => None,
                 };
@@ -246,6 +260,7 @@ impl AppliedEvents {
                 if log.text_bytes() >= CHUNK_BYTES {
                     out.push(log.take().into_batch());
                 }
+                true
             });
             debug_assert!(noted.next().is_none(), "every noted event read again");
         });
@@ -254,6 +269,13 @@ impl AppliedEvents {
 
 /// An applied batch's events not read yet, locked until read (a query reading them waits).
 pub(super) struct Unread<'a>(&'a AppliedEvents, MutexGuard<'a, Read>);
+
+impl Unread<'_> {
+    /// The partition of the events.
+    pub(super) fn partition(&self) -> &str {
+        self.0.partition()
+    }
+}
 
 /// Reads the events of `group` into one log, one batch; each chunk keeps its slice of it.
 /// Should their strings pass [`CHUNK_BYTES`] after all (a chunk's are estimated from its share

@@ -82,7 +82,11 @@ pub(super) fn batches_of(chunks: &[Chunk], shape: &mut LogShape) -> Vec<RecordBa
             && a.text_bytes() < CHUNK_BYTES
             && let Some(unread) = a.unread()
         {
-            if rows + a.rows() > READ_ROWS || text + a.text_bytes() > CHUNK_BYTES {
+            // One log is one partition's (its `partition` column).
+            let other = group
+                .first()
+                .is_some_and(|u| u.partition() != a.partition());
+            if rows + a.rows() > READ_ROWS || text + a.text_bytes() > CHUNK_BYTES || other {
                 read_group(&mut group, shape, &mut out);
                 (rows, text) = (0, 0);
             }

@@ -60,6 +60,9 @@ struct Logged {
     lens: [u32; STRINGS],
 }
 
+/// A string column's bytes a row that [`EventLog::sized_like`] reserves at most.
+const SIZED_ROW_BYTES: usize = 256;
+
 /// Bytes per row of each string column of a log: the size of the next one.
 #[derive(Debug, Clone, Default)]
 pub(super) struct LogShape {
@@ -88,13 +91,15 @@ impl EventLog {
     pub(super) const ROW_BYTES: usize = std::mem::size_of::<Logged>();
 
     /// An empty log with room for `rows` rows whose strings are as long, column by column, as
-    /// those of `like` (per row): filled without a reallocation per doubling.
+    /// those of `like` (per row), up to [`SIZED_ROW_BYTES`] a row: filled without a
+    /// reallocation per doubling. The bound keeps one log of long values (a 1 MiB `evidence`)
+    /// from reserving that much for every row of the next.
     pub(super) fn sized_like(partition: &str, rows: usize, like: &LogShape) -> EventLog {
         EventLog {
             partition: partition.to_string(),
             rows: Vec::with_capacity(rows),
             texts: std::array::from_fn(|i| {
-                String::with_capacity(like.per_row[i].saturating_mul(rows) + 64)
+                String::with_capacity(like.per_row[i].min(SIZED_ROW_BYTES) * rows + 64)
             }),
         }
     }
@@ -545,6 +550,25 @@ mod tests {
         let again = logged.batch();
         assert!(Arc::ptr_eq(b.column(0), again.column(0)));
         assert_eq!(EventLog::new("wal").to_batch().num_rows(), 0);
+    }
+
+    /// A log sized like one of long values reserves a bounded amount a row, not those values'
+    /// length for every row of the next (review of session 22).
+    #[test]
+    fn a_log_sized_like_one_of_long_values_reserves_a_bounded_amount() {
+        let mut ev = Event::new(Kind::Commit, fencewatch_assess::EventTime(1));
+        let long = "e".repeat(1 << 20);
+        ev.evidence = Some(&long);
+        let mut log = EventLog::new("wal");
+        log.push(1, &ev, None, Src::At("http", 1), 1);
+        let like = log.shape();
+        let next = EventLog::sized_like("wal", 8192, &like);
+        assert!(
+            next.bytes() < 64 << 20,
+            "{} bytes reserved for 8192 rows",
+            next.bytes()
+        );
+        assert_eq!(like.per_row[EVIDENCE], 1 << 20);
     }
 
     /// Lengths that do not add up to their text (none can, but the arrays are made without

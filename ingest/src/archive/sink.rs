@@ -159,7 +159,12 @@ impl Sink {
         if offset < self.skip_below {
             return;
         }
-        self.hand_over_if_full();
+        // An event the assessor found malformed is told as an event first: its item has begun,
+        // and a hand-over now would cover it without this row (lost after a crash: a replay
+        // starts past it). Hand over only before an item's first row.
+        if self.next <= offset {
+            self.hand_over_if_full();
+        }
         let at = Origin {
             partition: &self.partition,
             received,

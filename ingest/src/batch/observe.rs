@@ -69,33 +69,36 @@ pub trait Retained: Send + Sync {
     fn with_batch(&self, k: usize, f: &mut dyn FnMut(&Batch<'_>, &DecodedItems<'_>));
 }
 
-/// Calls `each` with every event of a decoded batch from item `from` on, in the order the
+/// Calls `each` with the events of a decoded batch from item `from` on, in the order the
 /// batch is applied ([`crate::partition`]): its item index, its span (an OTLP span's own
-/// provenance) and the event.
+/// provenance) and the event; until `each` returns `false`.
 pub(crate) fn for_each_event(
     items: &DecodedItems<'_>,
     from: u32,
-    mut each: impl FnMut(u32, Option<&SpanId>, &Event<'_>),
+    mut each: impl FnMut(u32, Option<&SpanId>, &Event<'_>) -> bool,
 ) {
     #[cfg(feature = "otlp")]
     if let Some(otlp) = &items.otlp {
         use super::OtlpItems;
         use crate::decode::otlp::Entry;
-        let mut one = |i: usize, e: &Entry<'_>| {
-            if let Entry::Event(ev, span) = e {
-                each(i as u32, *span, ev);
-            }
+        let mut one = |i: usize, e: &Entry<'_>| match e {
+            Entry::Event(ev, span) => each(i as u32, *span, ev),
+            Entry::Malformed(_) => true,
         };
         match otlp {
             OtlpItems::Stored(entries) => {
                 let from = (from as usize).min(entries.len());
                 for (i, e) in entries.iter().enumerate().skip(from) {
-                    one(i, e);
+                    if !one(i, e) {
+                        return;
+                    }
                 }
             }
             OtlpItems::Request(d) => {
                 for (i, e) in d.entries().enumerate().skip(from as usize) {
-                    one(i, &e);
+                    if !one(i, &e) {
+                        return;
+                    }
                 }
             }
         }
@@ -103,6 +106,8 @@ pub(crate) fn for_each_event(
     }
     let start = items.events.partition_point(|(i, _)| *i < from);
     for (i, d) in &items.events[start..] {
-        each(*i, None, &d.event());
+        if !each(*i, None, &d.event()) {
+            return;
+        }
     }
 }

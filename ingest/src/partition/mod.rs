@@ -267,8 +267,10 @@ impl Partition {
         let next = base + len.max(1);
         #[cfg(feature = "archive")]
         if let Some(sink) = &mut self.sink {
-            if let Some((group, k)) = kept {
-                sink.defer(group.clone(), k, base, batch.body.len(), items.len());
+            // A legacy OTLP record (a reduced request) decodes whole at each read: logged here.
+            if let Some((group, k)) = kept.filter(|_| items.can_read_again()) {
+                let items = usize::try_from(len.max(1)).unwrap_or(usize::MAX);
+                sink.defer(group.clone(), k, base, batch.body.len(), items);
             }
             let a = apply::apply_decoded(&mut self.live, base, batch, items, max_line_bytes, sink);
             sink.record(&mut self.live, next);
