@@ -153,13 +153,16 @@ pub fn snapshot(
     data_dir: &std::path::Path,
 ) -> Result<Snapshot, fencewatch_ingest::archive::Error> {
     match registry.archive() {
-        Some(a) => registry.query_parts(|view, parts| {
-            let unsettled: Vec<_> = parts
-                .iter()
-                .flat_map(|p| p.live().unsettled_counterexamples())
-                .collect();
-            a.snapshot(Some(view), &unsettled)
-        }),
+        Some(a) => registry
+            .query_parts(|view, parts| {
+                let unsettled: Vec<_> = parts
+                    .iter()
+                    .flat_map(|p| p.live().unsettled_counterexamples())
+                    .collect();
+                a.take_snapshot(Some(view), &unsettled)
+            })
+            // Events not read yet are read with the assessors released (`take_snapshot`).
+            .map(fencewatch_ingest::archive::Taken::read),
         None => Snapshot::of_dir(&data_dir.join("archive")),
     }
 }

@@ -38,4 +38,4 @@ pub use log::CHUNK_ROWS;
 pub use maintain::Maintained;
 pub use rows::{Origin, Table};
 pub use sink::Sink;
-pub use writer::{Archive, ArchiveOptions, Due, Error, Snapshot, Stats, file_properties};
+pub use writer::{Archive, ArchiveOptions, Due, Error, Snapshot, Stats, Taken, file_properties};

@@ -117,6 +117,26 @@ fn snapshot_of(dir: &Path, m: &Manifest) -> Snapshot {
     s
 }
 
+/// A snapshot taken ([`Archive::take_snapshot`]), its rows in memory not made Arrow yet.
+#[derive(Debug)]
+pub struct Taken {
+    snap: Snapshot,
+    chunks: Vec<(Table, Vec<Chunk>)>,
+}
+
+impl Taken {
+    /// The snapshot: each table's rows in memory first (in the order they were handed over),
+    /// then the windows and counterexamples taken from the assessors.
+    pub fn read(self) -> Snapshot {
+        let Taken { mut snap, chunks } = self;
+        for (t, cs) in chunks {
+            let bs = snap.batches.entry(t).or_default();
+            bs.splice(0..0, cs.iter().flat_map(Chunk::batches));
+        }
+        snap
+    }
+}
+
 #[derive(Debug, Default)]
 pub(super) struct State {
     pending: [Vec<Chunk>; TABLES],
@@ -547,6 +567,18 @@ impl Archive {
         view: Option<&View<'_>>,
         unsettled: &[Settled],
     ) -> Result<Snapshot, Error> {
+        self.take_snapshot(view, unsettled).map(Taken::read)
+    }
+
+    /// [`Archive::snapshot`] in two steps: the rows taken here, with the assessors locked; their
+    /// events made Arrow by [`Taken::read`] once those locks are released. Events not read yet
+    /// may be being read by the archive's thread, at its lower priority (`archive_nice`): a
+    /// query waiting for them must not hold the assessors, which the applier waits for.
+    pub fn take_snapshot(
+        &self,
+        view: Option<&View<'_>>,
+        unsettled: &[Settled],
+    ) -> Result<Taken, Error> {
         let s = self.lock();
         if let Some(f) = &s.failed {
             return Err(Error::Failed(f.clone()));
@@ -570,11 +602,6 @@ impl Archive {
             }
         }
         drop(s);
-        // Logged events made Arrow outside the lock, which the applier takes per batch.
-        for (t, cs) in chunks {
-            let bs = snap.batches.entry(t).or_default();
-            bs.splice(0..0, cs.iter().flat_map(Chunk::batches));
-        }
         if !unsettled.is_empty() {
             let mut rows = CounterexampleRows::default();
             for c in unsettled {
@@ -585,7 +612,7 @@ impl Archive {
                 .or_default()
                 .push(rows.finish());
         }
-        Ok(snap)
+        Ok(Taken { snap, chunks })
     }
 
     /// Rows per table in the manifest's files.
