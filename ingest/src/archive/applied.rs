@@ -13,7 +13,7 @@ use super::log::{CHUNK_BYTES, EventLog, LogShape};
 use super::rows::Src;
 use crate::batch::{Applying, Retained, for_each_event};
 use arrow_array::RecordBatch;
-use fencewatch_assess::live::SpanProvenance;
+use fencewatch_assess::Event;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Bytes a decoded event holds in its group (an NDJSON event's `Decoded` and item index; an
@@ -33,7 +33,19 @@ pub(super) enum Noted {
     Unattributed,
 }
 
+impl Noted {
+    /// The property the row of `ev` names (`only`: the contract's only one, for an event that
+    /// names none).
+    pub(super) fn property<'a>(self, ev: &Event<'a>, only: Option<&'a str>) -> Option<&'a str> {
+        match self {
+            Noted::Assessed => ev.property.or(only),
+            Noted::Skipped | Noted::Unattributed => None,
+        }
+    }
+}
+
 /// The events of one batch being noted by a sink, from item `from` on.
+#[derive(Debug)]
 pub(super) struct Segment {
     kept: Arc<dyn Retained>,
     /// The batch's index in its group, and its offset.
@@ -47,18 +59,6 @@ pub(super) struct Segment {
     end: u32,
     noted: Vec<Noted>,
     rows: usize,
-}
-
-impl std::fmt::Debug for Segment {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Segment")
-            .field("batch", &self.batch)
-            .field("base", &self.base)
-            .field("from", &self.from)
-            .field("noted", &self.noted.len())
-            .field("rows", &self.rows)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Segment {
@@ -146,6 +146,7 @@ impl Segment {
 }
 
 /// Noted events of an applied batch, and, once read, their batches.
+#[derive(Debug)]
 pub struct AppliedEvents {
     read: Mutex<Read>,
     batch: usize,
@@ -161,24 +162,13 @@ pub struct AppliedEvents {
 }
 
 /// Whether a chunk's events were read.
+#[derive(Debug)]
 enum Read {
     /// Not yet: the group they are read from (dropped once read, so that its payloads go
     /// once every batch of it is).
     Kept(Arc<dyn Retained>),
     /// Their batches.
     Batches(Vec<RecordBatch>),
-}
-
-impl std::fmt::Debug for AppliedEvents {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AppliedEvents")
-            .field("partition", &self.partition)
-            .field("batch", &self.batch)
-            .field("base", &self.base)
-            .field("from", &self.from)
-            .field("rows", &self.rows)
-            .finish_non_exhaustive()
-    }
 }
 
 impl AppliedEvents {
@@ -215,17 +205,10 @@ impl AppliedEvents {
 
     /// Its rows, read once (by the archive's thread or a query, whichever comes first).
     pub(super) fn batches(&self) -> Vec<RecordBatch> {
-        let mut read = self.lock();
-        if let Read::Kept(kept) = &*read {
-            let mut out = Vec::new();
-            let mut log = EventLog::new(&self.partition);
-            self.read_into(kept.as_ref(), &mut log, &mut out);
-            if !log.is_empty() {
-                out.push(log.into_batch());
-            }
-            *read = Read::Batches(out);
+        if let Some(unread) = self.unread() {
+            read_group(&mut vec![unread], &mut LogShape::default(), &mut Vec::new());
         }
-        match &*read {
+        match &*self.lock() {
             Read::Batches(b) => b.clone(),
             Read::Kept(_) => unreachable!("read just now"),
         }
@@ -246,16 +229,12 @@ impl AppliedEvents {
                 let Some(&n) = noted.next() else {
                     return false;
                 };
-                let property = match n {
-                    Noted::Skipped => return true,
-                    Noted::Assessed => ev.property.or(self.only_property.as_deref()),
-                    Noted::Unattributed => None,
-                };
+                if n == Noted::Skipped {
+                    return true;
+                }
+                let property = n.property(ev, self.only_property.as_deref());
                 let i = u64::from(i);
-                let source = match span {
-                    Some(s) => Src::Span(SpanProvenance(batch.source, s)),
-                    None => Src::At(batch.source, at.position(i)),
-                };
+                let source = Src::of_item(&at, i, span);
                 log.push(batch.received_at, ev, property, source, at.base + i);
                 if log.text_bytes() >= CHUNK_BYTES {
                     out.push(log.take().into_batch());

@@ -3,6 +3,7 @@
 //! Column names and types are normative: times are `Timestamp(ns, UTC)`, u64 fields `UInt64`.
 //! `malformed` also has `partition` and `offset`, as `events` has.
 
+use crate::batch::Applying;
 use arrow_array::builder::{
     ArrayBuilder, BooleanBuilder, Int64Builder, PrimitiveBuilder, StringBuilder,
     TimestampNanosecondBuilder, UInt64Builder,
@@ -10,7 +11,7 @@ use arrow_array::builder::{
 use arrow_array::types::ArrowPrimitiveType;
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use fencewatch_assess::live::{Settled, SpanProvenance};
+use fencewatch_assess::live::{Settled, SpanId, SpanProvenance};
 use fencewatch_assess::window::WindowDetail;
 use fencewatch_assess::{Event, EventTime, Reason};
 use std::sync::{Arc, LazyLock};
@@ -189,6 +190,17 @@ pub enum Src<'a> {
 impl<'a> From<std::fmt::Arguments<'a>> for Src<'a> {
     fn from(a: std::fmt::Arguments<'a>) -> Src<'a> {
         Src::Args(a)
+    }
+}
+
+impl<'a> Src<'a> {
+    /// The provenance of item `i` of the batch being applied at `at`: its span's own
+    /// (`<source>:<trace_id>/<span_id>`), else `<source>:<position>`.
+    pub fn of_item(at: &Applying<'a>, i: u64, span: Option<&'a SpanId>) -> Src<'a> {
+        match span {
+            Some(s) => Src::Span(SpanProvenance(at.batch.source, s)),
+            None => Src::At(at.batch.source, at.position(i)),
+        }
     }
 }
 

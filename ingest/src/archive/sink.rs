@@ -14,7 +14,7 @@ use super::log::{CHUNK_BYTES, CHUNK_ROWS, EventLog};
 use super::rows::{CounterexampleRows, MalformedRows, Origin, Rows, Src, Table};
 use super::writer::Archive;
 use crate::batch::{Applying, Observer, Retained};
-use fencewatch_assess::live::{Live, Pushed, SpanId, SpanProvenance};
+use fencewatch_assess::live::{Live, Pushed, SpanId};
 use fencewatch_assess::{Contract, Event, EventTime};
 use std::sync::Arc;
 
@@ -104,10 +104,7 @@ impl Sink {
         if let Some(segment) = &mut self.noting {
             segment.note(offset, noted);
         } else if noted != Noted::Skipped {
-            let property = match noted {
-                Noted::Assessed => ev.property.or(self.only_property.as_deref()),
-                _ => None,
-            };
+            let property = noted.property(ev, self.only_property.as_deref());
             self.events.push(received, ev, property, source, offset);
         }
         if !archived {
@@ -280,15 +277,9 @@ impl Observer for Sink {
         ev: &Event<'_>,
         pushed: Pushed,
     ) {
-        let (b, p, o) = (at.batch, at.position(i), at.base + i);
-        let r = b.received_at;
-        match span {
-            Some(s) => {
-                let src = Src::Span(SpanProvenance(b.source, s));
-                Sink::event(self, live, r, src, o, ev, pushed);
-            }
-            None => Sink::event(self, live, r, Src::At(b.source, p), o, ev, pushed),
-        }
+        let src = Src::of_item(at, i, span);
+        let received = at.batch.received_at;
+        Sink::event(self, live, received, src, at.base + i, ev, pushed);
     }
 
     fn malformed(
@@ -300,14 +291,8 @@ impl Observer for Sink {
         reason: &str,
         text: &[u8],
     ) {
-        let (b, p, o) = (at.batch, at.position(i), at.base + i);
-        let r = b.received_at;
-        match span {
-            Some(s) => {
-                let src = Src::Span(SpanProvenance(b.source, s));
-                Sink::malformed(self, r, src, o, ts, reason, text);
-            }
-            None => Sink::malformed(self, r, Src::At(b.source, p), o, ts, reason, text),
-        }
+        let src = Src::of_item(at, i, span);
+        let received = at.batch.received_at;
+        Sink::malformed(self, received, src, at.base + i, ts, reason, text);
     }
 }

@@ -64,7 +64,7 @@ impl Observer for Unobserved {}
 /// Applied batches kept for an observer that reads their events again after they were applied
 /// (the evidence archive, on its own thread: the applier, ingest's serial stage, then only
 /// notes what each event came to). Implemented by the WAL source's decoded groups.
-pub trait Retained: Send + Sync {
+pub trait Retained: Send + Sync + std::fmt::Debug {
     /// Calls `f` with batch `k` of the group and its items, as they were applied.
     fn with_batch(&self, k: usize, f: &mut dyn FnMut(&Batch<'_>, &DecodedItems<'_>));
 }
