@@ -384,6 +384,56 @@ fn a_final_counterexample_is_never_withdrawn() {
     );
 }
 
+/// A conflicting delivery whose window is already final counts once there, as in `check`
+/// (it was placed at its own time, then again by the span from the first delivery, and the
+/// final window refused to take the first back: 1,000 such keys read 1,500), and a further
+/// differing delivery of the key in that window adds nothing (`check` places one span per key).
+#[test]
+fn a_conflict_in_a_final_window_counts_once_there() {
+    let (c, mut l) = setup(Some(1_000_000));
+    let mut events = vec![beat(0, "r2"), commit(100, "s", 3, "e", 1)];
+    // The watermark passes window [100, 200) by far; nothing folds (long retention).
+    for i in 0..10 {
+        events.push(commit(1_000 + i * 100, "t", 1, "f", i as u64 + 1));
+    }
+    let pushed = push_all(&mut l, &events);
+    assert!(pushed.iter().all(|p| *p == Pushed::Assessed));
+    let finals = l.view().timeline(0, 0, 2_000, 100);
+    let first = finals
+        .iter()
+        .find(|r| r.start_ns <= 100 && r.start_ns + 100 * r.windows as i64 > 100);
+    assert!(first.is_some_and(|r| r.is_final), "{finals:?}");
+    // Two more deliveries of e/1 in that window, each differing from the others.
+    let again = [commit(150, "s", 4, "e", 1), commit(160, "s", 5, "e", 1)];
+    for (i, e) in again.iter().enumerate() {
+        assert_eq!(l.push(e, 0, 50 + i as u64, 1_000_000), Pushed::Assessed);
+        events.push(e.clone());
+        let a = l.view().assurance(0, 1_999, 2_000, 1_999);
+        assert_eq!(
+            a.unknown.get(&Reason::ConflictingDuplicate),
+            Some(&1),
+            "after delivery {} of the key: {:?}",
+            i + 2,
+            a.unknown
+        );
+    }
+    let v = l.view();
+    let mut placed = 0;
+    v.windows(0, 0, 20, |w| {
+        placed += w.summary.unknown[Reason::ConflictingDuplicate as usize];
+    });
+    assert_eq!(placed, 1, "one window holds the key's reason, once");
+    assert_eq!(
+        v.unknown_counts(0).get(&Reason::ConflictingDuplicate),
+        Some(&1)
+    );
+    let r = check(&c, &events);
+    assert_eq!(
+        r.properties[0].unknown.get(&Reason::ConflictingDuplicate),
+        Some(&1)
+    );
+}
+
 #[test]
 fn the_merge_keeps_the_most_settled_copy_of_a_counterexample() {
     let (c, mut provisional) = setup(None);

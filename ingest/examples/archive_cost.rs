@@ -17,7 +17,9 @@
 //! 1,000 lines applied to a partition feeding an archive in a temporary folder, then written:
 //! logged on the applier's thread as a replay does, or noted there and read again by the
 //! archive as the WAL source does; `callgrind_annotate --inclusive=yes` splits the applier's
-//! share, `Partition::apply_kept`, from the archive's, `Archive::write_some`), `all`. Without valgrind it prints the wall time a row of
+//! share, `Partition::apply_kept`, from the archive's, `Archive::write_some`), `sink:none`
+//! (the same partition without an archive: the applier's cost against which `sink:kept`'s
+//! share is read), `all`. Without valgrind it prints the wall time a row of
 //! each stage. For `column:NAME`, comma-separated column lists in `PLAIN` (no dictionary),
 //! `NOSTATS`, `NOBLOOM`, `NOCOMP` (uncompressed), `PLAINENC` (no dictionary, `PLAIN` encoding),
 //! `DLBA` / `DBA` (`DELTA_LENGTH_BYTE_ARRAY`,
@@ -192,7 +194,8 @@ fn column(batches: &[RecordBatch], name: &str) -> usize {
 
 /// The events as bodies of 1,000 lines, applied to a partition feeding an archive under `dir`
 /// (its events kept for the archive to read again when `kept`), then written.
-fn sink(text: &[u8], kept: bool, dir: &std::path::Path) {
+fn sink(text: &[u8], way: &str, dir: &std::path::Path) {
+    let kept = way == "kept";
     use fencewatch_assess::Contract;
     use fencewatch_assess::live::{Live, LiveOptions};
     use fencewatch_ingest::archive::{Archive, ArchiveOptions};
@@ -206,7 +209,9 @@ fn sink(text: &[u8], kept: bool, dir: &std::path::Path) {
     .expect("a contract");
     let archive = Arc::new(Archive::open(ArchiveOptions::new(dir.join("archive"))).expect("open"));
     let mut p = Partition::new("wal", Live::new(contract, LiveOptions::default()), 0);
-    p.attach_archive(archive.clone());
+    if way != "none" {
+        p.attach_archive(archive.clone());
+    }
     let lines: Vec<&[u8]> = text.split_inclusive(|&b| b == b'\n').collect();
     let payloads: Vec<Vec<u8>> = lines
         .chunks(1000)
@@ -265,7 +270,7 @@ fn main() {
         if let Some(way) = stage.strip_prefix("sink:") {
             let dir = tempfile::tempdir().expect("a temporary folder");
             let t = Instant::now();
-            sink(&text, way == "kept", dir.path());
+            sink(&text, way, dir.path());
             parquet_s += t.elapsed().as_secs_f64();
         }
         if let Some(name) = stage.strip_prefix("column:") {

@@ -76,8 +76,7 @@ impl Live {
             if d.conflicted {
                 // One more delivery of a key already set aside.
                 if let Some(p) = prop {
-                    let t = &mut self.state.props[p].tally;
-                    t.series.add_reason(rec.ts, Reason::ConflictingDuplicate);
+                    self.place_conflict_again(p, usize::from(d.prop), d.ts, rec.ts);
                 }
                 return Seen::Aside;
             }
@@ -336,8 +335,7 @@ impl Live {
         }
         if first.has(ASIDE) {
             if let Some(p) = p {
-                let t = &mut self.state.props[p].tally;
-                t.series.add_reason(rec.ts, Reason::ConflictingDuplicate);
+                self.place_conflict_again(p, q, first.ts, rec.ts);
             }
             return Attributed::Aside;
         }
@@ -358,6 +356,18 @@ impl Live {
             (e.source, e.position) == (src, pos)
         });
         Attributed::Aside
+    }
+
+    /// Places `conflicting_duplicate` at `ts`, a further delivery (of property `p`) of a key
+    /// already set aside whose first delivery, of property `first_prop`, was at `first_ts`.
+    /// The key's reason is counted already and placed from the first delivery's window to
+    /// the second's: in the first one's window of the same property this adds nothing
+    /// (`check` places one span per key, over all its deliveries).
+    fn place_conflict_again(&mut self, p: usize, first_prop: usize, first_ts: i64, ts: i64) {
+        let series = &mut self.state.props[p].tally.series;
+        if p != first_prop || series.index(ts) != series.index(first_ts) {
+            series.add_reason(ts, Reason::ConflictingDuplicate);
+        }
     }
 
     /// Counts a delivery set aside as an event of property `p` (as `check` does), nothing more.

@@ -427,12 +427,18 @@ impl Live {
         reason: Reason,
         detail: impl FnOnce(&Live) -> String,
     ) {
+        self.count(p, rec, reason, detail);
+        self.state.props[p].tally.series.add_reason(rec.ts, reason);
+    }
+
+    /// Counts `reason` once for `rec` (with a sample if one is still wanted), placed on no
+    /// window: the caller's to place.
+    fn count(&mut self, p: usize, rec: &Rec, reason: Reason, detail: impl FnOnce(&Live) -> String) {
         let sample = (self.state.props[p].tally)
             .wants_sample(reason)
             .then(|| Kept::from(rec.sample(self, detail(self))));
         let t = &mut self.state.props[p].tally;
         t.counts[reason as usize] += 1;
-        t.series.add_reason(rec.ts, reason);
         if let Some(sample) = sample {
             t.samples.entry(reason).or_default().push(sample);
         }
@@ -448,9 +454,10 @@ impl Live {
         reason: Reason,
         detail: impl FnOnce(&Live) -> String,
     ) {
-        self.raise(p, rec, reason, detail);
+        // Placed once, by the span: not at `rec` first and then taken back, which a final
+        // window refuses (it counted twice there).
+        self.count(p, rec, reason, detail);
         let series = &mut self.state.props[p].tally.series;
-        series.retract_reason(rec.ts, reason);
         // Its window is in the range already, as `check` has it, for the span not to be cut
         // (an attestation's never is: it extends no window).
         if rec.kind != Kind::Attestation {
