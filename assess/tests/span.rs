@@ -214,6 +214,86 @@ fn a_span_delivered_again_as_an_event_not_kept_in_a_scope_sets_both_aside() {
     }
 }
 
+/// Events no scope keeps, each as the delivery of span A.
+fn unkept() -> [(&'static str, Event<'static>); 3] {
+    let mut beat = Event::new(Kind::Heartbeat, EventTime(100));
+    beat.route = Some("r2");
+    let mut scopeless = commit(100, 1);
+    scopeless.scope = None;
+    let mut unattributed = commit(100, 1);
+    unattributed.property = Some("nope");
+    [
+        ("heartbeat", beat),
+        ("no scope", scopeless),
+        ("another property", unattributed),
+    ]
+}
+
+#[test]
+fn a_span_no_scope_keeps_delivered_twice_is_one_event() {
+    // SPEC §8: the span source is a duplicate key whatever the event is (hostile test,
+    // session 21: such a span delivered twice was applied, counted and archived twice).
+    for (what, ev) in unkept() {
+        let mut l = live();
+        let src = l.add_source("otlp");
+        let first = l.push_span(&ev, &id(A), src, 0, 1_000_000);
+        assert_ne!(first, Pushed::Duplicate, "{what}");
+        assert_eq!(
+            l.push_span(&ev, &id(A), src, 1, 1_000_000),
+            Pushed::Duplicate,
+            "{what}"
+        );
+        assert_eq!(l.totals().3, 1, "{what}: one duplicate counted");
+        let counts = l.view().unknown_counts(0);
+        assert_eq!(counts.get(&Reason::ConflictingDuplicate), None, "{what}");
+        let missing = counts.get(&Reason::MissingScope).copied();
+        assert_eq!(missing, (what == "no scope").then_some(1), "{what}");
+        // Another span with the same content is another event.
+        assert_eq!(l.push_span(&ev, &id(B), src, 2, 1_000_000), first, "{what}");
+    }
+}
+
+#[test]
+fn a_span_no_scope_keeps_delivered_again_differently_sets_both_aside() {
+    for (what, ev) in unkept() {
+        let mut l = live();
+        let src = l.add_source("otlp");
+        // Epoch 2 of scope s (span B), then span A as an event no scope keeps.
+        l.push_span(&commit(10, 2), &id(B), src, 0, 1_000_000);
+        l.push_span(&ev, &id(A), src, 1, 1_000_000);
+        // Span A again as epoch 1 of scope s: stale if it were taken, but which delivery is
+        // true is not known.
+        let again = l.push_span(&commit(100, 1), &id(A), src, 2, 1_000_000);
+        assert_eq!(again, Pushed::SpanAgain, "{what}");
+        assert!(cxs(&l).is_empty(), "{what}: set aside, refutes nothing");
+        let counts = l.view().unknown_counts(0);
+        assert_eq!(
+            counts.get(&Reason::ConflictingDuplicate),
+            Some(&1),
+            "{what}: {counts:?}"
+        );
+        assert_eq!(
+            counts.get(&Reason::MissingScope),
+            None,
+            "{what}: the first delivery's reasons are taken back"
+        );
+        // A third delivery, equal to the first: set aside as well, counted once.
+        assert_eq!(
+            l.push_span(&ev, &id(A), src, 3, 1_000_000),
+            Pushed::SpanAgain,
+            "{what}"
+        );
+        let counts = l.view().unknown_counts(0);
+        assert_eq!(
+            counts.get(&Reason::ConflictingDuplicate),
+            Some(&1),
+            "{what}"
+        );
+        let a = l.view().assurance(0, 200, 1_000, 200);
+        assert_ne!(a.verdict, Verdict::Refuted, "{what}");
+    }
+}
+
 #[test]
 fn a_kept_span_is_found_again_after_a_restore() {
     let mut l = live();
@@ -305,5 +385,44 @@ fn span_ids_fall_out_with_the_horizon() {
     assert_eq!(
         l.push_span(&e, &span, src, last + 2, i64::MAX / 2),
         Pushed::SpanAgain
+    );
+}
+
+#[test]
+fn spans_no_scope_keeps_fall_out_with_the_horizon() {
+    let mut l = Live::new(
+        contract_with(false, 5, "10ns", "1000000ns"),
+        LiveOptions::default(),
+    );
+    let src = l.add_source("otlp");
+    let beat = |i: u64| {
+        let mut e = Event::new(Kind::Heartbeat, EventTime(1_000 + i as i64 * 100));
+        e.route = Some("r2");
+        e
+    };
+    let last = 299_999u64;
+    for i in 0..=last {
+        let (span, _) = nth(i);
+        assert_eq!(
+            l.push_span(&beat(i), &span, src, i, i64::MAX / 2),
+            Pushed::Assessed
+        );
+    }
+    assert!(
+        l.unkept_spans_held() <= 2 * 65_536,
+        "{} deliveries held",
+        l.unkept_spans_held()
+    );
+    assert!(l.state_bytes() < 16 << 20, "{} bytes", l.state_bytes());
+    // The latest is still compared; the first, behind the horizon, is forgotten.
+    let (span, _) = nth(last);
+    assert_eq!(
+        l.push_span(&beat(last), &span, src, last + 1, i64::MAX / 2),
+        Pushed::Duplicate
+    );
+    let (span, _) = nth(0);
+    assert_ne!(
+        l.push_span(&beat(0), &span, src, last + 2, i64::MAX / 2),
+        Pushed::Duplicate
     );
 }

@@ -35,8 +35,8 @@
 use super::emitters::{Delivery, EMPTY};
 use super::scopes::fast::Fast;
 use super::scopes::{Tainted, key_hash};
-use super::spans::{KeptSpan, SpanId};
-use super::state::{Cx, Live};
+use super::spans::{KeptSpan, SpanId, Unkept, render};
+use super::state::{Cx, Live, Pushed};
 use crate::event::Event;
 use crate::finding::Reason;
 use crate::rules::{self, ASIDE, Applied, NONE, Observes, Reasons, Rec, UNATTRIBUTED};
@@ -276,6 +276,99 @@ impl Live {
             Attributed::Aside => Attributed::SpanAgain,
             s => s,
         })
+    }
+
+    /// Settles span `id`, the own provenance of `rec` (of property `p`, `None` when
+    /// unattributed; read from `source`), against its delivery that no scope keeps, if one was
+    /// noted ([`Live::note_unkept_span`]): an equal delivery is a duplicate; a different one
+    /// (another kind, scope, property, time...) sets both aside and raises
+    /// `conflicting_duplicate` for the properties they name, taking back the per-event reasons
+    /// the first raised. What else the first delivery did (a heartbeat's route observation, an
+    /// unattributed event's count) stays, as for an (emitter, seq). `None` when none was noted.
+    pub(super) fn settle_unkept_span(
+        &mut self,
+        p: Option<usize>,
+        rec: &Rec,
+        ev: &Event<'_>,
+        id: &SpanId,
+        source: u32,
+    ) -> Option<Pushed> {
+        if self.unkept_spans.len() == 0 {
+            return None;
+        }
+        let horizon = self.min_horizon();
+        let first = *self.unkept_spans.get_mut(id, horizon)?;
+        if first.conflicted {
+            if let Some(p) = p {
+                self.count_aside(p, rec);
+                self.place_conflict_again(p, usize::from(first.prop), first.ts, rec.ts);
+            }
+            return Some(Pushed::SpanAgain);
+        }
+        if first.hash == rules::content_hash(ev, p.map_or(UNATTRIBUTED, |p| p as u16)) {
+            self.state.duplicates += 1;
+            return Some(Pushed::Duplicate);
+        }
+        if let Some(e) = self.unkept_spans.get_mut(id, horizon) {
+            e.conflicted = true;
+        }
+        let shown = render(&self.state.sources[source as usize], id);
+        let detail = format!(
+            "two different events come from span `{shown}`: one a {} no scope keeps, one a {}",
+            first.kind.as_str(),
+            rec.kind.as_str()
+        );
+        if let Some(p) = p {
+            self.count_aside(p, rec);
+            self.raise_span(p, rec, first.ts, Reason::ConflictingDuplicate, |_| {
+                detail.clone()
+            });
+        }
+        let q = (first.prop != UNATTRIBUTED).then_some(usize::from(first.prop));
+        if let Some(q) = q {
+            if p != Some(q) {
+                // Shown as the first delivery: its time and kind, this one's provenance.
+                let was = Rec {
+                    ts: first.ts,
+                    kind: first.kind,
+                    ..*rec
+                };
+                self.raise_span(q, &was, rec.ts, Reason::ConflictingDuplicate, |_| detail);
+            }
+            self.withdraw_reasons(q, first.ts, first.reasons);
+        }
+        Some(Pushed::SpanAgain)
+    }
+
+    /// Notes `rec`, just applied without being kept in a scope (of property `p`, `None` when
+    /// unattributed, having raised `reasons`), as the delivery of its span `id`, for its
+    /// re-deliveries to be compared with ([`Live::settle_unkept_span`]).
+    pub(super) fn note_unkept_span(
+        &mut self,
+        p: Option<usize>,
+        rec: &Rec,
+        ev: &Event<'_>,
+        id: &SpanId,
+        reasons: Reasons,
+    ) {
+        let prop = p.map_or(UNATTRIBUTED, |p| p as u16);
+        self.unkept_spans.insert(Unkept {
+            id: *id,
+            hash: rules::content_hash(ev, prop),
+            ts: rec.ts,
+            kind: rec.kind,
+            prop,
+            reasons,
+            conflicted: false,
+        });
+    }
+
+    /// The lowest horizon of the properties: deliveries older than it are forgotten.
+    pub(super) fn min_horizon(&self) -> i64 {
+        (self.state.props.iter())
+            .map(|p| p.horizon)
+            .min()
+            .unwrap_or(i64::MIN)
     }
 
     /// Indexes `rec`, about to be kept in property `p` (scope id `rec.scope`), as its span's

@@ -11,7 +11,8 @@ use super::tally::{Kept, Obs, count_undeclared};
 use crate::event::{Event, Kind};
 use crate::finding::Reason;
 use crate::rules::{
-    self, Applied, MALFORMED_SAMPLES, NONE, OWN_PROVENANCE, Observes, Rec, Received, UNATTRIBUTED,
+    self, Applied, MALFORMED_SAMPLES, NONE, OWN_PROVENANCE, Observes, Reasons, Rec, Received,
+    UNATTRIBUTED,
 };
 use crate::time::EventTime;
 
@@ -165,6 +166,14 @@ impl Live {
                 _ => Pushed::SpanAgain,
             };
         }
+        // Or against its delivery that no scope keeps (a heartbeat, an event without a scope
+        // or a property, an attestation).
+        if let Some(id) = span
+            && let Some(settled) = self.settle_unkept_span(prop, &rec, ev, id, source)
+        {
+            self.after_push();
+            return settled;
+        }
         // Duplicates by (emitter, seq), over every valid event (the `dups` module).
         let keyed = rec.seq_key().is_some();
         let seen = if keyed {
@@ -172,10 +181,18 @@ impl Live {
         } else {
             Seen::New
         };
+        let unkept = |live: &mut Live, reasons| {
+            if let Some(id) = span {
+                live.note_unkept_span(prop, &rec, ev, id, reasons);
+            }
+        };
         let outcome = match (seen, prop) {
             (Seen::Duplicate, _) => return Pushed::Duplicate,
-            (_, None) => {
+            (seen, None) => {
                 self.state.unattributed += 1;
+                if matches!(seen, Seen::New) {
+                    unkept(self, Reasons::EMPTY);
+                }
                 Pushed::Unattributed
             }
             (Seen::Aside, Some(p)) => {
@@ -184,12 +201,16 @@ impl Live {
             }
             (Seen::New, Some(p)) if ev.kind == Kind::Attestation => {
                 self.push_attestation(p, &rec, ev, keyed);
+                unkept(self, Reasons::EMPTY);
                 Pushed::Assessed
             }
             (Seen::New, Some(p)) => match self.push_attributed(p, rec, ev.scope) {
                 Attributed::Applied { scope, reasons } => {
                     if keyed {
                         self.note_applied(&rec, scope, reasons);
+                    }
+                    if scope == NONE {
+                        unkept(self, reasons);
                     }
                     Pushed::Assessed
                 }
@@ -210,6 +231,10 @@ impl Live {
         }
         self.sweep_names();
         self.sweep_spans();
+        if self.unkept_spans.needs_sweep() {
+            let horizon = self.min_horizon();
+            self.unkept_spans.sweep(horizon);
+        }
     }
 
     /// Sets aside a valid event with a `seq` of an emitter beyond [`super::LiveOptions::max_emitters`]:

@@ -12,8 +12,10 @@
 //! [`Live::push_span`]: super::Live::push_span
 //! [`Rec::span`]: crate::rules::Rec::span
 
-use crate::rules::{OWN_PROVENANCE, Rec};
+use crate::event::Kind;
+use crate::rules::{OWN_PROVENANCE, Reasons, Rec};
 use serde::{Deserialize, Serialize};
+use std::hash::BuildHasher;
 
 /// A span's identity: its 16-byte trace id, then its 8-byte span id.
 pub type SpanId = [u8; 24];
@@ -170,7 +172,7 @@ impl SpanIndex {
     /// 32 bits of `id`'s hash, its three words written whole (hashing the array wrote its
     /// length and then its bytes: ~50 instructions).
     fn hash(&self, id: &SpanId) -> u32 {
-        use std::hash::{BuildHasher, Hasher};
+        use std::hash::Hasher;
         let mut h = self.hasher.build_hasher();
         for w in id.chunks_exact(8) {
             h.write_u64(u64::from_le_bytes(w.try_into().expect("eight bytes")));
@@ -218,6 +220,100 @@ impl SpanIndex {
     /// Forgets every entry (to be built again).
     pub(super) fn clear(&mut self) {
         self.table.clear();
+    }
+
+    /// Heap bytes of the table.
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.table.allocation_size()
+    }
+}
+
+/// A delivery of a span that no scope keeps (a heartbeat, an event without a scope or without
+/// a property, an attestation): what its re-deliveries are compared with (SPEC §8: the span
+/// source is a duplicate key whatever the event is).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Unkept {
+    pub(super) id: SpanId,
+    /// Its content hash (`rules::content_hash`).
+    pub(super) hash: u64,
+    pub(super) ts: i64,
+    pub(super) kind: Kind,
+    /// Its property, `UNATTRIBUTED` when it named none the contract has.
+    pub(super) prop: u16,
+    /// The per-event reasons it raised (taken back when a different delivery sets it aside).
+    pub(super) reasons: Reasons,
+    /// A different delivery was seen: every delivery is set aside.
+    pub(super) conflicted: bool,
+}
+
+// 48 bytes an entry (and the table's control byte), as the README says.
+const _: () = assert!(std::mem::size_of::<Unkept>() == 48);
+
+/// The deliveries of spans no scope keeps, by span id, until their time falls behind the
+/// lowest horizon of the properties (as the (emitter, seq) deliveries do): a table of 48-byte
+/// entries, swept when it holds twice the entries alive after the last sweep (at least
+/// 65,536). Keyed by a randomly seeded hash: span ids come from clients. Not checkpointed:
+/// after a restart, a re-delivery of such a span whose first delivery was applied before the
+/// last checkpoint is taken as another event.
+#[derive(Default)]
+pub(super) struct UnkeptSpans {
+    table: hashbrown::HashTable<Unkept>,
+    hasher: foldhash::fast::RandomState,
+    sweep_at: usize,
+}
+
+impl std::fmt::Debug for UnkeptSpans {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnkeptSpans")
+            .field("len", &self.table.len())
+            .finish()
+    }
+}
+
+impl UnkeptSpans {
+    fn hash(&self, id: &SpanId) -> u64 {
+        self.hasher.hash_one(id)
+    }
+
+    /// The delivery of span `id` at or after `horizon`, if one was noted.
+    pub(super) fn get_mut(&mut self, id: &SpanId, horizon: i64) -> Option<&mut Unkept> {
+        let h = self.hash(id);
+        self.table
+            .find_mut(h, |e| e.id == *id)
+            .filter(|e| e.ts >= horizon)
+    }
+
+    /// Notes `e`, in place of an earlier delivery of its span (one behind the horizon).
+    pub(super) fn insert(&mut self, e: Unkept) {
+        let h = self.hash(&e.id);
+        let hasher = &self.hasher;
+        match self
+            .table
+            .entry(h, |x| x.id == e.id, |x| hasher.hash_one(x.id))
+        {
+            hashbrown::hash_table::Entry::Occupied(mut o) => *o.get_mut() = e,
+            hashbrown::hash_table::Entry::Vacant(v) => {
+                v.insert(e);
+            }
+        }
+    }
+
+    /// Whether a sweep is due.
+    pub(super) fn needs_sweep(&self) -> bool {
+        self.table.len() > self.sweep_at.max(SWEEP_MIN)
+    }
+
+    /// Drops the deliveries behind `horizon`.
+    pub(super) fn sweep(&mut self, horizon: i64) {
+        self.table.retain(|e| e.ts >= horizon);
+        let hasher = &self.hasher;
+        (self.table).shrink_to(self.table.len() * 2, |x| hasher.hash_one(x.id));
+        self.sweep_at = 2 * self.table.len();
+    }
+
+    /// Deliveries noted.
+    pub(super) fn len(&self) -> usize {
+        self.table.len()
     }
 
     /// Heap bytes of the table.

@@ -240,6 +240,8 @@ pub struct Live {
     pub(super) received_at: i64,
     /// The kept deliveries of spans by span id (the `spans` module), built from the state.
     pub(super) span_index: super::spans::SpanIndex,
+    /// The deliveries of spans no scope keeps, by span id (the `spans` module).
+    pub(super) unkept_spans: super::spans::UnkeptSpans,
 }
 
 /// A checkpoint that does not belong to this contract.
@@ -369,6 +371,7 @@ impl Live {
             settled: None,
             received_at: 0,
             span_index: Default::default(),
+            unkept_spans: Default::default(),
         };
         live.index_spans();
         live.seq_fragments = (live.state.emitters.values())
@@ -472,7 +475,9 @@ impl Live {
     /// summed over (at most [`LiveOptions::max_emitters`]); the rest is kept as totals.
     pub fn state_bytes(&self) -> usize {
         let scopes: usize = self.state.props.iter().map(|p| p.scopes.heap_bytes()).sum();
-        let spans = self.state.spans.heap_bytes() + self.span_index.heap_bytes();
+        let spans = self.state.spans.heap_bytes()
+            + self.span_index.heap_bytes()
+            + self.unkept_spans.heap_bytes();
         scopes + self.emitters_bytes() + self.names_bytes() + spans
     }
 
@@ -498,6 +503,13 @@ impl Live {
     /// `spans` module).
     pub fn spans_held(&self) -> usize {
         self.state.spans.len()
+    }
+
+    /// Deliveries of spans no scope keeps held for their re-deliveries to be compared with:
+    /// those at or after the lowest horizon, up to twice that (at least 65,536; the `spans`
+    /// module).
+    pub fn unkept_spans_held(&self) -> usize {
+        self.unkept_spans.len()
     }
 
     /// Emitters tracked by this partition (at most [`LiveOptions::max_emitters`]).
