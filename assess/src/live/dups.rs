@@ -325,24 +325,55 @@ impl Live {
             });
         }
         let q = (first.prop != UNATTRIBUTED).then_some(usize::from(first.prop));
-        if let Some(q) = q {
-            if p != Some(q) {
-                // Shown as the first delivery: its time and kind, this one's provenance.
-                let was = Rec {
-                    ts: first.ts,
-                    kind: first.kind,
-                    ..*rec
-                };
-                self.raise_span(q, &was, rec.ts, Reason::ConflictingDuplicate, |_| detail);
-            }
-            self.withdraw_reasons(q, first.ts, first.reasons);
+        if let Some(q) = q
+            && p != Some(q)
+        {
+            // Shown as the first delivery: its time and kind, this one's provenance.
+            let was = Rec {
+                ts: first.ts,
+                kind: first.kind,
+                ..*rec
+            };
+            self.raise_span(q, &was, rec.ts, Reason::ConflictingDuplicate, |_| detail);
         }
+        self.take_back_unkept(q, &first);
         Some(Pushed::SpanAgain)
+    }
+
+    /// Takes back what the first delivery `first` of a span (of property `q`, if any) did that
+    /// can be: its per-event reasons, and an attestation's support or ignored count when it
+    /// carried an (emitter, seq) (kept by that key). Once: a delivery whose (emitter, seq) key
+    /// conflicted already was taken back then; its key is marked conflicted now, so that a
+    /// conflict on it later takes back nothing again.
+    fn take_back_unkept(&mut self, q: Option<usize>, first: &Unkept) {
+        let seq = (first.emitter != NONE)
+            .then(|| self.state.emitters.get_mut(&first.emitter))
+            .flatten()
+            .and_then(|e| e.recent.get_mut(first.seq))
+            .filter(|d| d.ts == first.ts && d.prop == first.prop);
+        let scope = match seq {
+            Some(d) if d.conflicted => return,
+            Some(d) => {
+                d.conflicted = true;
+                d.reasons = Reasons::EMPTY;
+                d.scope
+            }
+            None => NONE,
+        };
+        let Some(q) = q else { return };
+        self.withdraw_reasons(q, first.ts, first.reasons);
+        if scope == super::premises::ATTESTED {
+            self.take_back_attestation(q, first.emitter, first.seq);
+        } else if scope == super::premises::IGNORED {
+            self.uncount_ignored(q);
+        }
     }
 
     /// Notes `rec`, just applied without being kept in a scope (of property `p`, `None` when
     /// unattributed, having raised `reasons`), as the delivery of its span `id`, for its
     /// re-deliveries to be compared with ([`Live::settle_unkept_span`]).
+    /// `conflicted`: it was set aside already (by its (emitter, seq)): every further
+    /// delivery of the span is too.
     pub(super) fn note_unkept_span(
         &mut self,
         p: Option<usize>,
@@ -350,8 +381,10 @@ impl Live {
         ev: &Event<'_>,
         id: &SpanId,
         reasons: Reasons,
+        conflicted: bool,
     ) {
         let prop = p.map_or(UNATTRIBUTED, |p| p as u16);
+        let (emitter, seq) = rec.seq_key().unwrap_or((NONE, 0));
         self.unkept_spans.insert(Unkept {
             id: *id,
             hash: rules::content_hash(ev, prop),
@@ -359,7 +392,9 @@ impl Live {
             kind: rec.kind,
             prop,
             reasons,
-            conflicted: false,
+            conflicted,
+            emitter,
+            seq,
         });
     }
 

@@ -181,27 +181,28 @@ impl Live {
         } else {
             Seen::New
         };
-        let unkept = |live: &mut Live, reasons| {
+        // A span kept in no scope is noted for its re-deliveries; one its (emitter, seq) set
+        // aside, as set aside (its re-deliveries are too, as `check` groups them).
+        let unkept = |live: &mut Live, reasons, aside| {
             if let Some(id) = span {
-                live.note_unkept_span(prop, &rec, ev, id, reasons);
+                live.note_unkept_span(prop, &rec, ev, id, reasons, aside);
             }
         };
         let outcome = match (seen, prop) {
             (Seen::Duplicate, _) => return Pushed::Duplicate,
             (seen, None) => {
                 self.state.unattributed += 1;
-                if matches!(seen, Seen::New) {
-                    unkept(self, Reasons::EMPTY);
-                }
+                unkept(self, Reasons::EMPTY, matches!(seen, Seen::Aside));
                 Pushed::Unattributed
             }
             (Seen::Aside, Some(p)) => {
                 self.count_aside(p, &rec);
+                unkept(self, Reasons::EMPTY, true);
                 Pushed::Assessed
             }
             (Seen::New, Some(p)) if ev.kind == Kind::Attestation => {
                 self.push_attestation(p, &rec, ev, keyed);
-                unkept(self, Reasons::EMPTY);
+                unkept(self, Reasons::EMPTY, false);
                 Pushed::Assessed
             }
             (Seen::New, Some(p)) => match self.push_attributed(p, rec, ev.scope) {
@@ -210,7 +211,7 @@ impl Live {
                         self.note_applied(&rec, scope, reasons);
                     }
                     if scope == NONE {
-                        unkept(self, reasons);
+                        unkept(self, reasons, false);
                     }
                     Pushed::Assessed
                 }

@@ -244,13 +244,17 @@ pub(super) struct Unkept {
     pub(super) reasons: Reasons,
     /// A different delivery was seen: every delivery is set aside.
     pub(super) conflicted: bool,
+    /// Its (emitter, seq) key, if it has one (`emitter` is `NONE` when not): the same delivery
+    /// as that key's, whose effects are taken back once, by whichever key conflicts first.
+    pub(super) emitter: u32,
+    pub(super) seq: u64,
 }
 
-// 48 bytes an entry (and the table's control byte), as the README says.
-const _: () = assert!(std::mem::size_of::<Unkept>() == 48);
+// 64 bytes an entry (and the table's control byte), as the README says.
+const _: () = assert!(std::mem::size_of::<Unkept>() == 64);
 
 /// The deliveries of spans no scope keeps, by span id, until their time falls behind the
-/// lowest horizon of the properties (as the (emitter, seq) deliveries do): a table of 48-byte
+/// lowest horizon of the properties (as the (emitter, seq) deliveries do): a table of 64-byte
 /// entries, swept when it holds twice the entries alive after the last sweep (at least
 /// 65,536). Keyed by a randomly seeded hash: span ids come from clients. Not checkpointed:
 /// after a restart, a re-delivery of such a span whose first delivery was applied before the
