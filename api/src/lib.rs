@@ -12,6 +12,7 @@ pub mod attest;
 pub mod cli;
 pub mod conformance;
 pub mod exit;
+pub mod large_pages;
 pub mod query;
 pub mod query_cmd;
 pub mod render;
