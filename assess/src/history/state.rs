@@ -354,8 +354,6 @@ pub(super) fn accs_covering(contract: &Contract, ranges: &[Option<(i64, i64)>]) 
     accs
 }
 
-/// Notes record `r` in the time range of its property ([`History::ranges`]): every valid
-/// attributed record but attestations, which extend no window (SPEC §10).
 /// [`History::note_added`] for record `r` at index `idx`: whether it has an order key.
 fn note(seqs: &mut Vec<SeqTrack>, ranges: &mut [Option<(i64, i64)>], r: &Rec, idx: u32) -> bool {
     SeqTrack::note(seqs, r, idx);
@@ -363,6 +361,8 @@ fn note(seqs: &mut Vec<SeqTrack>, ranges: &mut [Option<(i64, i64)>], r: &Rec, id
     r.order_key().is_some()
 }
 
+/// Notes record `r` in the time range of its property ([`History::ranges`]): every valid
+/// attributed record but attestations, which extend no window (SPEC §10).
 pub(super) fn note_range(ranges: &mut [Option<(i64, i64)>], r: &Rec) {
     if r.prop != UNATTRIBUTED && r.kind != Kind::Attestation {
         let range = &mut ranges[r.prop as usize];
