@@ -155,7 +155,7 @@ impl History {
     pub fn append(&mut self, batch: Batch) {
         let Batch {
             source,
-            recs,
+            mut recs,
             strings,
             names: _,
             scopes,
@@ -176,7 +176,6 @@ impl History {
         // Changed in place in the batch, then copied whole: moved one by one through the
         // stack, each record's fields were reloaded from the copy just stored (perf: most of
         // this function's samples, on one load).
-        let mut recs = recs;
         let (seqs, ranges) = (&mut self.seqs, &mut self.ranges);
         let mut order_keys = false;
         for (idx, r) in (first..).zip(recs.iter_mut()) {

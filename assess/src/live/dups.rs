@@ -167,11 +167,7 @@ impl Live {
         }
         let Some(p) = first_prop else { return };
         self.withdraw_reasons(p, first.ts, first.reasons);
-        if first.scope == super::premises::ATTESTED {
-            self.take_back_attestation(p, rec.emitter, rec.seq);
-        } else if first.scope == super::premises::IGNORED {
-            self.uncount_ignored(p);
-        } else if first.scope != NONE {
+        if !self.take_back_premise(p, first.scope, rec.emitter, rec.seq) && first.scope != NONE {
             let (em, seq) = (rec.emitter, rec.seq);
             self.set_aside_kept(p, first.scope, move |e: &Rec| {
                 e.seq_key() == Some((em, seq))
@@ -297,7 +293,8 @@ impl Live {
             return None;
         }
         let horizon = self.min_horizon();
-        let first = *self.unkept_spans.get_mut(id, horizon)?;
+        let noted = self.unkept_spans.get_mut(id, horizon)?;
+        let first = *noted;
         if first.conflicted {
             if let Some(p) = p {
                 self.count_aside(p, rec);
@@ -309,9 +306,7 @@ impl Live {
             self.state.duplicates += 1;
             return Some(Pushed::Duplicate);
         }
-        if let Some(e) = self.unkept_spans.get_mut(id, horizon) {
-            e.conflicted = true;
-        }
+        noted.conflicted = true;
         let shown = render(&self.state.sources[source as usize], id);
         let detail = format!(
             "two different events come from span `{shown}`: one a {} no scope keeps, one a {}",
@@ -362,11 +357,21 @@ impl Live {
         };
         let Some(q) = q else { return };
         self.withdraw_reasons(q, first.ts, first.reasons);
+        self.take_back_premise(q, scope, first.emitter, first.seq);
+    }
+
+    /// Takes back what an attestation of property `p` did, applied under (`emitter`, `seq`)
+    /// and noted as `scope` ([`Live::note_applied`]): its support (`ATTESTED`) or its count as
+    /// ignored (`IGNORED`). Whether `scope` was one of those.
+    fn take_back_premise(&mut self, p: usize, scope: u32, emitter: u32, seq: u64) -> bool {
         if scope == super::premises::ATTESTED {
-            self.take_back_attestation(q, first.emitter, first.seq);
+            self.take_back_attestation(p, emitter, seq);
         } else if scope == super::premises::IGNORED {
-            self.uncount_ignored(q);
+            self.uncount_ignored(p);
+        } else {
+            return false;
         }
+        true
     }
 
     /// Notes `rec`, just applied without being kept in a scope (of property `p`, `None` when

@@ -41,13 +41,7 @@ impl Live {
         prop.dropped = prop.dropped.split_off(&(horizon, 0));
         self.finalize_cxs(p);
         // Per-emitter content hashes fall out with the horizon too.
-        let min_horizon = self
-            .state
-            .props
-            .iter()
-            .map(|p| p.horizon)
-            .min()
-            .unwrap_or(i64::MIN);
+        let min_horizon = self.min_horizon();
         for e in self.state.emitters.values_mut() {
             e.recent.forget_before(min_horizon);
         }
