@@ -289,11 +289,11 @@ impl Live {
         id: &SpanId,
         source: u32,
     ) -> Option<Pushed> {
-        if self.unkept_spans.len() == 0 {
+        if self.state.unkept_spans.len() == 0 {
             return None;
         }
         let horizon = self.min_horizon();
-        let noted = self.unkept_spans.get_mut(id, horizon)?;
+        let noted = self.state.unkept_spans.get_mut(id, horizon)?;
         let first = *noted;
         if first.conflicted {
             if let Some(p) = p {
@@ -390,7 +390,7 @@ impl Live {
     ) {
         let prop = p.map_or(UNATTRIBUTED, |p| p as u16);
         let (emitter, seq) = rec.seq_key().unwrap_or((NONE, 0));
-        self.unkept_spans.insert(Unkept {
+        self.state.unkept_spans.insert(Unkept {
             id: *id,
             hash: rules::content_hash(ev, prop),
             ts: rec.ts,

@@ -232,9 +232,9 @@ impl Live {
         }
         self.sweep_names();
         self.sweep_spans();
-        if self.unkept_spans.needs_sweep() {
+        if self.state.unkept_spans.needs_sweep() {
             let horizon = self.min_horizon();
-            self.unkept_spans.sweep(horizon);
+            self.state.unkept_spans.sweep(horizon);
         }
     }
 

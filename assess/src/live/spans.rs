@@ -231,7 +231,7 @@ impl SpanIndex {
 /// A delivery of a span that no scope keeps (a heartbeat, an event without a scope or without
 /// a property, an attestation): what its re-deliveries are compared with (SPEC §8: the span
 /// source is a duplicate key whatever the event is).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Unkept {
     pub(super) id: SpanId,
     /// Its content hash (`rules::content_hash`).
@@ -256,15 +256,63 @@ const _: () = assert!(std::mem::size_of::<Unkept>() == 64);
 /// The deliveries of spans no scope keeps, by span id, until their time falls behind the
 /// lowest horizon of the properties (as the (emitter, seq) deliveries do): a table of 64-byte
 /// entries, swept when it holds twice the entries alive after the last sweep (at least
-/// 65,536). Keyed by a randomly seeded hash: span ids come from clients. Not checkpointed:
-/// after a restart, a re-delivery of such a span whose first delivery was applied before the
-/// last checkpoint is taken as another event.
-#[derive(Default)]
+/// 65,536). Keyed by a randomly seeded hash: span ids come from clients. Checkpointed with
+/// the state, as its entries in span-id order (and the table built again, under a new seed,
+/// on restore): a re-delivery after a restart is compared with a first delivery applied
+/// before the checkpoint as it would have been without the restart.
+#[derive(Default, Clone)]
 pub(super) struct UnkeptSpans {
     table: hashbrown::HashTable<Unkept>,
     hasher: foldhash::fast::RandomState,
     sweep_at: usize,
 }
+
+/// [`UnkeptSpans`] as a checkpoint holds it.
+#[derive(Serialize, Deserialize)]
+struct SavedUnkept {
+    entries: Vec<Unkept>,
+    sweep_at: u64,
+}
+
+impl Serialize for UnkeptSpans {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut entries: Vec<Unkept> = self.table.iter().copied().collect();
+        entries.sort_unstable_by_key(|e| e.id);
+        SavedUnkept {
+            entries,
+            sweep_at: self.sweep_at as u64,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for UnkeptSpans {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<UnkeptSpans, D::Error> {
+        let saved = SavedUnkept::deserialize(d)?;
+        let mut t = UnkeptSpans {
+            sweep_at: usize::try_from(saved.sweep_at).map_err(serde::de::Error::custom)?,
+            ..UnkeptSpans::default()
+        };
+        for e in saved.entries {
+            t.insert(e);
+        }
+        Ok(t)
+    }
+}
+
+/// Equal when they hold the same entries (whatever the order of their tables) and sweep at
+/// the same count.
+impl PartialEq for UnkeptSpans {
+    fn eq(&self, other: &UnkeptSpans) -> bool {
+        self.sweep_at == other.sweep_at
+            && self.table.len() == other.table.len()
+            && (self.table.iter()).all(|e| {
+                (other.table.find(other.hash(&e.id), |x| x.id == e.id)).is_some_and(|x| x == e)
+            })
+    }
+}
+
+impl Eq for UnkeptSpans {}
 
 impl std::fmt::Debug for UnkeptSpans {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

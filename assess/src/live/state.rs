@@ -206,6 +206,8 @@ pub struct LiveState {
     pub(super) malformed_samples: VecDeque<Kept>,
     /// The input ended: the end of input is the end of time, every window final.
     pub(super) closed: bool,
+    /// The deliveries of spans no scope keeps, by span id (the `spans` module).
+    pub(super) unkept_spans: super::spans::UnkeptSpans,
 }
 
 /// The live assessor of one partition.
@@ -240,8 +242,6 @@ pub struct Live {
     pub(super) received_at: i64,
     /// The kept deliveries of spans by span id (the `spans` module), built from the state.
     pub(super) span_index: super::spans::SpanIndex,
-    /// The deliveries of spans no scope keeps, by span id (the `spans` module).
-    pub(super) unkept_spans: super::spans::UnkeptSpans,
 }
 
 /// A checkpoint that does not belong to this contract.
@@ -320,6 +320,7 @@ impl Live {
             untracked_unattributed: 0,
             malformed_samples: VecDeque::new(),
             closed: false,
+            unkept_spans: Default::default(),
         };
         Live::from_parts(contract, state)
     }
@@ -371,7 +372,6 @@ impl Live {
             settled: None,
             received_at: 0,
             span_index: Default::default(),
-            unkept_spans: Default::default(),
         };
         live.index_spans();
         live.seq_fragments = (live.state.emitters.values())
@@ -477,7 +477,7 @@ impl Live {
         let scopes: usize = self.state.props.iter().map(|p| p.scopes.heap_bytes()).sum();
         let spans = self.state.spans.heap_bytes()
             + self.span_index.heap_bytes()
-            + self.unkept_spans.heap_bytes();
+            + self.state.unkept_spans.heap_bytes();
         scopes + self.emitters_bytes() + self.names_bytes() + spans
     }
 
@@ -509,7 +509,7 @@ impl Live {
     /// those at or after the lowest horizon, up to twice that (at least 65,536; the `spans`
     /// module).
     pub fn unkept_spans_held(&self) -> usize {
-        self.unkept_spans.len()
+        self.state.unkept_spans.len()
     }
 
     /// Emitters tracked by this partition (at most [`LiveOptions::max_emitters`]).
