@@ -7,20 +7,11 @@
 
 mod common;
 
-use common::{NEVER_FOLD, contract};
+use common::{NEVER_FOLD, check, contract};
 use fencewatch_assess::event::{Epoch, Event, Kind, Order, Seq};
 use fencewatch_assess::live::{Live, LiveOptions};
-use fencewatch_assess::{Contract, EventTime, History, Reason};
+use fencewatch_assess::{Contract, EventTime, Reason};
 use std::collections::BTreeMap;
-
-fn check(c: &Contract, events: &[Event<'_>]) -> fencewatch_assess::Report {
-    let mut h = History::new(c.clone());
-    let src = h.add_source("wal");
-    for (i, e) in events.iter().enumerate() {
-        h.push(e, src, i as u64);
-    }
-    h.finish()
-}
 
 fn serve(c: &Contract, events: &[Event<'_>]) -> Live {
     let mut l = Live::new(

@@ -32,6 +32,7 @@
 //! Of a (scope, incarnation, order, epoch) key, only kept events are compared: a delivery whose
 //! order key belongs to a folded event is judged against the mark like any late event.
 
+use super::conflicts::ConflictKey;
 use super::emitters::{Delivery, EMPTY};
 use super::scopes::fast::Fast;
 use super::scopes::{Tainted, key_hash};
@@ -76,7 +77,13 @@ impl Live {
             if d.conflicted {
                 // One more delivery of a key already set aside.
                 if let Some(p) = prop {
-                    self.place_conflict_again(p, usize::from(d.prop), d.ts, rec.ts);
+                    let first = (usize::from(d.prop) == p).then_some(d.ts);
+                    self.place_conflict_again(
+                        ConflictKey::Seq(rec.emitter, rec.seq),
+                        p,
+                        rec,
+                        first,
+                    );
                 }
                 return Seen::Aside;
             }
@@ -165,6 +172,8 @@ impl Live {
                 )
             });
         }
+        let key = ConflictKey::Seq(rec.emitter, rec.seq);
+        self.note_conflict(key, first.ts, rec.ts, prop.into_iter().chain(first_prop));
         let Some(p) = first_prop else { return };
         self.withdraw_reasons(p, first.ts, first.reasons);
         if !self.take_back_premise(p, first.scope, rec.emitter, rec.seq) && first.scope != NONE {
@@ -221,7 +230,8 @@ impl Live {
         let key = rec.order_key();
         let is_new = |f: &Fast| f.order_is_new(rec);
         let (q, first) = self.find_kept(p, rec.scope, scope, |e| e.order_key() == key, is_new)?;
-        Some(self.settle_kept(Some(p), rec, q, first, true, || {
+        let conflict = ConflictKey::Order(first.source, first.position);
+        Some(self.settle_kept(Some(p), rec, (q, first), (conflict, true), || {
             let epoch = rec
                 .epoch()
                 .map_or_else(|| "no epoch".to_string(), |e| format!("epoch {e}"));
@@ -256,7 +266,8 @@ impl Live {
         // The first delivery's scope, when this one names another (or none).
         let other = (!same_scope).then(|| scopes.name(k.scope).to_string());
         let span = first.shown_source(self);
-        let settled = self.settle_kept(p, rec, q, first, same_scope, || {
+        let key = (ConflictKey::Span(*id), same_scope);
+        let settled = self.settle_kept(p, rec, (q, first), key, || {
             let here = scope.map_or_else(
                 || "without a scope".to_string(),
                 |s| format!("of scope `{s}`"),
@@ -298,7 +309,8 @@ impl Live {
         if first.conflicted {
             if let Some(p) = p {
                 self.count_aside(p, rec);
-                self.place_conflict_again(p, usize::from(first.prop), first.ts, rec.ts);
+                let at = (usize::from(first.prop) == p).then_some(first.ts);
+                self.place_conflict_again(ConflictKey::Span(*id), p, rec, at);
             }
             return Some(Pushed::SpanAgain);
         }
@@ -331,6 +343,12 @@ impl Live {
             };
             self.raise_span(q, &was, rec.ts, Reason::ConflictingDuplicate, |_| detail);
         }
+        self.note_conflict(
+            ConflictKey::Span(*id),
+            first.ts,
+            rec.ts,
+            p.into_iter().chain(q),
+        );
         self.take_back_unkept(q, &first);
         Some(Pushed::SpanAgain)
     }
@@ -454,23 +472,25 @@ impl Live {
         &mut self,
         p: Option<usize>,
         rec: &Rec,
-        q: usize,
-        first: Rec,
-        same_scope: bool,
+        (q, first): (usize, Rec),
+        (key, same_scope): (ConflictKey, bool),
         detail: impl FnOnce() -> String,
     ) -> Attributed {
+        // A further delivery of a key whose deliveries conflicted: set aside, even one equal
+        // to the first (`check` sets aside every delivery of such a key).
+        if first.has(ASIDE) && self.state.conflicts.contains(&key) {
+            if let Some(p) = p {
+                self.count_aside(p, rec);
+                self.place_conflict_again(key, p, rec, (p == q).then_some(first.ts));
+            }
+            return Attributed::Aside;
+        }
         if same_scope && first.same_content(rec) {
             self.state.duplicates += 1;
             return Attributed::Duplicate;
         }
         if let Some(p) = p {
             self.count_aside(p, rec);
-        }
-        if first.has(ASIDE) {
-            if let Some(p) = p {
-                self.place_conflict_again(p, q, first.ts, rec.ts);
-            }
-            return Attributed::Aside;
         }
         let detail = detail();
         if let Some(p) = p {
@@ -481,26 +501,27 @@ impl Live {
         if p != Some(q) {
             self.raise_span(q, &first, rec.ts, Reason::ConflictingDuplicate, |_| detail);
         }
+        self.note_conflict(key, first.ts, rec.ts, p.into_iter().chain([q]));
+        if first.has(ASIDE) {
+            // Set aside already, by another of its keys: nothing of it to take back again.
+            return Attributed::Aside;
+        }
         let route = self.route_ids.route(q, first.route);
         let reasons = Reasons::of(&first, route, &self.contract.properties[q]);
         self.withdraw_reasons(q, first.ts, reasons);
+        // Taken back once: a conflict of its (emitter, seq) later takes back nothing again.
+        if let Some((em, seq)) = first.seq_key()
+            && let Some(d) = (self.state.emitters.get_mut(&em))
+                .and_then(|e| e.recent.get_mut(seq))
+                .filter(|d| d.ts == first.ts && usize::from(d.prop) == q)
+        {
+            d.reasons = Reasons::EMPTY;
+        }
         let (src, pos) = (first.source, first.position);
         self.set_aside_kept(q, first.scope, move |e: &Rec| {
             (e.source, e.position) == (src, pos)
         });
         Attributed::Aside
-    }
-
-    /// Places `conflicting_duplicate` at `ts`, a further delivery (of property `p`) of a key
-    /// already set aside whose first delivery, of property `first_prop`, was at `first_ts`.
-    /// The key's reason is counted already and placed from the first delivery's window to
-    /// the second's: in the first one's window of the same property this adds nothing
-    /// (`check` places one span per key, over all its deliveries).
-    fn place_conflict_again(&mut self, p: usize, first_prop: usize, first_ts: i64, ts: i64) {
-        let series = &mut self.state.props[p].tally.series;
-        if p != first_prop || series.index(ts) != series.index(first_ts) {
-            series.add_reason(ts, Reason::ConflictingDuplicate);
-        }
     }
 
     /// Counts a delivery set aside as an event of property `p` (as `check` does), nothing more.

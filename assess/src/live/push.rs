@@ -236,6 +236,10 @@ impl Live {
             let horizon = self.min_horizon();
             self.state.unkept_spans.sweep(horizon);
         }
+        if self.state.conflicts.needs_sweep() {
+            let horizon = self.min_horizon();
+            self.state.conflicts.sweep(horizon);
+        }
     }
 
     /// Sets aside a valid event with a `seq` of an emitter beyond [`super::LiveOptions::max_emitters`]:
@@ -459,7 +463,13 @@ impl Live {
 
     /// Counts `reason` once for `rec` (with a sample if one is still wanted), placed on no
     /// window: the caller's to place.
-    fn count(&mut self, p: usize, rec: &Rec, reason: Reason, detail: impl FnOnce(&Live) -> String) {
+    pub(super) fn count(
+        &mut self,
+        p: usize,
+        rec: &Rec,
+        reason: Reason,
+        detail: impl FnOnce(&Live) -> String,
+    ) {
         let sample = (self.state.props[p].tally)
             .wants_sample(reason)
             .then(|| Kept::from(rec.sample(self, detail(self))));

@@ -208,6 +208,8 @@ pub struct LiveState {
     pub(super) closed: bool,
     /// The deliveries of spans no scope keeps, by span id (the `spans` module).
     pub(super) unkept_spans: super::spans::UnkeptSpans,
+    /// The duplicate keys whose deliveries conflicted (the `conflicts` module).
+    pub(super) conflicts: super::conflicts::Conflicts,
 }
 
 /// The live assessor of one partition.
@@ -321,6 +323,7 @@ impl Live {
             malformed_samples: VecDeque::new(),
             closed: false,
             unkept_spans: Default::default(),
+            conflicts: Default::default(),
         };
         Live::from_parts(contract, state)
     }
@@ -477,7 +480,8 @@ impl Live {
         let scopes: usize = self.state.props.iter().map(|p| p.scopes.heap_bytes()).sum();
         let spans = self.state.spans.heap_bytes()
             + self.span_index.heap_bytes()
-            + self.state.unkept_spans.heap_bytes();
+            + self.state.unkept_spans.heap_bytes()
+            + self.state.conflicts.heap_bytes();
         scopes + self.emitters_bytes() + self.names_bytes() + spans
     }
 

@@ -237,6 +237,19 @@ pub(crate) fn live(c: &Contract, evs: &[E], order: &[usize], retention: Option<i
 pub(crate) const NEVER_FOLD: Option<i64> = Some(i64::MAX / 4);
 
 /// A committed commit on route `r1` of `scope` at `ts` with `epoch`, from `emitter` at `seq`.
+/// `check`'s report of `events`, read in order from one source (`wal`).
+pub(crate) fn check(
+    c: &Contract,
+    events: &[fencewatch_assess::event::Event<'_>],
+) -> fencewatch_assess::Report {
+    let mut h = fencewatch_assess::History::new(c.clone());
+    let src = h.add_source("wal");
+    for (i, e) in events.iter().enumerate() {
+        h.push(e, src, i as u64);
+    }
+    h.finish()
+}
+
 pub(crate) fn commit_from(
     ts: i64,
     scope: &'static str,
