@@ -28,6 +28,9 @@ pub(super) enum ConflictKey {
     Order(u32, u64),
     /// A span id.
     Span(SpanId),
+    /// The 128-bit hash of an order key whose first delivery was set aside on arrival (the
+    /// `aside` module).
+    Noted(u128),
 }
 
 /// One conflicted key: the properties counted, and the times its deliveries span.

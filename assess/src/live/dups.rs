@@ -226,10 +226,27 @@ impl Live {
 
     /// Settles the (scope, incarnation, order, epoch) key of `rec` (of property `p`) against the
     /// kept events of `scope`: `None` when no kept event shares it.
-    pub(super) fn settle_order(&mut self, p: usize, rec: &Rec, scope: &str) -> Option<Attributed> {
+    pub(super) fn settle_order(
+        &mut self,
+        p: usize,
+        rec: &Rec,
+        scope: &str,
+        ev: &Event<'_>,
+    ) -> Option<Attributed> {
         let key = rec.order_key();
         let is_new = |f: &Fast| f.order_is_new(rec);
-        let (q, first) = self.find_kept(p, rec.scope, scope, |e| e.order_key() == key, is_new)?;
+        let Some((q, first)) =
+            self.find_kept(p, rec.scope, scope, |e| e.order_key() == key, is_new)
+        else {
+            // None kept: a delivery of the key set aside on arrival, if one was noted (the
+            // `aside` module).
+            let aside = self.settle_order_aside(p, rec, ev)?;
+            if aside {
+                self.count_aside(p, rec);
+                return Some(Attributed::Aside);
+            }
+            return Some(Attributed::Duplicate);
+        };
         let conflict = ConflictKey::Order(first.source, first.position);
         Some(self.settle_kept(Some(p), rec, (q, first), (conflict, true), || {
             let epoch = rec
@@ -506,21 +523,7 @@ impl Live {
             // Set aside already, by another of its keys: nothing of it to take back again.
             return Attributed::Aside;
         }
-        let route = self.route_ids.route(q, first.route);
-        let reasons = Reasons::of(&first, route, &self.contract.properties[q]);
-        self.withdraw_reasons(q, first.ts, reasons);
-        // Taken back once: a conflict of its (emitter, seq) later takes back nothing again.
-        if let Some((em, seq)) = first.seq_key()
-            && let Some(d) = (self.state.emitters.get_mut(&em))
-                .and_then(|e| e.recent.get_mut(seq))
-                .filter(|d| d.ts == first.ts && usize::from(d.prop) == q)
-        {
-            d.reasons = Reasons::EMPTY;
-        }
-        let (src, pos) = (first.source, first.position);
-        self.set_aside_kept(q, first.scope, move |e: &Rec| {
-            (e.source, e.position) == (src, pos)
-        });
+        self.set_aside_first(q, first);
         Attributed::Aside
     }
 
@@ -535,7 +538,7 @@ impl Live {
 
     /// Sets aside the kept event of scope `scope` (property `p`) that `is_it` accepts, decides
     /// the scope again without it and withdraws the provisional counterexamples resting on it.
-    fn set_aside_kept(&mut self, p: usize, scope: u32, is_it: impl Fn(&Rec) -> bool) {
+    pub(super) fn set_aside_kept(&mut self, p: usize, scope: u32, is_it: impl Fn(&Rec) -> bool) {
         let name = self.state.props[p].scopes.name(scope).to_string();
         let st = self.state.props[p].scopes.get_mut(&name).expect("known");
         if let Some(i) = st.events().iter().position(|e| !e.has(ASIDE) && is_it(e)) {
@@ -559,7 +562,7 @@ impl Live {
     }
 
     /// Withdraws the per-event `reasons` raised at `ts`.
-    fn withdraw_reasons(&mut self, p: usize, ts: i64, reasons: Reasons) {
+    pub(super) fn withdraw_reasons(&mut self, p: usize, ts: i64, reasons: Reasons) {
         for r in reasons.iter() {
             self.withdraw(p, ts, r);
         }

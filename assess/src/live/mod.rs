@@ -21,6 +21,7 @@
 //!   remote [`Summary`]s merged), `query` (assurance, timeline, coverage, one scope) and
 //!   `render`; [`Summary`] (`summary`) is what a partition exports.
 
+mod aside;
 mod conflicts;
 mod cxs;
 mod decide;

@@ -160,6 +160,9 @@ impl Live {
         if let Some(id) = span
             && let Some(settled) = self.settle_span(prop, &rec, id, ev.scope)
         {
+            if let (Attributed::SpanAgain, Some(p)) = (&settled, prop) {
+                self.settle_aside_order(p, &rec, ev);
+            }
             self.after_push();
             return match settled {
                 Attributed::Duplicate => Pushed::Duplicate,
@@ -171,6 +174,9 @@ impl Live {
         if let Some(id) = span
             && let Some(settled) = self.settle_unkept_span(prop, &rec, ev, id, source)
         {
+            if let (Pushed::SpanAgain, Some(p)) = (settled, prop) {
+                self.settle_aside_order(p, &rec, ev);
+            }
             self.after_push();
             return settled;
         }
@@ -197,6 +203,7 @@ impl Live {
             }
             (Seen::Aside, Some(p)) => {
                 self.count_aside(p, &rec);
+                self.settle_aside_order(p, &rec, ev);
                 unkept(self, Reasons::EMPTY, true);
                 Pushed::Assessed
             }
@@ -205,7 +212,7 @@ impl Live {
                 unkept(self, Reasons::EMPTY, false);
                 Pushed::Assessed
             }
-            (Seen::New, Some(p)) => match self.push_attributed(p, rec, ev.scope) {
+            (Seen::New, Some(p)) => match self.push_attributed(p, rec, ev) {
                 Attributed::Applied { scope, reasons } => {
                     if keyed {
                         self.note_applied(&rec, scope, reasons);
@@ -235,6 +242,10 @@ impl Live {
         if self.state.unkept_spans.needs_sweep() {
             let horizon = self.min_horizon();
             self.state.unkept_spans.sweep(horizon);
+        }
+        if self.state.aside_orders.needs_sweep() {
+            let horizon = self.min_horizon();
+            self.state.aside_orders.sweep(horizon);
         }
         if self.state.conflicts.needs_sweep() {
             let horizon = self.min_horizon();
@@ -293,7 +304,8 @@ impl Live {
     /// Applies a new attributed event of property `p` (its (emitter, seq) settled): settles its
     /// (scope, incarnation, order, epoch), counts what it counts for ([`Applied`]) and keeps it
     /// in its scope.
-    fn push_attributed(&mut self, p: usize, mut rec: Rec, scope: Option<&str>) -> Attributed {
+    fn push_attributed(&mut self, p: usize, mut rec: Rec, ev: &Event<'_>) -> Attributed {
+        let scope = ev.scope;
         // Every scoped event but a heartbeat is kept in its scope.
         let kept_in = scope.filter(|_| rec.kind != Kind::Heartbeat);
         if let Some(s) = kept_in {
@@ -303,7 +315,7 @@ impl Live {
         // part (the `dups` module).
         if let Some(s) = kept_in
             && rec.order_key().is_some()
-            && let Some(settled) = self.settle_order(p, &rec, s)
+            && let Some(settled) = self.settle_order(p, &rec, s, ev)
         {
             return settled;
         }

@@ -210,6 +210,8 @@ pub struct LiveState {
     pub(super) unkept_spans: super::spans::UnkeptSpans,
     /// The duplicate keys whose deliveries conflicted (the `conflicts` module).
     pub(super) conflicts: super::conflicts::Conflicts,
+    /// The order keys of deliveries set aside on arrival (the `aside` module).
+    pub(super) aside_orders: super::aside::AsideOrders,
 }
 
 /// The live assessor of one partition.
@@ -324,6 +326,7 @@ impl Live {
             closed: false,
             unkept_spans: Default::default(),
             conflicts: Default::default(),
+            aside_orders: Default::default(),
         };
         Live::from_parts(contract, state)
     }
@@ -481,7 +484,8 @@ impl Live {
         let spans = self.state.spans.heap_bytes()
             + self.span_index.heap_bytes()
             + self.state.unkept_spans.heap_bytes()
-            + self.state.conflicts.heap_bytes();
+            + self.state.conflicts.heap_bytes()
+            + self.state.aside_orders.heap_bytes();
         scopes + self.emitters_bytes() + self.names_bytes() + spans
     }
 

@@ -10,7 +10,8 @@ use fencewatch_assess::live::LiveState;
 /// tagged start with no tag at all.) Layout 3: `check` and `serve` keep one record type. Layout
 /// 4: counterexamples keep the wall time they were found, withdrawn ones their due time (the
 /// evidence archive). Layout 5: a scope's mark is kept in its state, not in a tracker. Layout 6:
-/// the deliveries of spans no scope keeps are kept in the state.
+/// the deliveries of spans no scope keeps, the conflicted duplicate keys and the order keys of
+/// deliveries set aside on arrival are kept in the state.
 pub const STATE_LAYOUT: u16 = 6;
 const STATE_TAG: [u8; 4] = *b"FWS\0";
 
