@@ -34,6 +34,7 @@ mod premises;
 mod push;
 mod query;
 mod render;
+mod resettle;
 mod scopes;
 mod spans;
 mod state;
