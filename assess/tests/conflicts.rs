@@ -8,9 +8,9 @@ mod common;
 
 use common::contract_with;
 use common::{check, commit_from};
-use fencewatch_assess::event::{Epoch, Event, Kind, Order, Seq};
+use fencewatch_assess::event::{Epoch, Event, Kind, Order, Outcome, Seq};
 use fencewatch_assess::live::{Live, LiveOptions, Pushed, SpanId};
-use fencewatch_assess::{Contract, EventTime, Reason, Verdict};
+use fencewatch_assess::{Contract, Duration, EventTime, Reason, Verdict};
 
 fn span(n: u8) -> SpanId {
     let mut s = [0x11u8; 24];
@@ -46,6 +46,67 @@ fn verdicts(runs: &[fencewatch_assess::window::WindowRun]) -> Vec<Verdict> {
     runs.iter()
         .flat_map(|r| std::iter::repeat_n(r.verdict, r.windows as usize))
         .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. An attestation delivered as a span without an (emitter, seq), set aside by a differing
+//    re-delivery of the span, supports its premise no more (as when its (emitter, seq) conflicts).
+// ---------------------------------------------------------------------------------------
+
+fn premises_contract() -> Contract {
+    let src = "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"100ns\"\nclock_skew=\"5ns\"\nallowed_lateness=\"10ns\"\nroute_freshness=\"100000ns\"\n[[property.route]]\nname=\"r1\"\n[[property.premise]]\nname=\"durable_fence\"\nmax_age=\"120ns\"\n";
+    Contract::parse("premises.toml", src).unwrap()
+}
+
+fn attest(ts: i64, valid: i64) -> Event<'static> {
+    let mut e = Event::new(Kind::Attestation, EventTime(ts));
+    e.premise = Some("durable_fence");
+    e.valid_for = Some(Duration(valid));
+    e.attester = Some("ci");
+    e
+}
+
+#[test]
+fn r1_attestation_span_conflict_takes_back_its_support() {
+    let c = premises_contract();
+    let base = 1_000_000;
+    let commits = [
+        commit(base + 10, Some("s"), 1),
+        commit(base + 90, Some("s"), 1),
+    ];
+    // First delivery supports window 0; the second (same key) differs (failed).
+    let first = attest(base, 100);
+    let mut second = attest(base, 100);
+    second.outcome = Outcome::Failed;
+    // check, the key being an (emitter, seq).
+    let mut evs: Vec<Event> = commits.to_vec();
+    evs.push(keyed(first.clone(), "k", 1));
+    evs.push(keyed(second.clone(), "k", 1));
+    let want = check(&c, &evs).properties[0].unknown.clone();
+    // serve, the same key as an (emitter, seq): agrees with check.
+    let mut s = live(&c);
+    let src = s.add_source("wal");
+    for (i, e) in evs.iter().enumerate() {
+        s.push(e, src, i as u64, i64::MAX / 2);
+    }
+    s.close();
+    assert_eq!(s.view().unknown_counts(0), want, "seq path");
+    // serve, the key as a span id.
+    let mut l = live(&c);
+    let src = l.add_source("otlp");
+    for (i, e) in commits.iter().enumerate() {
+        l.push(e, src, i as u64, i64::MAX / 2);
+    }
+    assert_eq!(
+        l.push_span(&first, &span(1), src, 10, i64::MAX / 2),
+        Pushed::Assessed
+    );
+    assert_eq!(
+        l.push_span(&second, &span(1), src, 11, i64::MAX / 2),
+        Pushed::SpanAgain
+    );
+    l.close();
+    assert_eq!(l.view().unknown_counts(0), want, "span path");
 }
 
 // ---------------------------------------------------------------------------------------

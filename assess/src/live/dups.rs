@@ -392,7 +392,11 @@ impl Live {
         };
         let Some(q) = q else { return };
         self.withdraw_reasons(q, first.ts, first.reasons);
-        self.take_back_premise(q, scope, first.emitter, first.seq);
+        if first.kind == crate::event::Kind::Attestation && first.emitter == NONE {
+            self.take_back_span_attestation(q, &first.id);
+        } else {
+            self.take_back_premise(q, scope, first.emitter, first.seq);
+        }
     }
 
     /// Takes back what an attestation of property `p` did, applied under (`emitter`, `seq`)

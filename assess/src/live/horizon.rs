@@ -50,6 +50,9 @@ impl Live {
             if prop.keyed_attests.first_key_value().is_some() {
                 prop.keyed_attests.retain(|_, (_, a)| a.ts >= min_horizon);
             }
+            if prop.span_attests.first_key_value().is_some() {
+                prop.span_attests.retain(|_, (ts, _)| *ts >= min_horizon);
+            }
         }
     }
 

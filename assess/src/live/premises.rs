@@ -12,6 +12,7 @@
 //! `revised`, as spans. An attestation with an (emitter, seq) is settled as any event; if a
 //! conflicting delivery of its key arrives later, it is taken back out of the support.
 
+use super::spans::SpanId;
 use super::state::Live;
 use super::view::View;
 use crate::event::{Event, Outcome};
@@ -70,12 +71,24 @@ pub struct UnsupportedPremise {
 
 impl Live {
     /// Applies a new attestation of property `p` (`keyed`: it has an emitter and seq).
-    pub(super) fn push_attestation(&mut self, p: usize, rec: &Rec, ev: &Event<'_>, keyed: bool) {
+    pub(super) fn push_attestation(
+        &mut self,
+        p: usize,
+        rec: &Rec,
+        ev: &Event<'_>,
+        keyed: bool,
+        span: Option<&SpanId>,
+    ) {
+        // Delivered as a span without an (emitter, seq): kept by its span id instead.
+        let by_span = span.filter(|_| !keyed);
         let pc = &self.contract.properties[p];
         let Some(i) = pc.premise_index(ev.premise.unwrap_or_default(), ev.route) else {
             self.state.props[p].tally.attestations_ignored += 1;
             if keyed {
                 self.note_applied(rec, IGNORED, Reasons::EMPTY);
+            }
+            if let Some(id) = by_span {
+                self.state.props[p].span_attests.insert(*id, (rec.ts, None));
             }
             return;
         };
@@ -95,6 +108,23 @@ impl Live {
             let kept = &mut self.state.props[p].keyed_attests;
             kept.insert((rec.emitter, rec.seq), (i as u16, a));
             self.note_applied(rec, ATTESTED, Reasons::EMPTY);
+        }
+        if let Some(id) = by_span {
+            let kept = &mut self.state.props[p].span_attests;
+            kept.insert(*id, (rec.ts, Some((i as u16, a))));
+        }
+    }
+
+    /// Takes back the applied attestation of property `p` delivered as span `id` without an
+    /// (emitter, seq) (its support, or its count as ignored): a conflicting delivery of the
+    /// span arrived.
+    pub(super) fn take_back_span_attestation(&mut self, p: usize, id: &SpanId) {
+        match self.state.props[p].span_attests.remove(id) {
+            Some((_, Some((i, a)))) => self.change_support(p, usize::from(i), |s| {
+                s.remove(a);
+            }),
+            Some((_, None)) => self.uncount_ignored(p),
+            None => {}
         }
     }
 

@@ -208,7 +208,7 @@ impl Live {
                 Pushed::Assessed
             }
             (Seen::New, Some(p)) if ev.kind == Kind::Attestation => {
-                self.push_attestation(p, &rec, ev, keyed);
+                self.push_attestation(p, &rec, ev, keyed, span);
                 unkept(self, Reasons::EMPTY, false);
                 Pushed::Assessed
             }

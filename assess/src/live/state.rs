@@ -135,6 +135,11 @@ pub(super) struct Prop {
     /// Applied attestations with an (emitter, seq), by that key: what a conflicting later
     /// delivery takes back (the `premises` module). Pruned with the horizon.
     pub(super) keyed_attests: BTreeMap<(u32, u64), (u16, crate::premise::Attestation)>,
+    /// Applied attestations delivered as spans without an (emitter, seq), by span id: their
+    /// time, and their premise and support (`None`: ignored, no premise of the contract), what
+    /// a conflicting later delivery of the span takes back. Pruned with the horizon.
+    pub(super) span_attests:
+        BTreeMap<super::spans::SpanId, (i64, Option<(u16, crate::premise::Attestation)>)>,
 }
 
 /// What one pushed event came to.
@@ -303,6 +308,7 @@ impl Live {
                 withdrawn_due: Default::default(),
                 dropped: BTreeMap::new(),
                 keyed_attests: BTreeMap::new(),
+                span_attests: BTreeMap::new(),
             })
             .collect();
         let state = LiveState {
