@@ -74,17 +74,29 @@ impl Live {
             e.props.insert(p as u16);
         }
         if let Some(d) = e.recent.get(rec.seq) {
-            if d.conflicted {
+            let key = ConflictKey::Seq(rec.emitter, rec.seq);
+            if d.conflicted && self.state.conflicts.contains(&key) {
                 // One more delivery of a key already set aside.
                 if let Some(p) = prop {
                     let first = (usize::from(d.prop) == p).then_some(d.ts);
-                    self.place_conflict_again(
-                        ConflictKey::Seq(rec.emitter, rec.seq),
-                        p,
-                        rec,
-                        first,
-                    );
+                    self.place_conflict_again(key, p, rec, first);
                 }
+                return Seen::Aside;
+            }
+            if d.conflicted {
+                // Its first delivery was set aside by another of its keys: an equal one is set
+                // aside with it, uncounted (`check` drops it as a duplicate of one set aside);
+                // a different one conflicts under this key too.
+                if d.hash == hash {
+                    return Seen::Duplicate;
+                }
+                self.conflict_again(prop, rec, key, d.ts, d.prop, |l| {
+                    let emitter = &l.state.names[rec.emitter as usize];
+                    format!(
+                        "two different events carry emitter `{emitter}` seq {}",
+                        rec.seq
+                    )
+                });
                 return Seen::Aside;
             }
             if d.hash == hash {
@@ -323,15 +335,31 @@ impl Live {
         let horizon = self.min_horizon();
         let noted = self.state.unkept_spans.get_mut(id, horizon)?;
         let first = *noted;
-        if first.conflicted {
+        let key = ConflictKey::Span(*id);
+        let same = first.hash == rules::content_hash(ev, p.map_or(UNATTRIBUTED, |p| p as u16));
+        if first.conflicted && self.state.conflicts.contains(&key) {
             if let Some(p) = p {
                 self.count_aside(p, rec);
                 let at = (usize::from(first.prop) == p).then_some(first.ts);
-                self.place_conflict_again(ConflictKey::Span(*id), p, rec, at);
+                self.place_conflict_again(key, p, rec, at);
             }
             return Some(Pushed::SpanAgain);
         }
-        if first.hash == rules::content_hash(ev, p.map_or(UNATTRIBUTED, |p| p as u16)) {
+        if first.conflicted {
+            // Set aside by another of its keys: as for an (emitter, seq) (`settle_seq`).
+            if same {
+                return Some(Pushed::Duplicate);
+            }
+            if let Some(p) = p {
+                self.count_aside(p, rec);
+            }
+            let shown = render(&self.state.sources[source as usize], id);
+            self.conflict_again(p, rec, key, first.ts, first.prop, |_| {
+                format!("two different events come from span `{shown}`")
+            });
+            return Some(Pushed::SpanAgain);
+        }
+        if same {
             self.state.duplicates += 1;
             return Some(Pushed::Duplicate);
         }
@@ -529,6 +557,34 @@ impl Live {
         }
         self.set_aside_first(q, first);
         Attributed::Aside
+    }
+
+    /// `rec` (of property `p`, if attributed) differs from the first delivery of `key` (at
+    /// `first_ts`, of property `first_prop`), which another of its keys set aside already:
+    /// `conflicting_duplicate` for the properties they name, over both, as `check` counts
+    /// each key's group; nothing of the first to take back again.
+    fn conflict_again(
+        &mut self,
+        p: Option<usize>,
+        rec: &Rec,
+        key: ConflictKey,
+        first_ts: i64,
+        first_prop: u16,
+        detail: impl Fn(&Live) -> String,
+    ) {
+        let q = (first_prop != UNATTRIBUTED).then_some(usize::from(first_prop));
+        if let Some(p) = p {
+            self.raise_span(p, rec, first_ts, Reason::ConflictingDuplicate, &detail);
+        }
+        if let Some(q) = q.filter(|&q| Some(q) != p) {
+            let was = Rec {
+                ts: first_ts,
+                prop: first_prop,
+                ..*rec
+            };
+            self.raise_span(q, &was, rec.ts, Reason::ConflictingDuplicate, &detail);
+        }
+        self.note_conflict(key, first_ts, rec.ts, p.into_iter().chain(q));
     }
 
     /// Counts a delivery set aside as an event of property `p` (as `check` does), nothing more.

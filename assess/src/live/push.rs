@@ -223,7 +223,11 @@ impl Live {
                     Pushed::Assessed
                 }
                 Attributed::Duplicate => Pushed::Duplicate,
-                Attributed::Aside => Pushed::Assessed,
+                Attributed::Aside => {
+                    // Set aside by its order key: its span's re-deliveries are compared with it.
+                    unkept(self, Reasons::EMPTY, true);
+                    Pushed::Assessed
+                }
                 Attributed::SpanAgain => Pushed::SpanAgain,
             },
         };

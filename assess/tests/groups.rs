@@ -1,0 +1,200 @@
+//! A delivery belongs to the group of every key it carries (SPEC §4 "Duplicates", §8 spans):
+//! `serve` against `check`, from a second review of `serve`'s duplicate settlement (each test
+//! failed before its fix; its doc comment says what `check` answers). Where a span takes part (which `check` cannot read), `check` is run on the
+//! same history with the span written as another duplicate key of the same deliveries (an
+//! (emitter, seq) or an order key), as `conflicts.rs` does.
+
+mod common;
+
+use common::check;
+use common::contract_with;
+use fencewatch_assess::event::{Epoch, Event, Kind, Order, Seq};
+use fencewatch_assess::live::{Live, LiveOptions, SpanId};
+use fencewatch_assess::{Contract, EventTime, Reason, Report, Verdict};
+use std::collections::BTreeMap;
+
+fn span(n: u8) -> SpanId {
+    let mut s = [0x22u8; 24];
+    s[23] = n;
+    s
+}
+
+fn contract() -> Contract {
+    contract_with(false, 5, "1000ns", "1000000ns")
+}
+
+fn live(c: &Contract) -> Live {
+    Live::new(c.clone(), LiveOptions::default())
+}
+
+fn beat(ts: i64, route: &'static str) -> Event<'static> {
+    let mut e = Event::new(Kind::Heartbeat, EventTime(ts));
+    e.route = Some(route);
+    e
+}
+
+fn commit(ts: i64, scope: Option<&'static str>, epoch: u64) -> Event<'static> {
+    let mut e = Event::new(Kind::Commit, EventTime(ts));
+    e.scope = scope;
+    e.epoch = Some(Epoch(epoch));
+    e.route = Some("r1");
+    e
+}
+
+fn keyed(mut e: Event<'static>, emitter: &'static str, seq: u64) -> Event<'static> {
+    e.emitter = Some(emitter);
+    e.seq = Some(Seq(seq));
+    e
+}
+
+fn ord(mut e: Event<'static>, o: u64) -> Event<'static> {
+    e.order = Some(Order(o));
+    e
+}
+
+fn verdicts(runs: &[fencewatch_assess::window::WindowRun]) -> Vec<Verdict> {
+    runs.iter()
+        .flat_map(|r| std::iter::repeat_n(r.verdict, r.windows as usize))
+        .collect()
+}
+
+/// What is compared: counterexamples (not withdrawn), unknown counts, window verdicts.
+#[derive(Debug, PartialEq)]
+struct Answer {
+    counterexamples: usize,
+    unknown: BTreeMap<Reason, u64>,
+    windows: Vec<Verdict>,
+}
+
+fn of_check(r: &Report) -> Answer {
+    Answer {
+        counterexamples: r.properties[0].counterexamples.len(),
+        unknown: r.properties[0].unknown.clone(),
+        windows: verdicts(&r.properties[0].windows),
+    }
+}
+
+fn of_serve(l: &Live) -> Answer {
+    let v = l.view();
+    Answer {
+        counterexamples: v.counterexample_count(0),
+        unknown: v.unknown_counts(0),
+        windows: verdicts(&v.timeline(0, i64::MIN, i64::MAX, 1_000)),
+    }
+}
+
+/// `serve` fed `evs` in order, each with its span (`Some(n)`: pushed with `span(n)`), closed.
+fn serve(c: &Contract, evs: &[(Event<'static>, Option<u8>)]) -> Live {
+    let mut l = live(c);
+    let src = l.add_source("wal");
+    for (i, (e, s)) in evs.iter().enumerate() {
+        match s {
+            Some(n) => l.push_span(e, &span(*n), src, i as u64, 1_000_000),
+            None => l.push(e, src, i as u64, 1_000_000),
+        };
+    }
+    l.close();
+    l
+}
+
+fn no_spans(evs: &[Event<'static>]) -> Vec<(Event<'static>, Option<u8>)> {
+    evs.iter().map(|e| (e.clone(), None)).collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// A. A delivery dropped as equal to a kept event by one key, whose other key then conflicts:
+//    `check` links the equal deliveries (`equal_pairs`, settle.rs) and sets the kept event
+//    aside with the conflicting group; `serve` forgets the dropped delivery's other keys.
+// ---------------------------------------------------------------------------------------
+
+// ---------------------------------------------------------------------------------------
+// B. A span whose delivery is set aside by its ORDER key (not its (emitter, seq)) is noted
+//    nowhere: a later, different delivery of the span is applied.
+// ---------------------------------------------------------------------------------------
+
+/// X kept (s, order 5, ts 30); Y span A, same order key, ts 35 (differs: both set aside);
+/// Z span A again, another event: epoch 1 in scope t at 110, stale against epoch 2 at 50.
+/// check (span A written as (emitter `sp`, seq 1)): order group {X, Y} and sp/1 group {Y, Z}
+/// both conflict: 0 counterexamples, conflicting_duplicate 2.
+/// serve: Y goes `Attributed::Aside` through settle_order, its span neither indexed nor noted
+/// unkept; Z is applied and refutes: 1 counterexample, conflicting_duplicate 1. (Serious.)
+#[test]
+fn b1_span_set_aside_by_its_order_key_sets_aside_its_redelivery() {
+    let c = contract();
+    let base = vec![
+        beat(0, "r2"),
+        ord(commit(50, Some("t"), 2), 6),
+        ord(commit(30, Some("s"), 1), 5),
+    ];
+    let mut for_check = base.clone();
+    for_check.push(keyed(ord(commit(35, Some("s"), 1), 5), "sp", 1));
+    for_check.push(keyed(ord(commit(110, Some("t"), 1), 7), "sp", 1));
+    let want = of_check(&check(&c, &for_check));
+    assert_eq!(want.counterexamples, 0, "check: {want:?}");
+    let mut evs = no_spans(&base);
+    evs.push((ord(commit(35, Some("s"), 1), 5), Some(1)));
+    evs.push((ord(commit(110, Some("t"), 1), 7), Some(1)));
+    let got = of_serve(&serve(&c, &evs));
+    assert_eq!(got, want);
+}
+
+// ---------------------------------------------------------------------------------------
+// C. A key marked conflicted because ANOTHER key of its first delivery conflicted: a later
+//    different delivery of it finds no entry in the conflicts table, and `place_conflict_again`
+//    (resettle.rs) only places a reason, never counting the key's own conflict.
+// ---------------------------------------------------------------------------------------
+
+/// D1 (span B, e/1, no scope, ts 50) and D2 (span A, e/1, no scope, ts 60) conflict by e/1;
+/// D3 (span A, scope s, ts 100) differs from D2 by span A.
+/// check counts once per key group whose deliveries differ (settle.rs `hit_conflict` per
+/// group): e/1 {D1, D2} and span A {D2, D3} — conflicting_duplicate 2, as it does when the
+/// second key is an order key (serve agrees there, through the `aside` table). `check` reads
+/// no spans and an event carries one (emitter, seq), so the count is asserted directly.
+/// serve: D2's span is noted `conflicted` by its e/1 conflict, with no `Span(A)` entry in the
+/// conflicts table; D3 takes the fallback of place_conflict_again: conflicting_duplicate 1.
+#[test]
+fn c1_span_marked_conflicted_by_its_seq_counts_its_own_conflict() {
+    let c = contract();
+    let evs = vec![
+        (beat(0, "r2"), None),
+        (keyed(commit(50, None, 1), "e", 1), Some(2)),
+        (keyed(commit(60, None, 1), "e", 1), Some(1)),
+        (commit(100, Some("s"), 1), Some(1)),
+    ];
+    let l = serve(&c, &evs);
+    let counts = l.view().unknown_counts(0);
+    assert_eq!(
+        counts.get(&Reason::ConflictingDuplicate),
+        Some(&2),
+        "{counts:?}"
+    );
+}
+
+/// The seq side: X a heartbeat with span A and e/1 (kept in no scope); Y span A, another
+/// route (differs: conflict on span A, which marks X's e/1 delivery conflicted in
+/// take_back_unkept); Z e/1, no span, a different heartbeat at 150.
+/// check (per key group): span A {X, Y} and e/1 {X, Z} both conflict — conflicting_duplicate
+/// 2, the second over [100, 150].
+/// serve: Z finds e/1 `conflicted` with no `Seq(e, 1)` entry in the conflicts table: placed,
+/// not counted — conflicting_duplicate 1.
+#[test]
+fn c2_seq_marked_conflicted_by_its_span_counts_its_own_conflict() {
+    let c = contract();
+    let evs = vec![
+        (keyed(beat(100, "r1"), "e", 1), Some(1)),
+        (beat(100, "r2"), Some(1)),
+        (keyed(beat(150, "r1"), "e", 1), None),
+    ];
+    let l = serve(&c, &evs);
+    let counts = l.view().unknown_counts(0);
+    assert_eq!(
+        counts.get(&Reason::ConflictingDuplicate),
+        Some(&2),
+        "{counts:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// D. A set-aside delivery kept in no scope keeps its route observation in `serve` (README
+//    "Re-sends and conflicting deliveries" documents it); `check` sets it aside whole.
+// ---------------------------------------------------------------------------------------
