@@ -102,12 +102,6 @@ fn no_spans(evs: &[Event<'static>]) -> Vec<(Event<'static>, Option<u8>)> {
 }
 
 // ---------------------------------------------------------------------------------------
-// A. A delivery dropped as equal to a kept event by one key, whose other key then conflicts:
-//    `check` links the equal deliveries (`equal_pairs`, settle.rs) and sets the kept event
-//    aside with the conflicting group; `serve` forgets the dropped delivery's other keys.
-// ---------------------------------------------------------------------------------------
-
-// ---------------------------------------------------------------------------------------
 // B. A span whose delivery is set aside by its ORDER key (not its (emitter, seq)) is noted
 //    nowhere: a later, different delivery of the span is applied.
 // ---------------------------------------------------------------------------------------
@@ -198,3 +192,58 @@ fn c2_seq_marked_conflicted_by_its_span_counts_its_own_conflict() {
 // D. A set-aside delivery kept in no scope keeps its route observation in `serve` (README
 //    "Re-sends and conflicting deliveries" documents it); `check` sets it aside whole.
 // ---------------------------------------------------------------------------------------
+
+// ---------------------------------------------------------------------------------------
+// D. A delivery kept in no scope, set aside, observes no route (`check` sets it aside whole;
+//    `serve` kept its route observation).
+// ---------------------------------------------------------------------------------------
+
+/// Route r2's only observations are two heartbeats under e/1 at 150 and 160 (they differ:
+/// both set aside); commits on r1 at 10, 110, 210, 310; freshness 200ns, windows 100ns.
+/// check: the heartbeats observe nothing, r2 is silent everywhere: windows [unknown, unknown,
+/// unknown, unknown], route_silent 4, conflicting_duplicate 1.
+/// serve kept the first heartbeat's observation: window 2 ([200, 300), r2 seen at 150) was
+/// `holds`, route_silent 2.
+#[test]
+fn d1_a_heartbeat_set_aside_by_its_seq_observes_no_route() {
+    let c = contract_with(false, 5, "10ns", "200ns");
+    let evs = vec![
+        commit(10, Some("s"), 1),
+        commit(110, Some("s"), 1),
+        keyed(beat(150, "r2"), "e", 1),
+        keyed(beat(160, "r2"), "e", 1),
+        commit(210, Some("s"), 1),
+        commit(310, Some("s"), 1),
+    ];
+    let want = of_check(&check(&c, &evs));
+    let got = of_serve(&serve(&c, &no_spans(&evs)));
+    assert_eq!(got, want);
+}
+
+/// The same through span A (`check` reading it as e/1): the first heartbeat, a span kept in no
+/// scope, is set aside by the second delivery of its span and observes nothing either.
+#[test]
+fn d2_a_heartbeat_set_aside_by_its_span_observes_no_route() {
+    let c = contract_with(false, 5, "10ns", "200ns");
+    let evs = vec![
+        commit(10, Some("s"), 1),
+        commit(110, Some("s"), 1),
+        keyed(beat(150, "r2"), "e", 1),
+        keyed(beat(160, "r2"), "e", 1),
+        commit(210, Some("s"), 1),
+        commit(310, Some("s"), 1),
+    ];
+    let want = of_check(&check(&c, &evs));
+    let spanned: Vec<(Event<'static>, Option<u8>)> = evs
+        .iter()
+        .map(|e| match e.seq {
+            Some(_) => {
+                let mut e = e.clone();
+                (e.emitter, e.seq) = (None, None);
+                (e, Some(1))
+            }
+            None => (e.clone(), None),
+        })
+        .collect();
+    assert_eq!(of_serve(&serve(&c, &spanned)), want);
+}

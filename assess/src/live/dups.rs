@@ -42,6 +42,18 @@ use crate::event::Event;
 use crate::finding::Reason;
 use crate::rules::{self, ASIDE, Applied, NONE, Observes, Reasons, Rec, UNATTRIBUTED};
 
+/// The noted "scope" ([`Live::note_applied`], [`Unkept::route`]) of an applied event kept in
+/// no scope that observed declared route `i`: `OBSERVED + i`, so that setting it aside takes
+/// the observation back (`check` sets such an event aside whole).
+pub(super) const OBSERVED: u32 = 0xFFF0_0000;
+
+/// The declared route an applied event kept in no scope observed, from its noted scope.
+pub(super) fn observed_route(scope: u32) -> Option<usize> {
+    (OBSERVED..OBSERVED + 0x1_0000)
+        .contains(&scope)
+        .then(|| (scope - OBSERVED) as usize)
+}
+
 /// How an (emitter, seq) stands against the deliveries seen.
 pub(super) enum Seen {
     /// A new key: apply the event.
@@ -188,6 +200,11 @@ impl Live {
         self.note_conflict(key, first.ts, rec.ts, prop.into_iter().chain(first_prop));
         let Some(p) = first_prop else { return };
         self.withdraw_reasons(p, first.ts, first.reasons);
+        if let Some(i) = observed_route(first.scope) {
+            // Kept in no scope, it observed a declared route: that is taken back too.
+            self.state.props[p].tally.unobserve(i, first.ts);
+            return;
+        }
         if !self.take_back_premise(p, first.scope, rec.emitter, rec.seq) && first.scope != NONE {
             let (em, seq) = (rec.emitter, rec.seq);
             self.set_aside_kept(p, first.scope, move |e: &Rec| {
@@ -420,6 +437,9 @@ impl Live {
         };
         let Some(q) = q else { return };
         self.withdraw_reasons(q, first.ts, first.reasons);
+        if let Some(i) = observed_route(first.route) {
+            self.state.props[q].tally.unobserve(i, first.ts);
+        }
         if first.kind == crate::event::Kind::Attestation && first.emitter == NONE {
             self.take_back_span_attestation(q, &first.id);
         } else {
@@ -452,12 +472,13 @@ impl Live {
         rec: &Rec,
         ev: &Event<'_>,
         id: &SpanId,
-        reasons: Reasons,
+        (reasons, route): (Reasons, u32),
         conflicted: bool,
     ) {
         let prop = p.map_or(UNATTRIBUTED, |p| p as u16);
         let (emitter, seq) = rec.seq_key().unwrap_or((NONE, 0));
         self.state.unkept_spans.insert(Unkept {
+            route,
             id: *id,
             hash: rules::content_hash(ev, prop),
             ts: rec.ts,

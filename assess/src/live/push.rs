@@ -191,7 +191,12 @@ impl Live {
         // aside, as set aside (its re-deliveries are too, as `check` groups them).
         let unkept = |live: &mut Live, reasons, aside| {
             if let Some(id) = span {
-                live.note_unkept_span(prop, &rec, ev, id, reasons, aside);
+                live.note_unkept_span(prop, &rec, ev, id, (reasons, NONE), aside);
+            }
+        };
+        let unkept_observed = |live: &mut Live, reasons, route| {
+            if let Some(id) = span {
+                live.note_unkept_span(prop, &rec, ev, id, (reasons, route), false);
             }
         };
         let outcome = match (seen, prop) {
@@ -217,8 +222,8 @@ impl Live {
                     if keyed {
                         self.note_applied(&rec, scope, reasons);
                     }
-                    if scope == NONE {
-                        unkept(self, reasons, false);
+                    if scope == NONE || super::dups::observed_route(scope).is_some() {
+                        unkept_observed(self, reasons, scope);
                     }
                     Pushed::Assessed
                 }
@@ -335,8 +340,10 @@ impl Live {
         if applied.stale_rejection {
             t.stale_rejections += 1;
         }
+        let mut observed = NONE;
         match applied.observes {
             Observes::Declared(i) => {
+                observed = super::dups::OBSERVED + i as u32;
                 let k = t.series.index(rec.ts);
                 let o = t.routes[i].entry(k).or_insert(Obs {
                     min: rec.ts,
@@ -363,8 +370,9 @@ impl Live {
         let reasons = applied.reasons;
         match kept_in {
             Some(s) => self.keep_in_scope(p, rec, s, reasons),
+            // Kept in no scope: noted as the route it observed, if any (`dups::OBSERVED`).
             None => Attributed::Applied {
-                scope: NONE,
+                scope: observed,
                 reasons,
             },
         }

@@ -248,6 +248,8 @@ pub(super) struct Unkept {
     /// as that key's, whose effects are taken back once, by whichever key conflicts first.
     pub(super) emitter: u32,
     pub(super) seq: u64,
+    /// The declared route it observed, as `dups::OBSERVED` + its index (`NONE` when none).
+    pub(super) route: u32,
 }
 
 // 64 bytes an entry (and the table's control byte), as the README says.
