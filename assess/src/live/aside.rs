@@ -90,3 +90,61 @@ pub(super) fn order_key(rec: &Rec, scope: Option<&str>) -> Option<u128> {
     b.extend_from_slice(scope.as_bytes());
     Some(xxhash_rust::xxh3::xxh3_128(&b))
 }
+
+/// A key of a delivery dropped as equal to a kept event by another of its keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub(super) enum LinkKey {
+    Seq(u32, u64),
+    Span(super::spans::SpanId),
+}
+
+/// The kept event a dropped delivery was equal to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) enum Linked {
+    /// Kept in scope `scope` of property `prop`, with this provenance.
+    Kept {
+        prop: u16,
+        scope: u32,
+        source: u32,
+        position: u64,
+    },
+    /// The delivery of this (emitter, seq).
+    Seq(u32, u64),
+}
+
+/// Deliveries dropped as equal to a kept event by one key whose other keys the kept event
+/// lacks (its (emitter, seq), its span): `check` links equal deliveries, so a later conflict
+/// on those keys sets the kept event aside too. By key, with the dropped delivery's time;
+/// rare, swept with the horizon like [`AsideOrders`], checkpointed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Links {
+    pub(super) map: BTreeMap<LinkKey, (i64, Linked)>,
+    sweep_at: usize,
+}
+
+impl Default for Links {
+    fn default() -> Links {
+        Links {
+            map: BTreeMap::new(),
+            sweep_at: SWEEP_MIN,
+        }
+    }
+}
+
+impl Links {
+    /// Whether a sweep is due.
+    pub(super) fn needs_sweep(&self) -> bool {
+        self.map.len() > self.sweep_at
+    }
+
+    /// Drops the links of deliveries behind `horizon`.
+    pub(super) fn sweep(&mut self, horizon: i64) {
+        self.map.retain(|_, (ts, _)| *ts >= horizon);
+        self.sweep_at = (2 * self.map.len()).max(SWEEP_MIN);
+    }
+
+    /// Approximate heap bytes.
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.map.len() * (std::mem::size_of::<(LinkKey, (i64, Linked))>() + 16)
+    }
+}

@@ -32,6 +32,7 @@
 //! Of a (scope, incarnation, order, epoch) key, only kept events are compared: a delivery whose
 //! order key belongs to a folded event is judged against the mark like any late event.
 
+use super::aside::{LinkKey, Linked};
 use super::conflicts::ConflictKey;
 use super::emitters::{Delivery, EMPTY};
 use super::scopes::fast::Fast;
@@ -52,6 +53,11 @@ pub(super) fn observed_route(scope: u32) -> Option<usize> {
     (OBSERVED..OBSERVED + 0x1_0000)
         .contains(&scope)
         .then(|| (scope - OBSERVED) as usize)
+}
+
+/// Whether a noted scope is an attestation's (`premises::ATTESTED`, `premises::IGNORED`).
+pub(super) fn is_premise_note(scope: u32) -> bool {
+    scope == super::premises::ATTESTED || scope == super::premises::IGNORED
 }
 
 /// How an (emitter, seq) stands against the deliveries seen.
@@ -198,6 +204,7 @@ impl Live {
         }
         let key = ConflictKey::Seq(rec.emitter, rec.seq);
         self.note_conflict(key, first.ts, rec.ts, prop.into_iter().chain(first_prop));
+        self.follow_link(LinkKey::Seq(rec.emitter, rec.seq));
         let Some(p) = first_prop else { return };
         self.withdraw_reasons(p, first.ts, first.reasons);
         if let Some(i) = observed_route(first.scope) {
@@ -421,6 +428,7 @@ impl Live {
     /// conflicted already was taken back then; its key is marked conflicted now, so that a
     /// conflict on it later takes back nothing again.
     fn take_back_unkept(&mut self, q: Option<usize>, first: &Unkept) {
+        self.follow_link(LinkKey::Span(first.id));
         let seq = (first.emitter != NONE)
             .then(|| self.state.emitters.get_mut(&first.emitter))
             .flatten()
@@ -557,6 +565,17 @@ impl Live {
         }
         if same_scope && first.same_content(rec) {
             self.state.duplicates += 1;
+            // Its keys the kept event lacks link to it (the `aside` module).
+            let seq = rec.seq_key().filter(|&k| first.seq_key() != Some(k));
+            let span_of = |r: &Rec| r.span().and_then(|s| self.state.spans.get(s)).copied();
+            let span = span_of(rec).filter(|&id| span_of(&first) != Some(id));
+            let linked = Linked::Kept {
+                prop: q as u16,
+                scope: first.scope,
+                source: first.source,
+                position: first.position,
+            };
+            self.link_dropped(seq, span.as_ref(), rec.ts, linked);
             return Attributed::Duplicate;
         }
         if let Some(p) = p {

@@ -2,6 +2,7 @@
 //! kept, duplicate settlement (the `dups` module), what the event counts for in its property's
 //! tally, and handing it to its scope (the `decide` module); malformed and misrouted events.
 
+use super::aside::Linked;
 use super::dups::{Attributed, Seen};
 use super::emitters::{SeqRuns, merge_runs};
 use super::names::shortened;
@@ -200,7 +201,15 @@ impl Live {
             }
         };
         let outcome = match (seen, prop) {
-            (Seen::Duplicate, _) => return Pushed::Duplicate,
+            (Seen::Duplicate, _) => {
+                // Equal to the delivery of its (emitter, seq): its span, if that delivery lacks
+                // it, links the two (the `aside` module).
+                if let (Some(id), Some((em, seq))) = (span, rec.seq_key()) {
+                    self.link_dropped(None, Some(id), rec.ts, Linked::Seq(em, seq));
+                    unkept(self, Reasons::EMPTY, false);
+                }
+                return Pushed::Duplicate;
+            }
             (seen, None) => {
                 self.state.unattributed += 1;
                 unkept(self, Reasons::EMPTY, matches!(seen, Seen::Aside));
@@ -227,7 +236,12 @@ impl Live {
                     }
                     Pushed::Assessed
                 }
-                Attributed::Duplicate => Pushed::Duplicate,
+                Attributed::Duplicate => {
+                    // Dropped as equal to a kept event (linked by `settle_kept`): its span's
+                    // re-deliveries are compared with it.
+                    unkept(self, Reasons::EMPTY, false);
+                    Pushed::Duplicate
+                }
                 Attributed::Aside => {
                     // Set aside by its order key: its span's re-deliveries are compared with it.
                     unkept(self, Reasons::EMPTY, true);
@@ -251,6 +265,10 @@ impl Live {
         if self.state.unkept_spans.needs_sweep() {
             let horizon = self.min_horizon();
             self.state.unkept_spans.sweep(horizon);
+        }
+        if self.state.links.needs_sweep() {
+            let horizon = self.min_horizon();
+            self.state.links.sweep(horizon);
         }
         if self.state.aside_orders.needs_sweep() {
             let horizon = self.min_horizon();

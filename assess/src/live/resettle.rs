@@ -2,12 +2,13 @@
 //! deliveries placed as `check` places a key's group) and of the order keys of deliveries set
 //! aside on arrival (the `aside` module).
 
-use super::aside::{Noted, order_key};
+use super::aside::{LinkKey, Linked, Noted, order_key};
 use super::conflicts::{Conflict, ConflictKey};
+use super::spans::SpanId;
 use super::state::Live;
 use crate::event::{Event, Kind};
 use crate::finding::Reason;
-use crate::rules::{self, ASIDE, Reasons, Rec};
+use crate::rules::{self, ASIDE, NONE, Reasons, Rec};
 
 impl Live {
     /// Notes that `key`'s deliveries at `a` and `b` conflicted, `conflicting_duplicate`
@@ -234,5 +235,84 @@ impl Live {
         self.set_aside_kept(q, first.scope, move |e: &Rec| {
             (e.source, e.position) == (src, pos)
         });
+    }
+}
+
+impl Live {
+    /// Links the keys of a dropped delivery (at `ts`) that the kept event it equals lacks —
+    /// its (emitter, seq) `seq`, its span `span` — to that event (the `aside` module).
+    pub(super) fn link_dropped(
+        &mut self,
+        seq: Option<(u32, u64)>,
+        span: Option<&SpanId>,
+        ts: i64,
+        linked: Linked,
+    ) {
+        let links = &mut self.state.links.map;
+        if let Some((em, s)) = seq {
+            links.insert(LinkKey::Seq(em, s), (ts, linked));
+        }
+        if let Some(id) = span {
+            links.insert(LinkKey::Span(*id), (ts, linked));
+        }
+    }
+
+    /// The delivery under `key` was just set aside: the kept event it was dropped as equal
+    /// to, if one is linked, is set aside too (as `check` sets equal deliveries aside
+    /// together), with what it did taken back once.
+    pub(super) fn follow_link(&mut self, key: LinkKey) {
+        let Some((_, linked)) = self.state.links.map.remove(&key) else {
+            return;
+        };
+        match linked {
+            Linked::Kept {
+                prop,
+                scope,
+                source,
+                position,
+            } => {
+                let q = usize::from(prop);
+                let Some(first) = (self.state.props.get(q))
+                    .map(|pr| pr.scopes.state(scope).events())
+                    .and_then(|es| {
+                        es.iter()
+                            .find(|e| (e.source, e.position) == (source, position))
+                            .copied()
+                    })
+                else {
+                    return;
+                };
+                if !first.has(ASIDE) {
+                    self.set_aside_first(q, first);
+                }
+            }
+            Linked::Seq(em, seq) => {
+                let Some(d) = (self.state.emitters.get_mut(&em))
+                    .and_then(|e| e.recent.get_mut(seq))
+                    .filter(|d| !d.conflicted)
+                else {
+                    return;
+                };
+                let first = *d;
+                d.reasons = Reasons::EMPTY;
+                if first.prop == crate::rules::UNATTRIBUTED {
+                    return;
+                }
+                let q = usize::from(first.prop);
+                self.withdraw_reasons(q, first.ts, first.reasons);
+                if let Some(i) = super::dups::observed_route(first.scope) {
+                    self.state.props[q].tally.unobserve(i, first.ts);
+                    if let Some(d) =
+                        (self.state.emitters.get_mut(&em)).and_then(|e| e.recent.get_mut(seq))
+                    {
+                        d.scope = NONE;
+                    }
+                } else if first.scope != NONE && !super::dups::is_premise_note(first.scope) {
+                    self.set_aside_kept(q, first.scope, move |e: &Rec| {
+                        e.seq_key() == Some((em, seq))
+                    });
+                }
+            }
+        }
     }
 }

@@ -217,6 +217,9 @@ pub struct LiveState {
     pub(super) conflicts: super::conflicts::Conflicts,
     /// The order keys of deliveries set aside on arrival (the `aside` module).
     pub(super) aside_orders: super::aside::AsideOrders,
+    /// Deliveries dropped as equal to a kept event by one key, by their other keys (the
+    /// `aside` module).
+    pub(super) links: super::aside::Links,
 }
 
 /// The live assessor of one partition.
@@ -333,6 +336,7 @@ impl Live {
             unkept_spans: Default::default(),
             conflicts: Default::default(),
             aside_orders: Default::default(),
+            links: Default::default(),
         };
         Live::from_parts(contract, state)
     }
@@ -491,7 +495,8 @@ impl Live {
             + self.span_index.heap_bytes()
             + self.state.unkept_spans.heap_bytes()
             + self.state.conflicts.heap_bytes()
-            + self.state.aside_orders.heap_bytes();
+            + self.state.aside_orders.heap_bytes()
+            + self.state.links.heap_bytes();
         scopes + self.emitters_bytes() + self.names_bytes() + spans
     }
 
