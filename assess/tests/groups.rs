@@ -6,100 +6,12 @@
 
 mod common;
 
+use common::keys::*;
+
 use common::check;
 use common::contract_with;
-use fencewatch_assess::event::{Epoch, Event, Kind, Order, Seq};
-use fencewatch_assess::live::{Live, LiveOptions, SpanId};
-use fencewatch_assess::{Contract, EventTime, Reason, Report, Verdict};
-use std::collections::BTreeMap;
-
-fn span(n: u8) -> SpanId {
-    let mut s = [0x22u8; 24];
-    s[23] = n;
-    s
-}
-
-fn contract() -> Contract {
-    contract_with(false, 5, "1000ns", "1000000ns")
-}
-
-fn live(c: &Contract) -> Live {
-    Live::new(c.clone(), LiveOptions::default())
-}
-
-fn beat(ts: i64, route: &'static str) -> Event<'static> {
-    let mut e = Event::new(Kind::Heartbeat, EventTime(ts));
-    e.route = Some(route);
-    e
-}
-
-fn commit(ts: i64, scope: Option<&'static str>, epoch: u64) -> Event<'static> {
-    let mut e = Event::new(Kind::Commit, EventTime(ts));
-    e.scope = scope;
-    e.epoch = Some(Epoch(epoch));
-    e.route = Some("r1");
-    e
-}
-
-fn keyed(mut e: Event<'static>, emitter: &'static str, seq: u64) -> Event<'static> {
-    e.emitter = Some(emitter);
-    e.seq = Some(Seq(seq));
-    e
-}
-
-fn ord(mut e: Event<'static>, o: u64) -> Event<'static> {
-    e.order = Some(Order(o));
-    e
-}
-
-fn verdicts(runs: &[fencewatch_assess::window::WindowRun]) -> Vec<Verdict> {
-    runs.iter()
-        .flat_map(|r| std::iter::repeat_n(r.verdict, r.windows as usize))
-        .collect()
-}
-
-/// What is compared: counterexamples (not withdrawn), unknown counts, window verdicts.
-#[derive(Debug, PartialEq)]
-struct Answer {
-    counterexamples: usize,
-    unknown: BTreeMap<Reason, u64>,
-    windows: Vec<Verdict>,
-}
-
-fn of_check(r: &Report) -> Answer {
-    Answer {
-        counterexamples: r.properties[0].counterexamples.len(),
-        unknown: r.properties[0].unknown.clone(),
-        windows: verdicts(&r.properties[0].windows),
-    }
-}
-
-fn of_serve(l: &Live) -> Answer {
-    let v = l.view();
-    Answer {
-        counterexamples: v.counterexample_count(0),
-        unknown: v.unknown_counts(0),
-        windows: verdicts(&v.timeline(0, i64::MIN, i64::MAX, 1_000)),
-    }
-}
-
-/// `serve` fed `evs` in order, each with its span (`Some(n)`: pushed with `span(n)`), closed.
-fn serve(c: &Contract, evs: &[(Event<'static>, Option<u8>)]) -> Live {
-    let mut l = live(c);
-    let src = l.add_source("wal");
-    for (i, (e, s)) in evs.iter().enumerate() {
-        match s {
-            Some(n) => l.push_span(e, &span(*n), src, i as u64, 1_000_000),
-            None => l.push(e, src, i as u64, 1_000_000),
-        };
-    }
-    l.close();
-    l
-}
-
-fn no_spans(evs: &[Event<'static>]) -> Vec<(Event<'static>, Option<u8>)> {
-    evs.iter().map(|e| (e.clone(), None)).collect()
-}
+use fencewatch_assess::Reason;
+use fencewatch_assess::event::Event;
 
 // ---------------------------------------------------------------------------------------
 // A. A delivery dropped as equal to a kept event by one key, whose other key then conflicts:

@@ -110,6 +110,8 @@ pub(super) enum Linked {
     },
     /// The delivery of this (emitter, seq).
     Seq(u32, u64),
+    /// The delivery of this span that no scope keeps.
+    Unkept(super::spans::SpanId),
 }
 
 /// Deliveries dropped as equal to a kept event by one key whose other keys the kept event

@@ -328,6 +328,7 @@ impl Live {
                 min: key.0,
                 max: key.0,
                 count: 0,
+                lost: false,
             });
             o.min = o.min.min(key.0);
             o.max = o.max.max(key.0);

@@ -191,16 +191,24 @@ impl Live {
     fn conflicting_seq(&mut self, prop: Option<usize>, rec: &Rec, first: Delivery) {
         let first_prop = (first.prop != UNATTRIBUTED).then_some(first.prop as usize);
         let emitter = self.state.names[rec.emitter as usize].clone();
-        for p in [prop, first_prop.filter(|&f| Some(f) != prop)]
-            .into_iter()
-            .flatten()
-        {
-            self.raise_span(p, rec, first.ts, Reason::ConflictingDuplicate, |_| {
-                format!(
-                    "two different events carry emitter `{emitter}` seq {}",
-                    rec.seq
-                )
-            });
+        let detail = |_: &Live| {
+            format!(
+                "two different events carry emitter `{emitter}` seq {}",
+                rec.seq
+            )
+        };
+        if let Some(p) = prop {
+            self.raise_span(p, rec, first.ts, Reason::ConflictingDuplicate, detail);
+        }
+        if let Some(q) = first_prop.filter(|&f| Some(f) != prop) {
+            // Shown as the first delivery, whose window its property covers already (this
+            // one, of another property, extends no window of it: `check` clamps the span).
+            let was = Rec {
+                ts: first.ts,
+                prop: first.prop,
+                ..*rec
+            };
+            self.raise_span(q, &was, rec.ts, Reason::ConflictingDuplicate, detail);
         }
         let key = ConflictKey::Seq(rec.emitter, rec.seq);
         self.note_conflict(key, first.ts, rec.ts, prop.into_iter().chain(first_prop));
@@ -427,7 +435,7 @@ impl Live {
     /// carried an (emitter, seq) (kept by that key). Once: a delivery whose (emitter, seq) key
     /// conflicted already was taken back then; its key is marked conflicted now, so that a
     /// conflict on it later takes back nothing again.
-    fn take_back_unkept(&mut self, q: Option<usize>, first: &Unkept) {
+    pub(super) fn take_back_unkept(&mut self, q: Option<usize>, first: &Unkept) {
         self.follow_link(LinkKey::Span(first.id));
         let seq = (first.emitter != NONE)
             .then(|| self.state.emitters.get_mut(&first.emitter))
@@ -458,7 +466,13 @@ impl Live {
     /// Takes back what an attestation of property `p` did, applied under (`emitter`, `seq`)
     /// and noted as `scope` ([`Live::note_applied`]): its support (`ATTESTED`) or its count as
     /// ignored (`IGNORED`). Whether `scope` was one of those.
-    fn take_back_premise(&mut self, p: usize, scope: u32, emitter: u32, seq: u64) -> bool {
+    pub(super) fn take_back_premise(
+        &mut self,
+        p: usize,
+        scope: u32,
+        emitter: u32,
+        seq: u64,
+    ) -> bool {
         if scope == super::premises::ATTESTED {
             self.take_back_attestation(p, emitter, seq);
         } else if scope == super::premises::IGNORED {

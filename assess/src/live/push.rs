@@ -164,6 +164,9 @@ impl Live {
             if let (Attributed::SpanAgain, Some(p)) = (&settled, prop) {
                 self.settle_aside_order(p, &rec, ev);
             }
+            // Its (emitter, seq) too: `check` groups it under each of its keys.
+            let dropped = matches!(settled, Attributed::Duplicate);
+            self.settle_seq_of_span(prop, &rec, ev, dropped, None);
             self.after_push();
             return match settled {
                 Attributed::Duplicate => Pushed::Duplicate,
@@ -178,6 +181,9 @@ impl Live {
             if let (Pushed::SpanAgain, Some(p)) = (settled, prop) {
                 self.settle_aside_order(p, &rec, ev);
             }
+            let dropped = settled == Pushed::Duplicate;
+            let linked = dropped.then_some(Linked::Unkept(*id));
+            self.settle_seq_of_span(prop, &rec, ev, dropped, linked);
             self.after_push();
             return settled;
         }
@@ -367,6 +373,7 @@ impl Live {
                     min: rec.ts,
                     max: rec.ts,
                     count: 0,
+                    lost: false,
                 });
                 o.min = o.min.min(rec.ts);
                 o.max = o.max.max(rec.ts);

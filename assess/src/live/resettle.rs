@@ -286,33 +286,96 @@ impl Live {
                     self.set_aside_first(q, first);
                 }
             }
-            Linked::Seq(em, seq) => {
-                let Some(d) = (self.state.emitters.get_mut(&em))
-                    .and_then(|e| e.recent.get_mut(seq))
-                    .filter(|d| !d.conflicted)
-                else {
+            Linked::Seq(em, seq) => self.take_back_seq(em, seq),
+            Linked::Unkept(id) => {
+                let horizon = self.min_horizon();
+                let Some(noted) = self.state.unkept_spans.get_mut(&id, horizon) else {
                     return;
                 };
-                let first = *d;
-                d.reasons = Reasons::EMPTY;
-                if first.prop == crate::rules::UNATTRIBUTED {
+                if noted.conflicted {
                     return;
                 }
-                let q = usize::from(first.prop);
-                self.withdraw_reasons(q, first.ts, first.reasons);
-                if let Some(i) = super::dups::observed_route(first.scope) {
-                    self.state.props[q].tally.unobserve(i, first.ts);
-                    if let Some(d) =
-                        (self.state.emitters.get_mut(&em)).and_then(|e| e.recent.get_mut(seq))
-                    {
-                        d.scope = NONE;
-                    }
-                } else if first.scope != NONE && !super::dups::is_premise_note(first.scope) {
-                    self.set_aside_kept(q, first.scope, move |e: &Rec| {
-                        e.seq_key() == Some((em, seq))
-                    });
-                }
+                noted.conflicted = true;
+                let first = *noted;
+                let q =
+                    (first.prop != crate::rules::UNATTRIBUTED).then_some(usize::from(first.prop));
+                self.take_back_unkept(q, &first);
             }
+        }
+    }
+
+    /// Takes back what the delivery of (`em`, `seq`) did, once (a delivery it was dropped as
+    /// equal to, or dropped as equal to it, was set aside): its reasons, its route
+    /// observation, its place in its scope; and follows its own link, if it has one.
+    fn take_back_seq(&mut self, em: u32, seq: u64) {
+        let Some(d) = (self.state.emitters.get_mut(&em))
+            .and_then(|e| e.recent.get_mut(seq))
+            .filter(|d| !d.conflicted)
+        else {
+            return;
+        };
+        let first = *d;
+        d.reasons = Reasons::EMPTY;
+        if first.prop == crate::rules::UNATTRIBUTED {
+            return;
+        }
+        let q = usize::from(first.prop);
+        self.withdraw_reasons(q, first.ts, first.reasons);
+        if let Some(i) = super::dups::observed_route(first.scope) {
+            self.state.props[q].tally.unobserve(i, first.ts);
+            if let Some(d) = (self.state.emitters.get_mut(&em)).and_then(|e| e.recent.get_mut(seq))
+            {
+                d.scope = NONE;
+            }
+        } else if super::dups::is_premise_note(first.scope) {
+            self.take_back_premise(q, first.scope, em, seq);
+        } else if first.scope != NONE {
+            self.set_aside_kept(q, first.scope, move |e: &Rec| {
+                e.seq_key() == Some((em, seq))
+            });
+        }
+        // That delivery may have been dropped as equal to another in turn.
+        self.follow_link(LinkKey::Seq(em, seq));
+    }
+
+    /// Settles the (emitter, seq) of `rec` (of property `prop`, event `ev`), a delivery of a
+    /// span settled against the span's first delivery: `dropped` as equal to it (`linked`:
+    /// that first delivery, when it lacks this key), or set aside. `check` groups the
+    /// delivery under each of its keys: its seq is seen, a conflict under it sets aside what
+    /// it is equal to, and a delivery it equals under it is set aside with it.
+    pub(super) fn settle_seq_of_span(
+        &mut self,
+        prop: Option<usize>,
+        rec: &Rec,
+        ev: &Event<'_>,
+        dropped: bool,
+        linked: Option<Linked>,
+    ) {
+        let Some((em, seq)) = rec.seq_key() else {
+            return;
+        };
+        if let Some(l) = linked {
+            self.link_dropped(Some((em, seq)), None, rec.ts, l);
+        }
+        let before = self.state.duplicates;
+        let seen = self.settle_seq(prop, rec, ev);
+        // Counted once, as the span's duplicate or not at all (set aside).
+        if matches!(seen, super::dups::Seen::Duplicate) {
+            self.state.duplicates = before;
+        }
+        if dropped {
+            return;
+        }
+        if matches!(seen, super::dups::Seen::Duplicate) {
+            // The delivery it equals under its (emitter, seq) goes aside with it.
+            self.take_back_seq(em, seq);
+        }
+        if matches!(seen, super::dups::Seen::New | super::dups::Seen::Duplicate)
+            && let Some(d) = (self.state.emitters.get_mut(&em)).and_then(|e| e.recent.get_mut(seq))
+        {
+            // Set aside by its span: its seq's later deliveries are settled as such.
+            d.conflicted = true;
+            d.reasons = Reasons::EMPTY;
         }
     }
 }

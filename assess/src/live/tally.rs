@@ -87,8 +87,9 @@ impl Tally {
 
     /// Takes back an observation of declared route `i` at `t` (an event set aside after it was
     /// applied). A window keeps only the bounds of its observations, so when `t` was one of them
-    /// and others remain, the other bound stands for them all: the route may then read silent
-    /// where `check` finds it observed, never the reverse.
+    /// and others remain, the other bound stands for them all, and when that one goes too,
+    /// nothing does: the route may then read silent where `check` finds it observed, never the
+    /// reverse.
     pub(super) fn unobserve(&mut self, i: usize, t: i64) {
         let k = self.series.index(t);
         let Some(o) = self.routes[i].get_mut(&k) else {
@@ -101,8 +102,15 @@ impl Tally {
         o.count -= 1;
         if t == o.min && t != o.max {
             o.min = o.max;
+            o.lost |= o.count > 1;
         } else if t == o.max && t != o.min {
             o.max = o.min;
+            o.lost |= o.count > 1;
+        } else if t == o.min && o.lost {
+            // The one bound left goes, and what remains are observations whose times were
+            // given up when a bound went before: no time of theirs is certain, so none is kept
+            // (the route reads silent there rather than observed at a time it was not).
+            self.routes[i].remove(&k);
         }
     }
 
@@ -158,6 +166,9 @@ pub(super) struct Obs {
     pub(super) min: i64,
     pub(super) max: i64,
     pub(super) count: u64,
+    /// Some observations lie strictly between the bounds at times no longer known: a bound
+    /// taken back let the other stand for them ([`Tally::unobserve`]).
+    pub(super) lost: bool,
 }
 
 /// Counts `n` events on undeclared route `name` in `table`: by name for the first
@@ -196,6 +207,7 @@ mod tests {
                 min: 10,
                 max: 30,
                 count: 3,
+                lost: false,
             },
         );
         // Between the bounds: they stay.
@@ -206,5 +218,33 @@ mod tests {
         assert_eq!(bounds(&t), Some((30, 30, 1)));
         t.unobserve(0, 30);
         assert_eq!(bounds(&t), None);
+        // Three, then both bounds taken back: the one left (at 20) has no certain time, and
+        // the bound that stood for it (30) is no observation: nothing is kept (review 3: a
+        // window held on an observation at 30 where `check` had one at 20 only).
+        t.routes[0].insert(
+            0,
+            Obs {
+                min: 10,
+                max: 30,
+                count: 3,
+                lost: false,
+            },
+        );
+        t.unobserve(0, 10);
+        assert_eq!(bounds(&t), Some((30, 30, 2)));
+        t.unobserve(0, 30);
+        assert_eq!(bounds(&t), None);
+        // Two at the same time, one taken back: the other is certain, and stays.
+        t.routes[0].insert(
+            0,
+            Obs {
+                min: 30,
+                max: 30,
+                count: 2,
+                lost: false,
+            },
+        );
+        t.unobserve(0, 30);
+        assert_eq!(bounds(&t), Some((30, 30, 1)));
     }
 }

@@ -498,6 +498,7 @@ fn merge_obs(a: &mut BTreeMap<i64, Obs>, b: &BTreeMap<i64, Obs>) {
                 m.min = m.min.min(o.min);
                 m.max = m.max.max(o.max);
                 m.count += o.count;
+                m.lost |= o.lost;
             })
             .or_insert(*o);
     }

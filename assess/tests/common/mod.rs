@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod keys;
+
 use fencewatch_assess::event::{Epoch, Event, Incarnation, Kind, Order, Outcome, Seq};
 use fencewatch_assess::live::{Live, LiveOptions};
 use fencewatch_assess::{Contract, EventTime};

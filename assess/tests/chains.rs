@@ -1,0 +1,336 @@
+//! Deliveries linked through several keys (SPEC §4 "Duplicates", §8 spans): `serve` against
+//! `check`, from a third review of `serve`'s duplicate settlement (each test failed before its
+//! fix; its doc comment says what `check` answers and what `serve` answered). Where a span takes part (which `check` cannot read), `check` is run on
+//! the same history with the span written as another duplicate key, or, where one event would
+//! need two (emitter, seq) keys, on the collapsed history whose key groups conflict the same
+//! way (same deliveries set aside, same count, same times).
+
+mod common;
+
+use common::keys::*;
+
+use common::check;
+use common::contract_with;
+use fencewatch_assess::event::{Event, Kind};
+use fencewatch_assess::live::Live;
+use fencewatch_assess::{Contract, EventTime, Reason, Report, Verdict};
+
+/// The history `check` reads for the A tests: a beat on r2; epoch 2 of scope s at order 6; X
+/// (epoch 1 of s at order 7, ts 110: stale against it) kept; Y equal to X carrying e/1; Z
+/// another event under e/1. check: e/1's group {Y, Z} conflicts, X (equal to Y) is set aside
+/// with it: 0 counterexamples, conflicting_duplicate 1.
+fn chain_check() -> Vec<Event<'static>> {
+    vec![
+        beat(0, "r2"),
+        ord(commit(50, Some("s"), 2), 6),
+        ord(commit(110, Some("s"), 1), 7),
+        keyed(ord(commit(110, Some("s"), 1), 7), "e", 1),
+        keyed(commit(200, Some("t"), 1), "e", 1),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------
+// A. A delivery dropped by its SPAN as equal to the span's first delivery never has its
+//    (emitter, seq) settled or recorded (push.rs: `settle_span` / `settle_unkept_span` return
+//    before `settle_seq`): a later different delivery of that (emitter, seq) is applied.
+// ---------------------------------------------------------------------------------------
+
+/// X kept (span A, order 7, stale); Y equal to X, span A and e/1 (dropped by its span); Z
+/// under e/1, another event (commit epoch 1 of scope t at 200).
+/// check (span A written as the order key X and Y share: `chain_check`): 0 counterexamples,
+/// conflicting_duplicate 1, windows [holds, unknown, unknown].
+/// serve, before its fix: Y's e/1 is never recorded, so Z is applied as a new event and X stays kept: 1
+/// counterexample (window 1 `refuted`), conflicting_duplicate 0. Most serious: serve refutes
+/// where check does not.
+#[test]
+fn a1_span_equal_then_seq_conflict_sets_the_kept_event_aside() {
+    let c = contract();
+    let want = of_check(&check(&c, &chain_check()));
+    assert_eq!(want.counterexamples, 0, "check: {want:?}");
+    let x = commit(110, Some("s"), 1);
+    let evs = vec![
+        (beat(0, "r2"), None),
+        (ord(commit(50, Some("s"), 2), 6), None),
+        (ord(x.clone(), 7), Some(1)),
+        (keyed(ord(x, 7), "e", 1), Some(1)),
+        (keyed(commit(200, Some("t"), 1), "e", 1), None),
+    ];
+    assert_eq!(of_serve(&serve(&c, &evs)), want);
+}
+
+/// The same with the unkept span path (`settle_unkept_span`): H1 a commit without scope (span
+/// A, raising missing_scope), H2 equal to it with span A and e/1 (dropped by the span), H3
+/// under e/1, another commit without scope at 150.
+/// check (collapsed: H1 and H3 under e/1, H2 being H1's equal): both set aside —
+/// missing_scope 0, conflicting_duplicate 1.
+/// serve, before its fix: H2's e/1 never recorded, H3 applied: missing_scope 2, conflicting_duplicate 0.
+#[test]
+fn a2_unkept_span_equal_then_seq_conflict_sets_both_aside() {
+    let c = contract();
+    let h1 = commit(100, None, 1);
+    let h3 = commit(150, None, 1);
+    let want = of_check(&check(
+        &c,
+        &[
+            beat(0, "r2"),
+            keyed(h1.clone(), "e", 1),
+            keyed(h3.clone(), "e", 1),
+        ],
+    ));
+    let evs = vec![
+        (beat(0, "r2"), None),
+        (h1.clone(), Some(1)),
+        (keyed(h1, "e", 1), Some(1)),
+        (keyed(h3, "e", 1), None),
+    ];
+    assert_eq!(of_serve(&serve(&c, &evs)), want);
+}
+
+/// The telemetry side of A: e/1 and e/3 are plain commits; e/2 is carried only by Y, a
+/// delivery equal to the kept X (span A) and dropped by that span.
+/// check (span A written as X's and Y's shared order key): seq 2 was seen — no
+/// telemetry_gap, verdict holds.
+/// serve, before its fix: e/2 never recorded: telemetry_gap 1, windows unknown where check holds.
+#[test]
+fn a3_seq_of_a_delivery_dropped_by_its_span_is_seen() {
+    let c = contract();
+    let x = ord(commit(110, Some("s"), 1), 7);
+    let want = of_check(&check(
+        &c,
+        &[
+            beat(0, "r2"),
+            keyed(commit(20, Some("t"), 1), "e", 1),
+            x.clone(),
+            keyed(x.clone(), "e", 2),
+            keyed(commit(150, Some("t"), 1), "e", 3),
+        ],
+    ));
+    assert!(
+        !want.unknown.contains_key(&Reason::TelemetryGap),
+        "{want:?}"
+    );
+    let evs = vec![
+        (beat(0, "r2"), None),
+        (keyed(commit(20, Some("t"), 1), "e", 1), None),
+        (x.clone(), Some(1)),
+        (keyed(x, "e", 2), Some(1)),
+        (keyed(commit(150, Some("t"), 1), "e", 3), None),
+    ];
+    assert_eq!(of_serve(&serve(&c, &evs)), want);
+}
+
+// ---------------------------------------------------------------------------------------
+// B. A link to a dropped delivery's (emitter, seq) (`Linked::Seq`) stops there: that
+//    delivery, itself dropped as equal to a kept event by its order key, links on to the kept
+//    event (`LinkKey::Seq`), but `follow_link` (resettle.rs) does not follow it.
+// ---------------------------------------------------------------------------------------
+
+/// X kept (order 7, stale, no key else); Y equal to X with e/1 (dropped by the order key:
+/// e/1 → X); Y2 equal to Y with e/1 and span A (dropped by e/1: span A → e/1); Z span A,
+/// another event (commit of scope t at 200).
+/// check (collapsed: `chain_check`, Z written under e/1): X, Y, Y2, Z all set aside — 0
+/// counterexamples, conflicting_duplicate 1.
+/// serve, before its fix: Z's conflict follows span A to e/1's delivery (Y, dropped: nothing kept to set
+/// aside) and stops; X stays kept: 1 counterexample. Most serious.
+#[test]
+fn b1_three_deliveries_linked_through_order_seq_and_span() {
+    let c = contract();
+    let want = of_check(&check(&c, &chain_check()));
+    let x = ord(commit(110, Some("s"), 1), 7);
+    let evs = vec![
+        (beat(0, "r2"), None),
+        (ord(commit(50, Some("s"), 2), 6), None),
+        (x.clone(), None),
+        (keyed(x.clone(), "e", 1), None),
+        (keyed(x, "e", 1), Some(1)),
+        (commit(200, Some("t"), 1), Some(1)),
+    ];
+    assert_eq!(of_serve(&serve(&c, &evs)), want);
+}
+
+// ---------------------------------------------------------------------------------------
+// C. Taking a heartbeat's route observation back (`dups::OBSERVED` → `Tally::unobserve`)
+//    forgets the other observations between the window's bounds.
+// ---------------------------------------------------------------------------------------
+
+/// r1's observations at 100 (A, e/1), 101 (B) and 160
+/// (C, e/2); A and C are set aside by different deliveries of their keys (at 105 and 165).
+/// Windows 100ns, freshness 150ns; r2 observed at 100 and 210.
+/// check: r1's only observation is B at 101: window [200, 300) needs one in (150, 300] —
+/// windows [unknown (the conflicts), unknown (route_silent r1)].
+/// serve, before its fix: unobserving A (100, window 1's min) makes the bounds (160, 160) with count 2;
+/// unobserving C then leaves a phantom observation at 160 (count 1): window 2 `holds`.
+/// Serious: serve says `holds` where check says `unknown`.
+#[test]
+fn c2_observations_taken_back_leave_no_phantom() {
+    let c = contract_with(false, 5, "10ns", "150ns");
+    let evs = vec![
+        beat(100, "r2"),
+        keyed(beat(100, "r1"), "e", 1),
+        beat(101, "r1"),
+        keyed(beat(160, "r1"), "e", 2),
+        keyed(beat(105, "r1"), "e", 1),
+        keyed(beat(165, "r1"), "e", 2),
+        beat(210, "r2"),
+    ];
+    let want = of_check(&check(&c, &evs));
+    assert_eq!(
+        want.windows.last(),
+        Some(&Verdict::Unknown),
+        "check: {want:?}"
+    );
+    // A window keeps only the bounds of its observations: taking both back leaves the one
+    // between them with no certain time, so serve reads r1 silent there too (more
+    // `route_silent` than check), never observed where check has it silent.
+    let got = of_serve(&serve(&c, &no_spans(&evs)));
+    assert_eq!(got.windows, want.windows);
+    assert_eq!(got.counterexamples, want.counterexamples);
+    let silent = |a: &Answer| a.unknown.get(&Reason::RouteSilent).copied().unwrap_or(0);
+    assert!(silent(&got) >= silent(&want), "{got:?} {want:?}");
+}
+
+// ---------------------------------------------------------------------------------------
+// A (continued). A delivery set aside by its SPAN on arrival (`Pushed::SpanAgain`) never has
+//    its (emitter, seq) settled either (push.rs: only its order key is, `settle_aside_order`).
+// ---------------------------------------------------------------------------------------
+
+/// Y kept (e/1, epoch 1 of s at 100: stale against epoch 2 at 50); H a heartbeat on r1 at 210
+/// with span A (kept in no scope); X with span A and e/1, a commit of s at 110 on r2.
+/// check (X's two keys split over two equal deliveries, span A written as f/1): e/1 {Y, X}
+/// and f/1 {H, X} both conflict — 0 counterexamples, conflicting_duplicate 2.
+/// serve, before its fix: X conflicts with H by span A and is set aside; its e/1 is never compared with Y's,
+/// so Y stays kept: 1 counterexample, conflicting_duplicate 1. Most serious.
+#[test]
+fn a4_a_delivery_set_aside_by_its_span_settles_its_seq() {
+    let c = contract();
+    let x = {
+        let mut e = commit(110, Some("s"), 1);
+        e.route = Some("r2");
+        e
+    };
+    let want = of_check(&check(
+        &c,
+        &[
+            beat(0, "r2"),
+            commit(50, Some("s"), 2),
+            keyed(commit(100, Some("s"), 1), "e", 1),
+            keyed(beat(210, "r1"), "f", 1),
+            keyed(x.clone(), "e", 1),
+            keyed(x.clone(), "f", 1),
+        ],
+    ));
+    assert_eq!(want.counterexamples, 0, "check: {want:?}");
+    let evs = vec![
+        (beat(0, "r2"), None),
+        (commit(50, Some("s"), 2), None),
+        (keyed(commit(100, Some("s"), 1), "e", 1), None),
+        (beat(210, "r1"), Some(1)),
+        (keyed(x, "e", 1), Some(1)),
+    ];
+    assert_eq!(of_serve(&serve(&c, &evs)), want);
+}
+
+fn premises_contract() -> Contract {
+    let src = "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"100ns\"\nclock_skew=\"5ns\"\nallowed_lateness=\"10ns\"\nroute_freshness=\"100000ns\"\n[[property.route]]\nname=\"r1\"\n[[property.route]]\nname=\"r2\"\nfenced=false\n[[property.premise]]\nname=\"durable_fence\"\nmax_age=\"1000ns\"\n";
+    Contract::parse("premises.toml", src).unwrap()
+}
+
+fn attest(ts: i64, attester: &'static str) -> Event<'static> {
+    let mut e = Event::new(Kind::Attestation, EventTime(ts));
+    e.premise = Some("durable_fence");
+    e.attester = Some(attester);
+    e
+}
+
+/// The attestation side of A (change 5, `span_attests`): A an attestation at 0 delivered as
+/// span 1 without an (emitter, seq) (kept by its span); A2 equal to A with span 1 and e/1
+/// (dropped by its span); B another attestation (attester `other`) at 5 under e/1.
+/// check (collapsed: A and B under e/1, A2 being A's equal): both set aside — durable_fence
+/// unattested: windows [unknown, unknown], premise_unattested 2, conflicting_duplicate 1.
+/// serve, before its fix: A2's e/1 never recorded; B applied, and A still supports: premise_unattested 0,
+/// conflicting_duplicate 0, windows [holds, holds].
+/// Serious: serve says `holds` where check says `unknown`.
+#[test]
+fn a5_attestation_span_equal_then_seq_conflict_supports_nothing() {
+    let c = premises_contract();
+    let base = vec![
+        beat(10, "r2"),
+        commit(10, Some("s"), 1),
+        commit(150, Some("s"), 1),
+    ];
+    let mut for_check = vec![
+        keyed(attest(0, "ci"), "e", 1),
+        keyed(attest(5, "other"), "e", 1),
+    ];
+    for_check.extend(base.iter().cloned());
+    let want = of_check(&check(&c, &for_check));
+    assert!(
+        want.unknown.contains_key(&Reason::PremiseUnattested),
+        "check: {want:?}"
+    );
+    let mut evs = vec![
+        (attest(0, "ci"), Some(1)),
+        (keyed(attest(0, "ci"), "e", 1), Some(1)),
+        (keyed(attest(5, "other"), "e", 1), None),
+    ];
+    evs.extend(no_spans(&base));
+    assert_eq!(of_serve(&serve(&c, &evs)), want);
+}
+
+// ---------------------------------------------------------------------------------------
+// D. Two properties: a conflicting delivery of one property's key placed in the other.
+// ---------------------------------------------------------------------------------------
+
+fn two_props() -> Contract {
+    let mut src = String::new();
+    for name in ["p", "q"] {
+        src += &format!(
+            "[[property]]\nname=\"{name}\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"100ns\"\nclock_skew=\"5ns\"\nallowed_lateness=\"1000ns\"\nroute_freshness=\"1000000ns\"\n[[property.route]]\nname=\"r1\"\n[[property.route]]\nname=\"r2\"\nfenced=false\n"
+        );
+    }
+    Contract::parse("two.toml", &src).unwrap()
+}
+
+fn of(mut e: Event<'static>, prop: &'static str) -> Event<'static> {
+    e.property = Some(prop);
+    e
+}
+
+fn of_check_p(r: &Report, p: usize) -> Answer {
+    Answer {
+        counterexamples: r.properties[p].counterexamples.len(),
+        unknown: r.properties[p].unknown.clone(),
+        windows: verdicts(&r.properties[p].windows),
+    }
+}
+
+fn of_serve_p(l: &Live, p: usize) -> Answer {
+    let v = l.view();
+    Answer {
+        counterexamples: v.counterexample_count(p),
+        unknown: v.unknown_counts(p),
+        windows: verdicts(&v.timeline(p, i64::MIN, i64::MAX, 1_000)),
+    }
+}
+
+/// p's commit at 100 carries e/1; q's commit at 250 carries e/1 too (a conflict counted for
+/// both). p's own events end at 100.
+/// check: p's windows are those of its own events, [0, 100] → 2 windows (the conflict placed
+/// from 100 to 250, clamped to p's range), route_silent 2.
+/// serve, before its fix: `conflicting_seq` (dups.rs) raises p's reason with q's delivery as the record, and
+/// `raise_span` covers that delivery's time in p's series: p gets a third window ([200,
+/// 300), unknown), route_silent 3. (Low: no verdict flips here.)
+#[test]
+fn d1_a_conflict_does_not_extend_the_other_propertys_windows() {
+    let c = two_props();
+    let evs = vec![
+        of(beat(0, "r2"), "p"),
+        of(beat(0, "r2"), "q"),
+        of(keyed(commit(100, Some("s"), 1), "e", 1), "p"),
+        of(commit(260, Some("s"), 1), "q"),
+        of(keyed(commit(250, Some("s"), 1), "e", 1), "q"),
+    ];
+    let want = of_check_p(&check(&c, &evs), 0);
+    let got = of_serve_p(&serve(&c, &no_spans(&evs)), 0);
+    assert_eq!(got, want);
+}
