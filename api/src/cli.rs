@@ -363,6 +363,11 @@ fn check(args: CheckArgs) -> i32 {
     if let Some(t) = args.threads {
         opts.threads = t.max(1);
     }
+    // Mapping spares the reader's copy but makes each decoder fetch the chunk from memory:
+    // worth it only when the decoders fill every core (2.6M events on 2 cores, 6 rounds:
+    // 2 threads 0.355 → 0.33 s mapped, 1 thread 0.53 → 0.57 s).
+    opts.map_files =
+        opts.threads >= std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let total = total_size(&inputs);
     let show_progress = args.format == Format::Text && std::io::stderr().is_terminal();
     if args.max_memory.is_some()
