@@ -334,3 +334,84 @@ fn d1_a_conflict_does_not_extend_the_other_propertys_windows() {
     let got = of_serve_p(&serve(&c, &no_spans(&evs)), 0);
     assert_eq!(got, want);
 }
+
+// ---------------------------------------------------------------------------------------
+// Known differences from check, kept as ignored tests (the README lists them): each fails.
+// ---------------------------------------------------------------------------------------
+
+/// Windows 100ns, freshness 150ns. r2 is observed by heartbeats at 50, 110, 160 and by H at
+/// 190 (e/1), which a different delivery of e/1 (a heartbeat on r2 at 195) sets aside; r1 by
+/// commits at 10, 110, 210.
+/// check: r2's observations are 50, 110, 160: window [200, 300) sees 160 in (150, 300] —
+/// windows [holds, unknown (the conflict), holds], no route_silent.
+/// serve: unobserving 190, window 1's bounds (110, 190) become (110, 110): 160 is forgotten,
+/// window 2 is `unknown(route_silent)`.
+#[test]
+#[ignore = "known difference: a window keeps only the bounds of its route observations; taking one back may leave the route silent where check has it observed (the safe direction)"]
+fn c1_an_observation_taken_back_keeps_the_others() {
+    let c = contract_with(false, 5, "10ns", "150ns");
+    let evs = vec![
+        commit(10, Some("s"), 1),
+        beat(50, "r2"),
+        commit(110, Some("s"), 1),
+        beat(110, "r2"),
+        beat(160, "r2"),
+        keyed(beat(190, "r2"), "e", 1),
+        keyed(beat(195, "r2"), "e", 1),
+        commit(210, Some("s"), 1),
+    ];
+    let want = of_check(&check(&c, &evs));
+    assert_eq!(of_serve(&serve(&c, &no_spans(&evs))), want);
+}
+
+/// A telemetry gap whose lower seq was delivered twice, differently (a conflict of q): e/1 is
+/// q's commit at 150, then q's heartbeat at 210; e/3 is p's commit at 100; p also commits
+/// at 210 (no key). The gap (e/2) applies to p.
+/// check: the gap spans from e/1's delivery read last (210) to e/3's (100): p's windows
+/// [holds, unknown, unknown].
+/// serve: the emitter's runs keep e/1's first delivery time (150): the gap spans 100..150, and
+/// p's window 2 `holds`. (serve `holds` where check `unknown`; check's own placement depends
+/// on which delivery of e/1 it read last, so either side may be the one to fix.)
+#[test]
+#[ignore = "known difference: check places a gap from the delivery read last, serve from the first; check's answer depends on arrival order here (SPEC §4 is silent)"]
+fn d2_a_gap_around_a_conflicting_seq_is_placed_as_check() {
+    let c = two_props();
+    let evs = vec![
+        of(beat(0, "r2"), "p"),
+        of(beat(0, "r2"), "q"),
+        of(keyed(commit(150, Some("t"), 1), "e", 1), "q"),
+        of(keyed(commit(100, Some("s"), 1), "e", 3), "p"),
+        of(commit(210, Some("s"), 1), "p"),
+        of(keyed(beat(210, "r1"), "e", 1), "q"),
+    ];
+    let want = of_check_p(&check(&c, &evs), 0);
+    let got = of_serve_p(&serve(&c, &no_spans(&evs)), 0);
+    assert_eq!(got, want);
+}
+
+/// [`a5_attestation_span_equal_then_seq_conflict_supports_nothing`] with the attestations
+/// arriving after the commits (late: older than the horizon, 140 − 10). Premise support is
+/// never folded and a late attestation must leave `serve` reading as `check` (SPEC §10).
+/// check: as in a5 — windows [unknown, unknown], premise_unattested 2.
+/// serve: A's unkept span is looked up only at or after the horizon (`Unkept` table,
+/// spans.rs `get_mut`), so A2 is applied as a second attestation; B's e/1 conflict takes back
+/// A2 alone and A still supports window 1: windows [unknown, holds], no late_evidence either.
+#[test]
+#[ignore = "known difference: spans no scope keeps are forgotten behind the lowest horizon, though attestations are never late"]
+fn a6_late_attestation_span_equal_then_seq_conflict_supports_nothing() {
+    let c = premises_contract();
+    let base = vec![
+        beat(10, "r2"),
+        commit(10, Some("s"), 1),
+        commit(150, Some("s"), 1),
+    ];
+    let mut for_check = base.clone();
+    for_check.push(keyed(attest(0, "ci"), "e", 1));
+    for_check.push(keyed(attest(5, "other"), "e", 1));
+    let want = of_check(&check(&c, &for_check));
+    let mut evs = no_spans(&base);
+    evs.push((attest(0, "ci"), Some(1)));
+    evs.push((keyed(attest(0, "ci"), "e", 1), Some(1)));
+    evs.push((keyed(attest(5, "other"), "e", 1), None));
+    assert_eq!(of_serve(&serve(&c, &evs)), want);
+}
