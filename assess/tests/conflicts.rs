@@ -6,47 +6,13 @@
 
 mod common;
 
+use common::keys::*;
+
 use common::contract_with;
 use common::{check, commit_from};
-use fencewatch_assess::event::{Epoch, Event, Kind, Order, Outcome, Seq};
-use fencewatch_assess::live::{Live, LiveOptions, Pushed, SpanId};
+use fencewatch_assess::event::{Event, Kind, Order, Outcome};
+use fencewatch_assess::live::Pushed;
 use fencewatch_assess::{Contract, Duration, EventTime, Reason, Verdict};
-
-fn span(n: u8) -> SpanId {
-    let mut s = [0x11u8; 24];
-    s[23] = n;
-    s
-}
-
-fn live(c: &Contract) -> Live {
-    Live::new(c.clone(), LiveOptions::default())
-}
-
-fn beat(ts: i64, route: &'static str) -> Event<'static> {
-    let mut e = Event::new(Kind::Heartbeat, EventTime(ts));
-    e.route = Some(route);
-    e
-}
-
-fn commit(ts: i64, scope: Option<&'static str>, epoch: u64) -> Event<'static> {
-    let mut e = Event::new(Kind::Commit, EventTime(ts));
-    e.scope = scope;
-    e.epoch = Some(Epoch(epoch));
-    e.route = Some("r1");
-    e
-}
-
-fn keyed(mut e: Event<'static>, emitter: &'static str, seq: u64) -> Event<'static> {
-    e.emitter = Some(emitter);
-    e.seq = Some(Seq(seq));
-    e
-}
-
-fn verdicts(runs: &[fencewatch_assess::window::WindowRun]) -> Vec<Verdict> {
-    runs.iter()
-        .flat_map(|r| std::iter::repeat_n(r.verdict, r.windows as usize))
-        .collect()
-}
 
 // ---------------------------------------------------------------------------------------
 // 1. An attestation delivered as a span without an (emitter, seq), set aside by a differing
@@ -315,11 +281,6 @@ fn r6_a_span_first_set_aside_by_its_seq_still_sets_aside_its_redelivery() {
 // 7. The order key of a delivery set aside on arrival by its (emitter, seq): `check` groups
 //    every delivery of that key with it (the `aside` module).
 // ---------------------------------------------------------------------------------------
-
-fn ord(mut e: Event<'static>, o: u64) -> Event<'static> {
-    e.order = Some(Order(o));
-    e
-}
 
 /// `serve`'s counterexamples and unknown counts of `evs` are `check`'s.
 fn as_check(evs: &[Event<'static>]) {

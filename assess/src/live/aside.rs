@@ -14,9 +14,9 @@
 //! `Live`'s settling of these keys is in the `resettle` module (this one holds the table, which
 //! the state does).
 
+use super::conflicts::{Aging, Dated};
 use crate::rules::{HAS_ORDER, Rec};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 /// A delivery set aside on arrival, noted by its order key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,44 +29,12 @@ pub(super) struct Noted {
     pub(super) conflicted: bool,
 }
 
-/// The noted deliveries (the module doc), swept when they hold twice the entries alive
-/// after the last sweep (at least 1,024).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct AsideOrders {
-    pub(super) map: BTreeMap<u128, Noted>,
-    sweep_at: usize,
-}
+/// The noted deliveries (the module doc), by the order key's 128-bit hash.
+pub(super) type AsideOrders = Aging<u128, Noted>;
 
-const SWEEP_MIN: usize = 1 << 10;
-
-impl Default for AsideOrders {
-    fn default() -> AsideOrders {
-        AsideOrders {
-            map: BTreeMap::new(),
-            sweep_at: SWEEP_MIN,
-        }
-    }
-}
-
-impl AsideOrders {
-    /// Whether a sweep is due.
-    pub(super) fn needs_sweep(&self) -> bool {
-        self.map.len() > self.sweep_at
-    }
-
-    /// Drops the deliveries behind `horizon`.
-    pub(super) fn sweep(&mut self, horizon: i64) {
-        self.map.retain(|_, n| n.ts >= horizon);
-        self.sweep_at = (2 * self.map.len()).max(SWEEP_MIN);
-    }
-
-    /// Approximate heap bytes.
-    pub(super) fn heap_bytes(&self) -> usize {
-        self.map.len() * (std::mem::size_of::<(u128, Noted)>() + 16)
-    }
-
-    pub(super) fn is_empty(&self) -> bool {
-        self.map.is_empty()
+impl Dated for Noted {
+    fn time(&self) -> i64 {
+        self.ts
     }
 }
 
@@ -118,35 +86,17 @@ pub(super) enum Linked {
 /// lacks (its (emitter, seq), its span): `check` links equal deliveries, so a later conflict
 /// on those keys sets the kept event aside too. By key, with the dropped delivery's time;
 /// rare, swept with the horizon like [`AsideOrders`], checkpointed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct Links {
-    pub(super) map: BTreeMap<LinkKey, (i64, Linked)>,
-    sweep_at: usize,
+pub(super) type Links = Aging<LinkKey, Dropped>;
+
+/// A link of [`Links`]: the dropped delivery's time, and the kept event it was equal to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Dropped {
+    pub(super) ts: i64,
+    pub(super) linked: Linked,
 }
 
-impl Default for Links {
-    fn default() -> Links {
-        Links {
-            map: BTreeMap::new(),
-            sweep_at: SWEEP_MIN,
-        }
-    }
-}
-
-impl Links {
-    /// Whether a sweep is due.
-    pub(super) fn needs_sweep(&self) -> bool {
-        self.map.len() > self.sweep_at
-    }
-
-    /// Drops the links of deliveries behind `horizon`.
-    pub(super) fn sweep(&mut self, horizon: i64) {
-        self.map.retain(|_, (ts, _)| *ts >= horizon);
-        self.sweep_at = (2 * self.map.len()).max(SWEEP_MIN);
-    }
-
-    /// Approximate heap bytes.
-    pub(super) fn heap_bytes(&self) -> usize {
-        self.map.len() * (std::mem::size_of::<(LinkKey, (i64, Linked))>() + 16)
+impl Dated for Dropped {
+    fn time(&self) -> i64 {
+        self.ts
     }
 }

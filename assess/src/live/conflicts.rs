@@ -40,28 +40,49 @@ pub(super) struct Conflict {
     pub(super) props: Vec<u16>,
 }
 
-/// The conflicted keys (the module doc), swept when they hold twice the entries alive after
-/// the last sweep (at least 1,024).
+/// The conflicted keys (the module doc).
+pub(super) type Conflicts = Aging<ConflictKey, Conflict>;
+
+/// A time an entry of an [`Aging`] table holds: it is dropped once that falls behind the
+/// lowest horizon of the properties.
+pub(super) trait Dated {
+    fn time(&self) -> i64;
+}
+
+impl Dated for Conflict {
+    /// Its latest delivery.
+    fn time(&self) -> i64 {
+        self.hi
+    }
+}
+
+/// A table of rare entries kept until their time ([`Dated`]) falls behind the lowest
+/// horizon: swept when it holds twice the entries alive after the last sweep (at least
+/// 1,024). The conflicts here, the order keys and links of the `aside` module.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct Conflicts {
-    pub(super) map: BTreeMap<ConflictKey, Conflict>,
+pub(super) struct Aging<K: Ord, V> {
+    pub(super) map: BTreeMap<K, V>,
     sweep_at: usize,
 }
 
 const SWEEP_MIN: usize = 1 << 10;
 
-impl Default for Conflicts {
-    fn default() -> Conflicts {
-        Conflicts {
+impl<K: Ord, V> Default for Aging<K, V> {
+    fn default() -> Aging<K, V> {
+        Aging {
             map: BTreeMap::new(),
             sweep_at: SWEEP_MIN,
         }
     }
 }
 
-impl Conflicts {
-    /// Whether `key` conflicted (and is still held).
-    pub(super) fn contains(&self, key: &ConflictKey) -> bool {
+impl<K: Ord, V: Dated> Aging<K, V> {
+    pub(super) fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Whether `key` is held.
+    pub(super) fn contains(&self, key: &K) -> bool {
         self.map.contains_key(key)
     }
 
@@ -70,14 +91,14 @@ impl Conflicts {
         self.map.len() > self.sweep_at
     }
 
-    /// Drops the conflicts whose deliveries are all behind `horizon`.
+    /// Drops the entries behind `horizon`.
     pub(super) fn sweep(&mut self, horizon: i64) {
-        self.map.retain(|_, c| c.hi >= horizon);
+        self.map.retain(|_, v| v.time() >= horizon);
         self.sweep_at = (2 * self.map.len()).max(SWEEP_MIN);
     }
 
     /// Approximate heap bytes.
     pub(super) fn heap_bytes(&self) -> usize {
-        self.map.len() * (std::mem::size_of::<(ConflictKey, Conflict)>() + 16)
+        self.map.len() * (std::mem::size_of::<(K, V)>() + 16)
     }
 }

@@ -55,11 +55,6 @@ pub(super) fn observed_route(scope: u32) -> Option<usize> {
         .then(|| (scope - OBSERVED) as usize)
 }
 
-/// Whether a noted scope is an attestation's (`premises::ATTESTED`, `premises::IGNORED`).
-pub(super) fn is_premise_note(scope: u32) -> bool {
-    scope == super::premises::ATTESTED || scope == super::premises::IGNORED
-}
-
 /// How an (emitter, seq) stands against the deliveries seen.
 pub(super) enum Seen {
     /// A new key: apply the event.
@@ -214,21 +209,36 @@ impl Live {
         self.note_conflict(key, first.ts, rec.ts, prop.into_iter().chain(first_prop));
         self.follow_link(LinkKey::Seq(rec.emitter, rec.seq));
         let Some(p) = first_prop else { return };
-        self.withdraw_reasons(p, first.ts, first.reasons);
-        if let Some(i) = observed_route(first.scope) {
-            // Kept in no scope, it observed a declared route: that is taken back too.
-            self.state.props[p].tally.unobserve(i, first.ts);
-            return;
-        }
-        if !self.take_back_premise(p, first.scope, rec.emitter, rec.seq) && first.scope != NONE {
-            let (em, seq) = (rec.emitter, rec.seq);
-            self.set_aside_kept(p, first.scope, move |e: &Rec| {
-                e.seq_key() == Some((em, seq))
-            });
+        if let Some(scope) = self.undo_delivery(p, rec.emitter, rec.seq, &first) {
             // Its delivery outlived its event, which folded into the mark.
-            let name = self.state.props[p].scopes.name(first.scope).to_string();
+            let name = self.state.props[p].scopes.name(scope).to_string();
             self.taint_mark(p, &name, rec);
         }
+    }
+
+    /// Takes back what `first`, the applied delivery of (`em`, `seq`) of property `p`, did:
+    /// its per-event reasons; the declared route it observed when kept in no scope; an
+    /// attestation's support or count as ignored; or its place in its scope, whose id is
+    /// returned (its event may have folded: the caller's to judge).
+    pub(super) fn undo_delivery(
+        &mut self,
+        p: usize,
+        em: u32,
+        seq: u64,
+        first: &Delivery,
+    ) -> Option<u32> {
+        self.withdraw_reasons(p, first.ts, first.reasons);
+        if let Some(i) = observed_route(first.scope) {
+            self.state.props[p].tally.unobserve(i, first.ts);
+            return None;
+        }
+        if self.take_back_premise(p, first.scope, em, seq) || first.scope == NONE {
+            return None;
+        }
+        self.set_aside_kept(p, first.scope, move |e: &Rec| {
+            e.seq_key() == Some((em, seq))
+        });
+        Some(first.scope)
     }
 
     /// `rec` conflicts with a folded delivery of its (emitter, seq): if the high-water mark of
@@ -292,15 +302,11 @@ impl Live {
             return Some(Attributed::Duplicate);
         };
         let conflict = ConflictKey::Order(first.source, first.position);
-        Some(self.settle_kept(Some(p), rec, (q, first), (conflict, true), || {
-            let epoch = rec
-                .epoch()
-                .map_or_else(|| "no epoch".to_string(), |e| format!("epoch {e}"));
-            format!(
-                "two different events of scope `{scope}` carry incarnation {}, order {} and {epoch}",
-                rec.inc, rec.order
-            )
-        }))
+        Some(
+            self.settle_kept(Some(p), rec, (q, first), (conflict, true), || {
+                order_conflict(scope, rec)
+            }),
+        )
     }
 
     /// Settles span `id`, the own provenance of `rec` (a span, [`Live::push_span`]; of
@@ -681,4 +687,15 @@ impl Live {
             self.withdraw(p, ts, r);
         }
     }
+}
+
+/// The detail of a conflict of `rec`'s order key in `scope`.
+pub(super) fn order_conflict(scope: &str, rec: &Rec) -> String {
+    let epoch = rec
+        .epoch()
+        .map_or_else(|| "no epoch".to_string(), |e| format!("epoch {e}"));
+    format!(
+        "two different events of scope `{scope}` carry incarnation {}, order {} and {epoch}",
+        rec.inc, rec.order
+    )
 }

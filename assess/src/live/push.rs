@@ -196,14 +196,10 @@ impl Live {
         };
         // A span kept in no scope is noted for its re-deliveries; one its (emitter, seq) set
         // aside, as set aside (its re-deliveries are too, as `check` groups them).
-        let unkept = |live: &mut Live, reasons, aside| {
+        // `route`: the declared route it observed (`dups::OBSERVED`), or `NONE`.
+        let unkept = |live: &mut Live, reasons, route, aside| {
             if let Some(id) = span {
-                live.note_unkept_span(prop, &rec, ev, id, (reasons, NONE), aside);
-            }
-        };
-        let unkept_observed = |live: &mut Live, reasons, route| {
-            if let Some(id) = span {
-                live.note_unkept_span(prop, &rec, ev, id, (reasons, route), false);
+                live.note_unkept_span(prop, &rec, ev, id, (reasons, route), aside);
             }
         };
         let outcome = match (seen, prop) {
@@ -212,24 +208,24 @@ impl Live {
                 // it, links the two (the `aside` module).
                 if let (Some(id), Some((em, seq))) = (span, rec.seq_key()) {
                     self.link_dropped(None, Some(id), rec.ts, Linked::Seq(em, seq));
-                    unkept(self, Reasons::EMPTY, false);
+                    unkept(self, Reasons::EMPTY, NONE, false);
                 }
                 return Pushed::Duplicate;
             }
             (seen, None) => {
                 self.state.unattributed += 1;
-                unkept(self, Reasons::EMPTY, matches!(seen, Seen::Aside));
+                unkept(self, Reasons::EMPTY, NONE, matches!(seen, Seen::Aside));
                 Pushed::Unattributed
             }
             (Seen::Aside, Some(p)) => {
                 self.count_aside(p, &rec);
                 self.settle_aside_order(p, &rec, ev);
-                unkept(self, Reasons::EMPTY, true);
+                unkept(self, Reasons::EMPTY, NONE, true);
                 Pushed::Assessed
             }
             (Seen::New, Some(p)) if ev.kind == Kind::Attestation => {
                 self.push_attestation(p, &rec, ev, keyed, span);
-                unkept(self, Reasons::EMPTY, false);
+                unkept(self, Reasons::EMPTY, NONE, false);
                 Pushed::Assessed
             }
             (Seen::New, Some(p)) => match self.push_attributed(p, rec, ev) {
@@ -238,19 +234,19 @@ impl Live {
                         self.note_applied(&rec, scope, reasons);
                     }
                     if scope == NONE || super::dups::observed_route(scope).is_some() {
-                        unkept_observed(self, reasons, scope);
+                        unkept(self, reasons, scope, false);
                     }
                     Pushed::Assessed
                 }
                 Attributed::Duplicate => {
                     // Dropped as equal to a kept event (linked by `settle_kept`): its span's
                     // re-deliveries are compared with it.
-                    unkept(self, Reasons::EMPTY, false);
+                    unkept(self, Reasons::EMPTY, NONE, false);
                     Pushed::Duplicate
                 }
                 Attributed::Aside => {
                     // Set aside by its order key: its span's re-deliveries are compared with it.
-                    unkept(self, Reasons::EMPTY, true);
+                    unkept(self, Reasons::EMPTY, NONE, true);
                     Pushed::Assessed
                 }
                 Attributed::SpanAgain => Pushed::SpanAgain,
@@ -268,21 +264,9 @@ impl Live {
         }
         self.sweep_names();
         self.sweep_spans();
-        if self.state.unkept_spans.needs_sweep() {
+        if self.state.aged_sweep_due() {
             let horizon = self.min_horizon();
-            self.state.unkept_spans.sweep(horizon);
-        }
-        if self.state.links.needs_sweep() {
-            let horizon = self.min_horizon();
-            self.state.links.sweep(horizon);
-        }
-        if self.state.aside_orders.needs_sweep() {
-            let horizon = self.min_horizon();
-            self.state.aside_orders.sweep(horizon);
-        }
-        if self.state.conflicts.needs_sweep() {
-            let horizon = self.min_horizon();
-            self.state.conflicts.sweep(horizon);
+            self.state.sweep_aged(horizon);
         }
     }
 

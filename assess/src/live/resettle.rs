@@ -2,8 +2,9 @@
 //! deliveries placed as `check` places a key's group) and of the order keys of deliveries set
 //! aside on arrival (the `aside` module).
 
-use super::aside::{LinkKey, Linked, Noted, order_key};
+use super::aside::{Dropped, LinkKey, Linked, Noted, order_key};
 use super::conflicts::{Conflict, ConflictKey};
+use super::dups::Seen;
 use super::spans::SpanId;
 use super::state::Live;
 use crate::event::{Event, Kind};
@@ -113,19 +114,8 @@ impl Live {
             self.place_conflict_again(key, p, rec, (p == q).then_some(first.ts));
             return;
         }
-        let equal = first.same_content(rec);
-        if !equal {
-            let scope = scope.to_string();
-            let detail = move |_: &Live| {
-                format!(
-                    "two different events of scope `{scope}` carry incarnation {}, order {} and {}",
-                    rec.inc,
-                    rec.order,
-                    rec.epoch()
-                        .map_or_else(|| "no epoch".to_string(), |e| format!("epoch {e}"))
-                )
-            };
-            let d = detail(self);
+        if !first.same_content(rec) {
+            let d = super::dups::order_conflict(scope, rec);
             self.raise_span(p, rec, first.ts, Reason::ConflictingDuplicate, |_| {
                 d.clone()
             });
@@ -161,10 +151,9 @@ impl Live {
     }
 
     /// Settles `rec` (of property `p`, `content` its content hash), a delivery of the order
-    /// key `hash`, against the delivery `n` noted under it: `true` when it is to be set aside
-    /// or dropped rather than applied (an equal delivery: dropped, uncounted; a different
-    /// one: set aside with the noted one, `conflicting_duplicate` raised for the properties
-    /// they name).
+    /// key `hash`, against the delivery `n` noted under it, which it is never applied beside:
+    /// `false` when it is equal (dropped, uncounted), `true` when it is set aside (with the
+    /// noted one, `conflicting_duplicate` raised for the properties they name).
     fn settle_noted(&mut self, p: usize, rec: &Rec, hash: u128, n: Noted, content: u64) -> bool {
         let key = ConflictKey::Noted(hash);
         if n.conflicted {
@@ -172,7 +161,7 @@ impl Live {
             return true;
         }
         if n.hash == content {
-            return true;
+            return false;
         }
         let q = usize::from(n.prop);
         let detail = "differs from a delivery of the same scope, incarnation, order and epoch set aside before";
@@ -212,9 +201,7 @@ impl Live {
         let hash = order_key(rec, ev.scope)?;
         let n = *self.state.aside_orders.map.get(&hash)?;
         let content = rules::content_hash(ev, p as u16);
-        let equal = !n.conflicted && n.hash == content;
-        self.settle_noted(p, rec, hash, n, content);
-        Some(!equal)
+        Some(self.settle_noted(p, rec, hash, n, content))
     }
 
     /// Sets aside `first`, kept in property `q`, a delivery of a key whose other delivery is
@@ -249,11 +236,12 @@ impl Live {
         linked: Linked,
     ) {
         let links = &mut self.state.links.map;
+        let link = Dropped { ts, linked };
         if let Some((em, s)) = seq {
-            links.insert(LinkKey::Seq(em, s), (ts, linked));
+            links.insert(LinkKey::Seq(em, s), link);
         }
         if let Some(id) = span {
-            links.insert(LinkKey::Span(*id), (ts, linked));
+            links.insert(LinkKey::Span(*id), link);
         }
     }
 
@@ -261,7 +249,7 @@ impl Live {
     /// to, if one is linked, is set aside too (as `check` sets equal deliveries aside
     /// together), with what it did taken back once.
     pub(super) fn follow_link(&mut self, key: LinkKey) {
-        let Some((_, linked)) = self.state.links.map.remove(&key) else {
+        let Some(Dropped { linked, .. }) = self.state.links.map.remove(&key) else {
             return;
         };
         match linked {
@@ -316,24 +304,13 @@ impl Live {
         };
         let first = *d;
         d.reasons = Reasons::EMPTY;
+        if super::dups::observed_route(first.scope).is_some() {
+            d.scope = NONE;
+        }
         if first.prop == crate::rules::UNATTRIBUTED {
             return;
         }
-        let q = usize::from(first.prop);
-        self.withdraw_reasons(q, first.ts, first.reasons);
-        if let Some(i) = super::dups::observed_route(first.scope) {
-            self.state.props[q].tally.unobserve(i, first.ts);
-            if let Some(d) = (self.state.emitters.get_mut(&em)).and_then(|e| e.recent.get_mut(seq))
-            {
-                d.scope = NONE;
-            }
-        } else if super::dups::is_premise_note(first.scope) {
-            self.take_back_premise(q, first.scope, em, seq);
-        } else if first.scope != NONE {
-            self.set_aside_kept(q, first.scope, move |e: &Rec| {
-                e.seq_key() == Some((em, seq))
-            });
-        }
+        self.undo_delivery(usize::from(first.prop), em, seq, &first);
         // That delivery may have been dropped as equal to another in turn.
         self.follow_link(LinkKey::Seq(em, seq));
     }
@@ -359,21 +336,19 @@ impl Live {
         }
         let before = self.state.duplicates;
         let seen = self.settle_seq(prop, rec, ev);
-        // Counted once, as the span's duplicate or not at all (set aside).
-        if matches!(seen, super::dups::Seen::Duplicate) {
+        if let Seen::Duplicate = seen {
+            // Counted once, as the span's duplicate or not at all (set aside).
             self.state.duplicates = before;
         }
-        if dropped {
+        if dropped || matches!(seen, Seen::Aside) {
             return;
         }
-        if matches!(seen, super::dups::Seen::Duplicate) {
+        if let Seen::Duplicate = seen {
             // The delivery it equals under its (emitter, seq) goes aside with it.
             self.take_back_seq(em, seq);
         }
-        if matches!(seen, super::dups::Seen::New | super::dups::Seen::Duplicate)
-            && let Some(d) = (self.state.emitters.get_mut(&em)).and_then(|e| e.recent.get_mut(seq))
-        {
-            // Set aside by its span: its seq's later deliveries are settled as such.
+        // Set aside by its span: its seq's later deliveries are settled as such.
+        if let Some(d) = (self.state.emitters.get_mut(&em)).and_then(|e| e.recent.get_mut(seq)) {
             d.conflicted = true;
             d.reasons = Reasons::EMPTY;
         }

@@ -222,6 +222,33 @@ pub struct LiveState {
     pub(super) links: super::aside::Links,
 }
 
+impl LiveState {
+    /// Whether one of the tables kept until the lowest horizon passes their entries (spans no
+    /// scope keeps, links, noted order keys, conflicts) is due a sweep.
+    pub(super) fn aged_sweep_due(&self) -> bool {
+        self.unkept_spans.needs_sweep()
+            || self.links.needs_sweep()
+            || self.aside_orders.needs_sweep()
+            || self.conflicts.needs_sweep()
+    }
+
+    /// Sweeps those of them that are due, `horizon` the lowest horizon of the properties.
+    pub(super) fn sweep_aged(&mut self, horizon: i64) {
+        if self.unkept_spans.needs_sweep() {
+            self.unkept_spans.sweep(horizon);
+        }
+        if self.links.needs_sweep() {
+            self.links.sweep(horizon);
+        }
+        if self.aside_orders.needs_sweep() {
+            self.aside_orders.sweep(horizon);
+        }
+        if self.conflicts.needs_sweep() {
+            self.conflicts.sweep(horizon);
+        }
+    }
+}
+
 /// The live assessor of one partition.
 #[derive(Debug)]
 pub struct Live {

@@ -201,15 +201,19 @@ mod tests {
         .unwrap();
         let mut t = Tally::new(&c.properties[0]);
         let bounds = |t: &Tally| t.routes[0].get(&0).map(|o| (o.min, o.max, o.count));
-        t.routes[0].insert(
-            0,
-            Obs {
-                min: 10,
-                max: 30,
-                count: 3,
-                lost: false,
-            },
-        );
+        let set = |t: &mut Tally, min, max, count| {
+            let lost = false;
+            t.routes[0].insert(
+                0,
+                Obs {
+                    min,
+                    max,
+                    count,
+                    lost,
+                },
+            );
+        };
+        set(&mut t, 10, 30, 3);
         // Between the bounds: they stay.
         t.unobserve(0, 20);
         assert_eq!(bounds(&t), Some((10, 30, 2)));
@@ -221,29 +225,13 @@ mod tests {
         // Three, then both bounds taken back: the one left (at 20) has no certain time, and
         // the bound that stood for it (30) is no observation: nothing is kept (review 3: a
         // window held on an observation at 30 where `check` had one at 20 only).
-        t.routes[0].insert(
-            0,
-            Obs {
-                min: 10,
-                max: 30,
-                count: 3,
-                lost: false,
-            },
-        );
+        set(&mut t, 10, 30, 3);
         t.unobserve(0, 10);
         assert_eq!(bounds(&t), Some((30, 30, 2)));
         t.unobserve(0, 30);
         assert_eq!(bounds(&t), None);
         // Two at the same time, one taken back: the other is certain, and stays.
-        t.routes[0].insert(
-            0,
-            Obs {
-                min: 30,
-                max: 30,
-                count: 2,
-                lost: false,
-            },
-        );
+        set(&mut t, 30, 30, 2);
         t.unobserve(0, 30);
         assert_eq!(bounds(&t), Some((30, 30, 1)));
     }

@@ -1,5 +1,6 @@
 //! The harness of the tests that hold `serve` to `check` on deliveries linked through several
-//! duplicate keys (`groups.rs`, `chains.rs`): events, a contract, and both assessors' answers.
+//! duplicate keys (`conflicts.rs`, `groups.rs`, `chains.rs`): events, a contract, and both
+//! assessors' answers.
 
 use super::contract_with;
 use fencewatch_assess::event::{Epoch, Event, Kind, Order, Seq};

@@ -384,7 +384,7 @@ fn read_input(
     let mut reader: Box<dyn Read> = match input {
         Input::Path(p) => {
             let file = File::open(p).map_err(err)?;
-            if let Some(map) = map_file(&file).filter(|_| opts.map_files) {
+            if let Some(map) = opts.map_files.then(|| map_file(&file)).flatten() {
                 let map = Arc::new(map);
                 if !starts_an_array(&map[..map.len().min(CHUNK_BYTES)]) {
                     send_mapped(&map, source, seq, tx, read_bytes);
