@@ -148,17 +148,6 @@ fn bad(batch: &mut Batch, position: u64, e: DecodeError) {
     batch.push_malformed(position, e.ts, e.to_string());
 }
 
-/// The lines of `data` split at `\n` (the last one may be empty), found with memchr.
-fn lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let mut start = 0;
-    let ends = memchr::memchr_iter(b'\n', data).chain(std::iter::once(data.len()));
-    ends.map(move |end| {
-        let line = &data[start..end];
-        start = end + 1;
-        line
-    })
-}
-
 fn decode_chunk(chunk: &Chunk, max_line_bytes: usize, contract: &Contract) -> Parsed {
     // Simulated and typical events are 120-200 bytes a line.
     let data = chunk.data.bytes();
@@ -192,11 +181,29 @@ fn decode_chunk(chunk: &Chunk, max_line_bytes: usize, contract: &Contract) -> Pa
             lines: 0,
         };
     }
-    let mut count = 0;
     let body = json::Body::new(data);
-    for (this, line) in (1..).zip(lines(data)) {
-        count = this;
-        if let (1, Some(len)) = (this, chunk.oversized) {
+    // The lines are the pieces between newlines, the last one after the last newline (maybe
+    // empty). Each is tried by the fast path where it starts, which finds where it ends; only
+    // one it does not take is looked for its newline first.
+    let mut count = 0;
+    let mut start = 0;
+    while start <= data.len() {
+        count += 1;
+        let this = count;
+        let rest = &data[start..];
+        let oversized = this == 1 && chunk.oversized.is_some();
+        if !oversized && let Some((ev, end)) = &json::fast_line(rest) {
+            // The limit is on the line without a `\r` before its newline (`json::decode_line`).
+            let len = end - usize::from(rest[..*end].ends_with(b"\r"));
+            if len <= max_line_bytes {
+                batch.push(contract, ev, this);
+                start += end + 1;
+                continue;
+            }
+        }
+        let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+        start += end + 1;
+        if let (true, Some(len)) = (oversized, chunk.oversized) {
             bad(
                 &mut batch,
                 this,
@@ -208,11 +215,14 @@ fn decode_chunk(chunk: &Chunk, max_line_bytes: usize, contract: &Contract) -> Pa
             );
             continue;
         }
+        let line = &rest[..end];
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if json::is_blank(line) {
             continue;
         }
-        if let Err(e) = body.with_line(line, max_line_bytes, |ev| batch.push(contract, ev, this)) {
+        if let Err(e) =
+            body.with_slow_line(line, max_line_bytes, |ev| batch.push(contract, ev, this))
+        {
             bad(&mut batch, this, e);
         }
     }
@@ -637,6 +647,89 @@ mod tests {
             "mapped and read"
         );
         mapped
+    }
+
+    /// The lines of `data` split at `\n` (the last one may be empty): how `decode_chunk` cut a
+    /// chunk before its fast path found the lines' ends itself, kept as the model.
+    fn lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
+        let mut start = 0;
+        let ends = memchr::memchr_iter(b'\n', data).chain(std::iter::once(data.len()));
+        ends.map(move |end| {
+            let line = &data[start..end];
+            start = end + 1;
+            line
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 2000, ..Default::default() })]
+        /// A chunk decodes as its lines do one by one, each cut at its newline first and
+        /// decoded by `json::decode_line`: the same events and malformed lines at the same
+        /// numbers, and the same line count.
+        #[test]
+        fn a_chunk_decodes_as_its_lines_one_by_one(
+            pieces in proptest::collection::vec(proptest::prop_oneof![
+                proptest::prelude::Just(&b"{\"kind\":\"commit\",\"scope\":\"s\",\"route\":\"r\",\"epoch\":1,\"ts\":5}"[..]),
+                proptest::prelude::Just(&b"{\"kind\":\"heartbeat\",\"route\":\"r\",\"ts\":7}"[..]),
+                proptest::prelude::Just(&b" {\"kind\" :\r\"heartbeat\",\t\"route\":\"r\",\"ts\":8 } "[..]),
+                proptest::prelude::Just("{\"kind\":\"heartbeat\",\"route\":\"\u{e9}\",\"ts\":9}".as_bytes()),
+                proptest::prelude::Just(&b"{\"kind\":\"heartbeat\",\"route\":\"\xff\",\"ts\":9}"[..]),
+                proptest::prelude::Just(&b"{\"kind\":\"heartbeat\",\"route\":\"r\\u0031\",\"ts\":10}"[..]),
+                proptest::prelude::Just(&b"{\"kind\":\"attestation\",\"ts\":1,\"premise\":\"p\"}"[..]),
+                proptest::prelude::Just(&b"{\"kind\":\"heartbeat\",\"route\":\"r\",\"ts\":11}x"[..]),
+                proptest::prelude::Just(&b"{\"kind\":\"heartbeat\",\"route\":\"r\",\"ts\":11,\"ts\":12}"[..]),
+                proptest::prelude::Just(&b"{\"kind\":\"heartbeat\",\"route\":"[..]),
+                proptest::prelude::Just(&b"\"r\",\"ts\":13}"[..]),
+                proptest::prelude::Just(&b"\xef\xbb\xbf{\"kind\":\"heartbeat\",\"route\":\"r\",\"ts\":14}"[..]),
+                proptest::prelude::Just(&b"{\"kind\":\"heartbeat\",\"route\":\"a-route-name-long-enough-to-pass-the-limit\",\"ts\":15}"[..]),
+                proptest::prelude::Just(&b"{}"[..]),
+                proptest::prelude::Just(&b"{"[..]),
+                proptest::prelude::Just(&b"12"[..]),
+                proptest::prelude::Just(&b""[..]),
+                proptest::prelude::Just(&b" \t"[..]),
+                proptest::prelude::Just(&b"\r"[..]),
+                proptest::prelude::Just(&b"\r\r"[..]),
+                proptest::prelude::Just(&b"\n"[..]),
+                proptest::prelude::Just(&b"\xff"[..]),
+            ], 0..24),
+            max in proptest::prop_oneof![proptest::prelude::Just(1usize << 20), proptest::prelude::Just(64usize)],
+        ) {
+            let data: Vec<u8> = pieces.iter().flat_map(|p| p.iter().copied().chain([b'\n'])).collect();
+            // Without its last newline too, so the last line ends the chunk.
+            for data in [&data[..], &data[..data.len().saturating_sub(1)]] {
+                let contract = Contract::parse("c", CONTRACT).unwrap();
+                let chunk = Chunk {
+                    seq: 0,
+                    source: SourceId(0),
+                    data: Data::Read(data.to_vec()),
+                    oversized: None,
+                    array: false,
+                };
+                let parsed = decode_chunk(&chunk, max, &contract);
+                let mut got = History::new(contract.clone());
+                got.add_source("f");
+                got.append(parsed.batch);
+                let mut want = History::new(contract);
+                let source = want.add_source("f");
+                let mut count = 0;
+                for (n, line) in (1..).zip(lines(data)) {
+                    count = n;
+                    let line = line.strip_suffix(b"\r").unwrap_or(line);
+                    if json::is_blank(line) {
+                        continue;
+                    }
+                    match json::decode_line(line, max) {
+                        Ok(d) => want.push(&d.event(), source, n),
+                        Err(e) => want.push_malformed(source, n, e.ts, e.to_string()),
+                    }
+                }
+                proptest::prop_assert_eq!(parsed.lines, count);
+                proptest::prop_assert_eq!(
+                    serde_json::to_string(&got.finish()).unwrap(),
+                    serde_json::to_string(&want.finish()).unwrap()
+                );
+            }
+        }
     }
 
     #[test]

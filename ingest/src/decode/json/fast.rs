@@ -20,21 +20,46 @@ enum Value<'a> {
     U64(u64),
 }
 
-/// Decodes `text` (`b` is its bytes) when it is a line the fast path takes (module docs).
+/// Decodes line `b` when it is a line the fast path takes (module docs).
 #[inline]
-pub(super) fn fast<'a>(b: &'a [u8], text: &'a str) -> Option<Decoded<'a>> {
-    fast_event(b, text).map(Decoded::borrowed)
+pub(super) fn fast(b: &[u8]) -> Option<Decoded<'_>> {
+    fast_event(b).map(Decoded::borrowed)
 }
 
 /// [`fast`], as the event itself: what `check` reads of a line, without the owned-or-borrowed
 /// strings of a [`Decoded`] built, moved through two results and dropped (~3% of its
 /// instructions). No attestation field is ever set (they go to the general decoder).
 /// Inlined into its callers: in another codegen unit, returning the event costs a copy.
+///
+/// It reads bytes, not text: a line it takes is valid UTF-8 (all it reads outside strings is
+/// ASCII, and [`string_end`] checks each string), so its caller need not check the line, or
+/// the chunk it is cut from, first (that check was ~5% of `check`'s CPU). A line that is not
+/// valid UTF-8 is never taken: it goes to the general decoder, which words the error.
 #[inline]
-pub(super) fn fast_event<'a>(b: &'a [u8], text: &'a str) -> Option<Event<'a>> {
+pub(super) fn fast_event<'a>(b: &'a [u8]) -> Option<Event<'a>> {
+    scan::<false>(b).map(|(ev, _)| ev)
+}
+
+/// [`fast_event`] of the line at the start of `rest` (the rest of an NDJSON chunk), cut where
+/// it ends, not before: the event, and the end of its line (the index of its `\n`, or
+/// `rest.len()`). What reads a chunk then finds no line's end ahead of decoding it (memchr was
+/// ~2% of `check`'s CPU). The line is that of [`fast_event`]`(&rest[..end])`, an optional
+/// `\r` before its `\n` as whitespace; `None` for a line it does not take.
+#[inline]
+pub(crate) fn fast_line(rest: &[u8]) -> Option<(Event<'_>, usize)> {
+    scan::<true>(rest)
+}
+
+/// [`fast_event`] (`LINE_OF_CHUNK` false: `b` is the line) or [`fast_line`] (true: `b` is the
+/// rest of a chunk, and whitespace does not include `\n`, which ends the line).
+#[inline]
+fn scan<'a, const LINE_OF_CHUNK: bool>(b: &'a [u8]) -> Option<(Event<'a>, usize)> {
     // Whitespace is rare between tokens: one compare when there is none.
     let ws = |i: &mut usize| {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(*i) {
+        while let Some(&c @ (b' ' | b'\t' | b'\n' | b'\r')) = b.get(*i) {
+            if LINE_OF_CHUNK && c == b'\n' {
+                break;
+            }
             *i += 1;
         }
     };
@@ -76,7 +101,7 @@ pub(super) fn fast_event<'a>(b: &'a [u8], text: &'a str) -> Option<Event<'a>> {
                 Some(k) => k,
                 None => {
                     let kend = string_end(i + 1)?;
-                    (field_index(&text[i + 1..kend])?, kend)
+                    (field_index(checked_str(b, i + 1, kend))?, kend)
                 }
             };
             if f >= FIRST_ATTESTATION_FIELD || seen & (1 << f) != 0 {
@@ -91,7 +116,7 @@ pub(super) fn fast_event<'a>(b: &'a [u8], text: &'a str) -> Option<Event<'a>> {
             let v = match peek(&mut i)? {
                 b'"' => {
                     let end = string_end(i + 1)?;
-                    let v = Value::Str(&text[i + 1..end]);
+                    let v = Value::Str(checked_str(b, i + 1, end));
                     i = end + 1;
                     v
                 }
@@ -138,12 +163,12 @@ pub(super) fn fast_event<'a>(b: &'a [u8], text: &'a str) -> Option<Event<'a>> {
         }
     }
     ws(&mut i);
-    if i != b.len() {
+    if i != b.len() && !(LINE_OF_CHUNK && b[i] == b'\n') {
         return None;
     }
     let (kind, ts) = (kind?, ts?);
     let [property, scope, route, holder, op_id, emitter] = strs;
-    Some(Event {
+    let ev = Event {
         kind,
         ts,
         property,
@@ -161,7 +186,8 @@ pub(super) fn fast_event<'a>(b: &'a [u8], text: &'a str) -> Option<Event<'a>> {
         valid_for: None,
         attester: None,
         evidence: None,
-    })
+    };
+    Some((ev, i))
 }
 
 /// The field and closing quote of the key whose text starts at `i` (after its opening quote)
@@ -206,26 +232,48 @@ fn known_key(b: &[u8], i: usize) -> Option<(usize, usize)> {
         .map(|&(_, _, f, len)| (f, i + len))
 }
 
-/// The end (the closing quote) of the escape-free string of `b` that starts at `i`, after its
-/// opening quote: `None` at a backslash, a control character or the end of `b` first. Eight
-/// bytes at a time (the strings of a line are short, and memchr's setup cost more than
-/// the scan), then byte by byte. Inlined: left to the compiler, a change elsewhere in the
-/// crate once moved it out of [`fast`] (+1.6% of `check`'s instructions).
+/// The string of `b` from `start` to `end`, which [`string_end`] checked (ASCII, or valid
+/// UTF-8).
 #[inline]
-fn string_end(b: &[u8], mut i: usize) -> Option<usize> {
+fn checked_str(b: &[u8], start: usize, end: usize) -> &str {
+    let s = &b[start..end];
+    debug_assert!(std::str::from_utf8(s).is_ok(), "{s:?}");
+    // SAFETY: `string_end(b, start)` returned `Some(end)`, which it does only when
+    // `b[start..end]` is valid UTF-8 (all ASCII, or checked as UTF-8 whole).
+    #[allow(unsafe_code)]
+    unsafe {
+        std::str::from_utf8_unchecked(s)
+    }
+}
+
+/// The end (the closing quote) of the escape-free string of `b` that starts at `i`, after its
+/// opening quote: `None` at a backslash, a control character or the end of `b` first, or when
+/// the string is not valid UTF-8. Eight bytes at a time while they are ASCII (the strings of a
+/// line are short, and memchr's setup cost more than the scan), then byte by byte; a string
+/// with a byte of 0x80 or above is finished and checked as UTF-8 by [`non_ascii_end`].
+/// Inlined: left to the compiler, a change elsewhere in the crate once moved it out of
+/// [`fast`] (+1.6% of `check`'s instructions).
+#[inline]
+fn string_end(b: &[u8], start: usize) -> Option<usize> {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
     // The high bit of each byte of `x` that is zero (exact up to the first such byte).
     let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+    let mut i = start;
     while let Some(chunk) = b.get(i..i + 8) {
         let v = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
-        // Bytes that are `"`, `\` or below 0x20 (bytes of 0x80 and above never are).
+        // Bytes that are `"`, `\`, below 0x20 or 0x80 and above (exact up to the first).
         let special = zero(v ^ (ONES * u64::from(b'"')))
             | zero(v ^ (ONES * u64::from(b'\\')))
-            | (v.wrapping_sub(ONES * 0x20) & !v & HIGH);
+            | (v.wrapping_sub(ONES * 0x20) & !v & HIGH)
+            | (v & HIGH);
         if special != 0 {
             let at = i + (special.trailing_zeros() / 8) as usize;
-            return (b[at] == b'"').then_some(at);
+            return match b[at] {
+                b'"' => Some(at),
+                0x80.. => non_ascii_end(b, start, at),
+                _ => None,
+            };
         }
         i += 8;
     }
@@ -233,9 +281,22 @@ fn string_end(b: &[u8], mut i: usize) -> Option<usize> {
         match *b.get(i)? {
             b'"' => return Some(i),
             b'\\' | 0..=0x1f => return None,
+            0x80.. => return non_ascii_end(b, start, i),
             _ => i += 1,
         }
     }
+}
+
+/// [`string_end`] of the string from `start` whose first byte of 0x80 or above is at `at`:
+/// its end, when the whole string is valid UTF-8 (rare in events: out of line).
+#[cold]
+#[inline(never)]
+fn non_ascii_end(b: &[u8], start: usize, at: usize) -> Option<usize> {
+    let end = at
+        + b[at..]
+            .iter()
+            .position(|&c| c == b'"' || c == b'\\' || c < 0x20)?;
+    (b[end] == b'"' && simdutf8::basic::from_utf8(&b[start..end]).is_ok()).then_some(end)
 }
 
 /// The unsigned integer of the digits of `b` from `*i` (at least one), which `*i` is moved
@@ -332,6 +393,8 @@ fn str_slot(f: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::Strategy as _;
+
     #[test]
     fn known_keys_are_the_common_fields() {
         for key in [
@@ -451,26 +514,36 @@ mod tests {
         }
 
         #[test]
-        fn string_end_finds_the_first_quote_of_an_escape_free_string(
-            bytes in proptest::collection::vec(proptest::prop_oneof![
-                proptest::prelude::Just(b'"'),
-                proptest::prelude::Just(b'\\'),
-                proptest::prelude::Just(0x1fu8),
-                proptest::prelude::Just(0x00u8),
-                proptest::prelude::Just(0x20u8),
-                proptest::prelude::Just(0x7fu8),
-                proptest::prelude::Just(0x80u8),
-                proptest::prelude::Just(0xffu8),
-                b'a'..=b'z',
+        fn string_end_finds_the_first_quote_of_an_escape_free_utf8_string(
+            pieces in proptest::collection::vec(proptest::prop_oneof![
+                proptest::prelude::Just(vec![b'"']),
+                proptest::prelude::Just(vec![b'\\']),
+                proptest::prelude::Just(vec![0x1fu8]),
+                proptest::prelude::Just(vec![0x00u8]),
+                proptest::prelude::Just(vec![0x20u8]),
+                proptest::prelude::Just(vec![0x7fu8]),
+                // Stray and truncated sequences, and whole characters of two, three and four
+                // bytes.
+                proptest::prelude::Just(vec![0x80u8]),
+                proptest::prelude::Just(vec![0xffu8]),
+                proptest::prelude::Just(vec![0xc3u8]),
+                proptest::prelude::Just(vec![0xe2u8, 0x82]),
+                proptest::prelude::Just("é".as_bytes().to_vec()),
+                proptest::prelude::Just("€".as_bytes().to_vec()),
+                proptest::prelude::Just("𝄞".as_bytes().to_vec()),
+                (b'a'..=b'z').prop_map(|c| vec![c]),
             ], 0..40),
             start in 0usize..12,
         ) {
+            let bytes = pieces.concat();
             let start = start.min(bytes.len());
+            // The first quote, backslash or control byte; a quote ends the string when what
+            // it closes is valid UTF-8.
             let want = bytes[start..]
                 .iter()
                 .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
                 .map(|n| start + n)
-                .filter(|&at| bytes[at] == b'"');
+                .filter(|&at| bytes[at] == b'"' && std::str::from_utf8(&bytes[start..at]).is_ok());
             proptest::prop_assert_eq!(super::string_end(&bytes, start), want);
         }
     }
