@@ -241,7 +241,7 @@ pub(crate) fn grant_checks(commits: &[Cand], grants: &[Cand], mut f: impl FnMut(
 
 /// A grouped event as the per-scope sweeps read it: a copy of what they need, so that sorting
 /// and sweeping a scope touches contiguous memory only.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Slot {
     pub(crate) inc: u64,
     pub(crate) epoch: u64,
@@ -267,6 +267,40 @@ impl Slot {
             self.idx,
         )
     }
+}
+
+/// Sorts `slots` by [`Slot::sort_key`]. A scope's events read in time order, each epoch's
+/// after the one before, come sorted by epoch ascending: the key's order is then that of its
+/// epochs' runs reversed, each run kept in its order, which takes two passes instead of a sort
+/// (sorting a scope of 2,000 events, 80 epochs of 25, was ~13% of `check`'s CPU on a history
+/// of 1,000 scopes; a stable sort's search for runs needs longer ones). Any other order is
+/// sorted.
+pub(crate) fn sort_slots(slots: &mut [Slot]) {
+    let forward = |s: &Slot| (s.prop, s.inc, s.class, s.epoch, s.ts, s.idx);
+    if slots.len() <= 16 || !slots.is_sorted_by_key(forward) {
+        slots.sort_unstable_by_key(Slot::sort_key);
+        return;
+    }
+    let runs =
+        |slots: &mut [Slot], same: fn(&Slot, &Slot) -> bool, f: &mut dyn FnMut(&mut [Slot])| {
+            let mut a = 0;
+            while a < slots.len() {
+                let first = slots[a];
+                let n = slots[a..].iter().take_while(|s| same(&first, s)).count();
+                f(&mut slots[a..a + n]);
+                a += n;
+            }
+        };
+    // Within each (property, incarnation, class): the epochs' runs reversed.
+    runs(
+        slots,
+        |a, b| (a.prop, a.inc, a.class) == (b.prop, b.inc, b.class),
+        &mut |block| {
+            block.reverse();
+            runs(block, |a, b| a.epoch == b.epoch, &mut |run| run.reverse());
+        },
+    );
+    debug_assert!(slots.is_sorted_by_key(Slot::sort_key));
 }
 
 /// Runs every per-scope procedure over one (property, scope) group sorted by
@@ -461,6 +495,48 @@ fn silent_between(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+        #[test]
+        fn sort_slots_orders_as_the_sort_key(
+            fields in prop::collection::vec((0u16..2, 0u64..2, 0u8..3, 0u64..6, -3i64..3), 0..80),
+            read_in_order in any::<bool>(),
+            swap in prop::option::of(any::<(prop::sample::Index, prop::sample::Index)>()),
+        ) {
+            // Distinct indices, as a group's records are; the slots in any order, or in the
+            // order of a scope read in time order (epoch ascending), perhaps with two swapped.
+            let mut slots: Vec<Slot> = fields
+                .iter()
+                .zip(0u32..)
+                .map(|(&(prop, inc, class, epoch, ts), n)| Slot {
+                    inc,
+                    epoch,
+                    ts,
+                    order: None,
+                    idx: n.wrapping_mul(2_654_435_761) % 1000,
+                    holder: 0,
+                    prop,
+                    class,
+                })
+                .collect();
+            slots.sort_by_key(|s| s.idx);
+            slots.dedup_by_key(|s| s.idx);
+            if read_in_order {
+                slots.sort_by_key(|s| (s.prop, s.inc, s.class, s.epoch, s.ts, s.idx));
+            }
+            if let (Some((a, b)), false) = (swap, slots.is_empty()) {
+                let n = slots.len();
+                slots.swap(a.index(n), b.index(n));
+            }
+            let mut want = slots.clone();
+            want.sort_unstable_by_key(Slot::sort_key);
+            let mut got = slots;
+            sort_slots(&mut got);
+            prop_assert_eq!(got, want);
+        }
+    }
 
     fn c(epoch: u64, ts: i64, order: Option<u64>, idx: u32) -> Cand {
         Cand {

@@ -217,7 +217,7 @@ impl History {
                     let scope = bucket[a].scope;
                     let len = bucket[a..].iter().take_while(|k| k.scope == scope).count();
                     let group = &mut slots[a..a + len];
-                    group.sort_unstable_by_key(Slot::sort_key);
+                    scope::sort_slots(group);
                     let mut p = 0;
                     while p < group.len() {
                         let prop = group[p].prop;

@@ -100,7 +100,7 @@ impl Live {
                 class: 0,
             });
         }
-        self.slots.sort_unstable_by_key(Slot::sort_key);
+        scope::sort_slots(&mut self.slots);
         let mut found = scope::decide_group(&self.slots, skew, grants_required, &mut self.work);
         let ambiguous: Vec<u32> = found.ambiguous().to_vec();
         let ungranted = std::mem::take(&mut found.ungranted);
