@@ -393,11 +393,11 @@ fn d2_a_gap_around_a_conflicting_seq_is_placed_as_check() {
 /// arriving after the commits (late: older than the horizon, 140 − 10). Premise support is
 /// never folded and a late attestation must leave `serve` reading as `check` (SPEC §10).
 /// check: as in a5 — windows [unknown, unknown], premise_unattested 2.
-/// serve: A's unkept span is looked up only at or after the horizon (`Unkept` table,
-/// spans.rs `get_mut`), so A2 is applied as a second attestation; B's e/1 conflict takes back
-/// A2 alone and A still supports window 1: windows [unknown, holds], no late_evidence either.
+/// serve, before session 25: A's unkept span was looked up only at or after the horizon
+/// (`Unkept` table, spans.rs `get_mut`), so A2 was applied as a second attestation; B's e/1
+/// conflict took back A2 alone and A still supported window 1: windows [unknown, holds] (a
+/// false `holds`). Attestation spans are now kept behind the horizon (the newest 65,536).
 #[test]
-#[ignore = "known difference: spans no scope keeps are forgotten behind the lowest horizon, though attestations are never late"]
 fn a6_late_attestation_span_equal_then_seq_conflict_supports_nothing() {
     let c = premises_contract();
     let base = vec![

@@ -255,10 +255,21 @@ pub(super) struct Unkept {
 // 64 bytes an entry (and the table's control byte), as the README says.
 const _: () = assert!(std::mem::size_of::<Unkept>() == 64);
 
+/// Attestation spans kept behind the lowest horizon, the newest this many (4 MiB of entries):
+/// attestations are never late (SPEC §10), so one may be delivered again at any time, and a
+/// re-delivery forgotten would be applied a second time (supporting its premise twice).
+const ATTESTATION_SPANS: usize = 1 << 16;
+
+/// Whether entry `e` is still compared with re-deliveries under `horizon`: within it, or an
+/// attestation (bounded by [`ATTESTATION_SPANS`] instead).
+fn noted(e: &Unkept, horizon: i64) -> bool {
+    e.ts >= horizon || e.kind == Kind::Attestation
+}
+
 /// The deliveries of spans no scope keeps, by span id, until their time falls behind the
-/// lowest horizon of the properties (as the (emitter, seq) deliveries do): a table of 64-byte
-/// entries, swept when it holds twice the entries alive after the last sweep (at least
-/// 65,536). Keyed by a randomly seeded hash: span ids come from clients. Checkpointed with
+/// lowest horizon of the properties (as the (emitter, seq) deliveries do), and the newest
+/// [`ATTESTATION_SPANS`] attestations behind it: a table of 64-byte entries, swept when it
+/// holds twice the entries alive after the last sweep (at least 65,536). Keyed by a randomly seeded hash: span ids come from clients. Checkpointed with
 /// the state, as its entries in span-id order (and the table built again, under a new seed,
 /// on restore): a re-delivery after a restart is compared with a first delivery applied
 /// before the checkpoint as it would have been without the restart.
@@ -329,12 +340,13 @@ impl UnkeptSpans {
         self.hasher.hash_one(id)
     }
 
-    /// The delivery of span `id` at or after `horizon`, if one was noted.
+    /// The delivery of span `id` at or after `horizon` (or an attestation's, [`noted`]), if one
+    /// was noted.
     pub(super) fn get_mut(&mut self, id: &SpanId, horizon: i64) -> Option<&mut Unkept> {
         let h = self.hash(id);
         self.table
             .find_mut(h, |e| e.id == *id)
-            .filter(|e| e.ts >= horizon)
+            .filter(|e| noted(e, horizon))
     }
 
     /// Notes `e`, in place of an earlier delivery of its span (one behind the horizon).
@@ -357,9 +369,28 @@ impl UnkeptSpans {
         self.table.len() > self.sweep_at.max(SWEEP_MIN)
     }
 
-    /// Drops the deliveries behind `horizon`.
+    /// Drops the deliveries behind `horizon` but the newest [`ATTESTATION_SPANS`] attestations.
     pub(super) fn sweep(&mut self, horizon: i64) {
-        self.table.retain(|e| e.ts >= horizon);
+        self.sweep_keeping(horizon, ATTESTATION_SPANS);
+    }
+
+    /// [`UnkeptSpans::sweep`], keeping `attestations` behind the horizon.
+    fn sweep_keeping(&mut self, horizon: i64, attestations: usize) {
+        self.table.retain(|e| noted(e, horizon));
+        let mut behind: Vec<(i64, SpanId)> = (self.table.iter())
+            .filter(|e| e.ts < horizon)
+            .map(|e| (e.ts, e.id))
+            .collect();
+        if behind.len() > attestations {
+            // The oldest go (by time, then span id: exactly `attestations` stay).
+            let cut = behind.len() - attestations;
+            let first_kept = behind
+                .get(cut)
+                .is_some()
+                .then(|| *behind.select_nth_unstable(cut).1);
+            self.table
+                .retain(|e| e.ts >= horizon || first_kept.is_some_and(|k| (e.ts, e.id) >= k));
+        }
         let hasher = &self.hasher;
         (self.table).shrink_to(self.table.len() * 2, |x| hasher.hash_one(x.id));
         self.sweep_at = 2 * self.table.len();
@@ -434,6 +465,55 @@ pub(super) fn span_key(id: &SpanId) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sweep_keeps_the_newest_attestations_behind_the_horizon() {
+        let entry = |n: u8, ts: i64, kind: Kind| Unkept {
+            id: [n; 24],
+            hash: 0,
+            ts,
+            kind,
+            prop: 0,
+            reasons: Reasons::default(),
+            conflicted: false,
+            emitter: crate::rules::NONE,
+            seq: 0,
+            route: crate::rules::NONE,
+        };
+        let mut t = UnkeptSpans::default();
+        // Behind the horizon (100): heartbeats at 1..=3, attestations at 4..=9 (two at 9);
+        // within it, one of each.
+        for n in 1..=3 {
+            t.insert(entry(n, i64::from(n), Kind::Heartbeat));
+        }
+        for n in 4..=9 {
+            t.insert(entry(n, i64::from(n), Kind::Attestation));
+        }
+        t.insert(entry(10, 9, Kind::Attestation));
+        t.insert(entry(11, 100, Kind::Heartbeat));
+        t.insert(entry(12, 150, Kind::Attestation));
+        let horizon = 100;
+        for n in 1..=3 {
+            assert!(
+                t.get_mut(&[n; 24], horizon).is_none(),
+                "a heartbeat behind it"
+            );
+        }
+        assert!(
+            t.get_mut(&[4; 24], horizon).is_some(),
+            "an attestation behind it"
+        );
+        t.sweep_keeping(horizon, 3);
+        let mut left: Vec<u8> = t.table.iter().map(|e| e.id[0]).collect();
+        left.sort_unstable();
+        assert_eq!(
+            left,
+            [8, 9, 10, 11, 12],
+            "the three newest attestations behind it"
+        );
+        t.sweep_keeping(horizon, 0);
+        assert_eq!(t.len(), 2);
+    }
 
     #[test]
     fn ids_render_and_slots_are_reused_after_a_sweep() {
