@@ -415,3 +415,32 @@ fn a6_late_attestation_span_equal_then_seq_conflict_supports_nothing() {
     evs.push((keyed(attest(5, "other"), "e", 1), None));
     assert_eq!(of_serve(&serve(&c, &evs)), want);
 }
+
+/// [`a6_late_attestation_span_equal_then_seq_conflict_supports_nothing`] by (emitter, seq)
+/// alone: A an attestation at 0 under e/1, before the commits; then, late (behind the horizon),
+/// A again (equal) and B (attester `other`) under e/1. check: A and B conflict, all set
+/// aside: durable_fence unattested: windows [unknown, unknown].
+/// serve: e/1 was folded out of the emitter's recent deliveries, so neither late delivery is
+/// compared with A: both raise `late_evidence` in window 1, and A still supports window 2:
+/// windows [unknown, holds]. Fixing it needs an attestation's (emitter, seq) delivery kept
+/// behind the horizon, as its span now is (a bounded table, checkpointed).
+#[test]
+#[ignore = "known difference: an attestation's (emitter, seq) is forgotten behind the horizon, though attestations are never late"]
+fn a7_late_keyed_attestation_equal_then_conflict_supports_nothing() {
+    let c = premises_contract();
+    let base = vec![
+        beat(10, "r2"),
+        commit(10, Some("s"), 1),
+        commit(150, Some("s"), 1),
+    ];
+    let mut evs = vec![keyed(attest(0, "ci"), "e", 1)];
+    evs.extend(base.iter().cloned());
+    evs.push(keyed(attest(0, "ci"), "e", 1));
+    evs.push(keyed(attest(5, "other"), "e", 1));
+    let want = of_check(&check(&c, &evs));
+    assert!(
+        want.unknown.contains_key(&Reason::PremiseUnattested),
+        "check: {want:?}"
+    );
+    assert_eq!(of_serve(&serve(&c, &no_spans(&evs))), want);
+}
