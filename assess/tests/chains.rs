@@ -444,3 +444,28 @@ fn a7_late_keyed_attestation_equal_then_conflict_supports_nothing() {
     );
     assert_eq!(of_serve(&serve(&c, &no_spans(&evs))), want);
 }
+
+/// [`a6_late_attestation_span_equal_then_seq_conflict_supports_nothing`] with the horizon moved
+/// several windows past the attestations before they are delivered again (commits up to 850,
+/// all within A's support: `max_age` 1000): the support A gave must still be taken back.
+#[test]
+fn a6b_long_after_the_horizon_passed_the_attestation() {
+    let c = premises_contract();
+    let mut base = vec![beat(10, "r2")];
+    for t in [10, 150, 250, 450, 650, 850] {
+        base.push(commit(t, Some("s"), 1));
+    }
+    let mut for_check = base.clone();
+    for_check.push(keyed(attest(0, "ci"), "e", 1));
+    for_check.push(keyed(attest(5, "other"), "e", 1));
+    let want = of_check(&check(&c, &for_check));
+    assert!(
+        want.unknown.contains_key(&Reason::PremiseUnattested),
+        "check: {want:?}"
+    );
+    let mut evs = vec![(attest(0, "ci"), Some(1))];
+    evs.extend(no_spans(&base));
+    evs.push((keyed(attest(0, "ci"), "e", 1), Some(1)));
+    evs.push((keyed(attest(5, "other"), "e", 1), None));
+    assert_eq!(of_serve(&serve(&c, &evs)), want);
+}

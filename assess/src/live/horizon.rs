@@ -45,13 +45,17 @@ impl Live {
         for e in self.state.emitters.values_mut() {
             e.recent.forget_before(min_horizon);
         }
-        // With the deliveries they were keyed by.
-        for prop in &mut self.state.props {
+        // With the deliveries they were keyed by: an attestation's span stays noted behind the
+        // horizon (`UnkeptSpans`), and so does what it did, to be taken back.
+        let state = &mut self.state;
+        for prop in &mut state.props {
             if prop.keyed_attests.first_key_value().is_some() {
                 prop.keyed_attests.retain(|_, (_, a)| a.ts >= min_horizon);
             }
             if prop.span_attests.first_key_value().is_some() {
-                prop.span_attests.retain(|_, (ts, _)| *ts >= min_horizon);
+                let unkept = &state.unkept_spans;
+                prop.span_attests
+                    .retain(|id, (ts, _)| *ts >= min_horizon || unkept.holds_attestation(id));
             }
         }
     }

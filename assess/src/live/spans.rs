@@ -349,6 +349,12 @@ impl UnkeptSpans {
             .filter(|e| noted(e, horizon))
     }
 
+    /// Whether an attestation's delivery of span `id` is noted (at any time).
+    pub(super) fn holds_attestation(&self, id: &SpanId) -> bool {
+        (self.table.find(self.hash(id), |e| e.id == *id))
+            .is_some_and(|e| e.kind == Kind::Attestation)
+    }
+
     /// Notes `e`, in place of an earlier delivery of its span (one behind the horizon).
     pub(super) fn insert(&mut self, e: Unkept) {
         let h = self.hash(&e.id);
