@@ -420,12 +420,10 @@ fn a6_late_attestation_span_equal_then_seq_conflict_supports_nothing() {
 /// alone: A an attestation at 0 under e/1, before the commits; then, late (behind the horizon),
 /// A again (equal) and B (attester `other`) under e/1. check: A and B conflict, all set
 /// aside: durable_fence unattested: windows [unknown, unknown].
-/// serve: e/1 was folded out of the emitter's recent deliveries, so neither late delivery is
-/// compared with A: both raise `late_evidence` in window 1, and A still supports window 2:
-/// windows [unknown, holds]. Fixing it needs an attestation's (emitter, seq) delivery kept
-/// behind the horizon, as its span now is (a bounded table, checkpointed).
+/// serve, before session 25's `LateAttests`: e/1 was folded out of the emitter's recent
+/// deliveries, so neither late delivery was compared with A: both raised `late_evidence` in
+/// window 1, and A still supported window 2: windows [unknown, holds].
 #[test]
-#[ignore = "known difference: an attestation's (emitter, seq) is forgotten behind the horizon, though attestations are never late"]
 fn a7_late_keyed_attestation_equal_then_conflict_supports_nothing() {
     let c = premises_contract();
     let base = vec![
@@ -468,4 +466,23 @@ fn a6b_long_after_the_horizon_passed_the_attestation() {
     evs.push((keyed(attest(0, "ci"), "e", 1), Some(1)));
     evs.push((keyed(attest(5, "other"), "e", 1), None));
     assert_eq!(of_serve(&serve(&c, &evs)), want);
+}
+
+/// [`a7_late_keyed_attestation_equal_then_conflict_supports_nothing`] with the horizon moved
+/// several windows past the attestation before it is delivered again.
+#[test]
+fn a7b_keyed_long_after_the_horizon_passed_the_attestation() {
+    let c = premises_contract();
+    let mut evs = vec![beat(10, "r2"), keyed(attest(0, "ci"), "e", 1)];
+    for t in [10, 150, 250, 450, 650, 850] {
+        evs.push(commit(t, Some("s"), 1));
+    }
+    evs.push(keyed(attest(0, "ci"), "e", 1));
+    evs.push(keyed(attest(5, "other"), "e", 1));
+    let want = of_check(&check(&c, &evs));
+    assert!(
+        want.unknown.contains_key(&Reason::PremiseUnattested),
+        "check: {want:?}"
+    );
+    assert_eq!(of_serve(&serve(&c, &no_spans(&evs))), want);
 }

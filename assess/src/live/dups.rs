@@ -86,7 +86,8 @@ impl Live {
         if let Some(p) = prop {
             e.props.insert(p as u16);
         }
-        if let Some(d) = e.recent.get(rec.seq) {
+        let late = &self.state.late_attests;
+        if let Some(d) = (e.recent.get(rec.seq)).or_else(|| late.get(rec.emitter, rec.seq)) {
             let key = ConflictKey::Seq(rec.emitter, rec.seq);
             if d.conflicted && self.state.conflicts.contains(&key) {
                 // One more delivery of a key already set aside.
@@ -116,7 +117,9 @@ impl Live {
                 self.state.duplicates += 1;
                 return Seen::Duplicate;
             }
-            e.recent.get_mut(rec.seq).expect("kept").conflicted = true;
+            (self.state.delivery_mut(rec.emitter, rec.seq))
+                .expect("kept")
+                .conflicted = true;
             self.conflicting_seq(prop, rec, d);
             return Seen::Aside;
         }
@@ -444,9 +447,8 @@ impl Live {
     pub(super) fn take_back_unkept(&mut self, q: Option<usize>, first: &Unkept) {
         self.follow_link(LinkKey::Span(first.id));
         let seq = (first.emitter != NONE)
-            .then(|| self.state.emitters.get_mut(&first.emitter))
+            .then(|| self.state.delivery_mut(first.emitter, first.seq))
             .flatten()
-            .and_then(|e| e.recent.get_mut(first.seq))
             .filter(|d| d.ts == first.ts && d.prop == first.prop);
         let scope = match seq {
             Some(d) if d.conflicted => return,

@@ -360,14 +360,17 @@ impl SeqWindow {
         self.slots[i] = d;
     }
 
-    /// Drops the leading deliveries older than `horizon` (and empty slots before them). An
-    /// emptied window gives its allocation back (an idle emitter costs its runs only), a mostly
-    /// emptied one shrinks.
-    pub(super) fn forget_before(&mut self, horizon: i64) {
+    /// Drops the leading deliveries older than `horizon` (and empty slots before them), each
+    /// handed to `dropped` with its seq. An emptied window gives its allocation back (an idle
+    /// emitter costs its runs only), a mostly emptied one shrinks.
+    pub(super) fn forget_before(&mut self, horizon: i64, mut dropped: impl FnMut(u64, Delivery)) {
         let before = self.slots.len();
-        while let Some(d) = self.slots.front() {
+        while let Some(&d) = self.slots.front() {
             if d.ts >= horizon {
                 break;
+            }
+            if d.ts != i64::MIN {
+                dropped(self.base, d);
             }
             self.slots.pop_front();
             self.base += 1;
@@ -381,6 +384,57 @@ impl SeqWindow {
             let keep = self.slots.len() * 2;
             self.slots.shrink_to(keep);
         }
+    }
+}
+
+/// Attestations' (emitter, seq) deliveries kept behind the lowest horizon, the newest this
+/// many: attestations are never late (SPEC §10), so a conflicting re-delivery may come at any
+/// time, and must still take back the support the first gave.
+const LATE_ATTESTATIONS: usize = 1 << 16;
+
+/// The applied attestations' deliveries that fell out of their emitters' [`SeqWindow`]s behind
+/// the lowest horizon, by (emitter, seq), the newest [`LATE_ATTESTATIONS`]: what their
+/// re-deliveries are settled against there (`dups::settle_seq`). Checkpointed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct LateAttests(BTreeMap<(u32, u64), Delivery>);
+
+impl LateAttests {
+    pub(super) fn get(&self, emitter: u32, seq: u64) -> Option<Delivery> {
+        self.0.get(&(emitter, seq)).copied()
+    }
+
+    pub(super) fn get_mut(&mut self, emitter: u32, seq: u64) -> Option<&mut Delivery> {
+        self.0.get_mut(&(emitter, seq))
+    }
+
+    pub(super) fn contains(&self, emitter: u32, seq: u64) -> bool {
+        self.0.contains_key(&(emitter, seq))
+    }
+
+    pub(super) fn insert(&mut self, emitter: u32, seq: u64, d: Delivery) {
+        self.0.insert((emitter, seq), d);
+    }
+
+    /// Keeps the newest `n` (by time, then key).
+    pub(super) fn trim(&mut self, n: usize) {
+        let Some(cut) = self.0.len().checked_sub(n).filter(|&c| c > 0) else {
+            return;
+        };
+        let mut by_time: Vec<(i64, (u32, u64))> = self.0.iter().map(|(&k, d)| (d.ts, k)).collect();
+        by_time.select_nth_unstable(cut - 1);
+        for (_, k) in &by_time[..cut] {
+            self.0.remove(k);
+        }
+    }
+
+    /// Keeps the newest [`LATE_ATTESTATIONS`].
+    pub(super) fn bound(&mut self) {
+        self.trim(LATE_ATTESTATIONS);
+    }
+
+    /// Approximate heap bytes (B-tree nodes of up to 11 entries).
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.0.len().div_ceil(11) * (11 * std::mem::size_of::<((u32, u64), Delivery)>() + 16)
     }
 }
 
@@ -487,6 +541,39 @@ pub(super) fn merge_runs<'r, M: IntoIterator<Item = (&'r u64, &'r Run)>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn late_attestations_keep_the_newest() {
+        let mut t = LateAttests::default();
+        for (seq, ts) in [(1, 50), (2, 10), (3, 40), (4, 20), (5, 30)] {
+            t.insert(7, seq, Delivery { ts, ..EMPTY });
+        }
+        t.trim(5);
+        assert_eq!(t.0.len(), 5);
+        t.trim(3);
+        let mut left: Vec<u64> = t.0.keys().map(|&(_, s)| s).collect();
+        left.sort_unstable();
+        assert_eq!(left, [1, 3, 5], "the three newest");
+        assert!(t.contains(7, 1) && !t.contains(7, 2) && !t.contains(8, 1));
+        t.trim(0);
+        assert!(t.0.is_empty());
+    }
+
+    #[test]
+    fn a_window_hands_over_what_it_forgets() {
+        let mut w = SeqWindow::default();
+        for (seq, ts) in [(10, 1), (11, 2), (13, 5), (14, 9)] {
+            w.insert(seq, Delivery { ts, ..EMPTY });
+        }
+        let mut dropped = Vec::new();
+        w.forget_before(6, |seq, d| dropped.push((seq, d.ts)));
+        assert_eq!(
+            dropped,
+            [(10, 1), (11, 2), (13, 5)],
+            "the empty slot 12 is not handed over"
+        );
+        assert_eq!(w.get(14).map(|d| d.ts), Some(9));
+    }
 
     #[test]
     fn runs_join_when_adjacent_or_overlapping() {

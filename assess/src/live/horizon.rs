@@ -42,15 +42,28 @@ impl Live {
         self.finalize_cxs(p);
         // Per-emitter content hashes fall out with the horizon too.
         let min_horizon = self.min_horizon();
-        for e in self.state.emitters.values_mut() {
-            e.recent.forget_before(min_horizon);
-        }
-        // With the deliveries they were keyed by: an attestation's span stays noted behind the
-        // horizon (`UnkeptSpans`), and so does what it did, to be taken back.
+        // Except an applied attestation's, which is kept behind the horizon (attestations are
+        // never late: a conflicting re-delivery must still find it), the newest 65,536.
         let state = &mut self.state;
+        for (&em, e) in &mut state.emitters {
+            e.recent.forget_before(min_horizon, |seq, d| {
+                if matches!(
+                    d.scope,
+                    super::premises::ATTESTED | super::premises::IGNORED
+                ) {
+                    state.late_attests.insert(em, seq, d);
+                }
+            });
+        }
+        state.late_attests.bound();
+        // With the deliveries they were keyed by, as long as those are kept: an attestation's
+        // span stays noted behind the horizon (`UnkeptSpans`), and so does what it did, to be
+        // taken back.
         for prop in &mut state.props {
             if prop.keyed_attests.first_key_value().is_some() {
-                prop.keyed_attests.retain(|_, (_, a)| a.ts >= min_horizon);
+                let late = &state.late_attests;
+                prop.keyed_attests
+                    .retain(|&(em, seq), (_, a)| a.ts >= min_horizon || late.contains(em, seq));
             }
             if prop.span_attests.first_key_value().is_some() {
                 let unkept = &state.unkept_spans;

@@ -212,8 +212,7 @@ impl Live {
         let reasons = Reasons::of(&first, route, &self.contract.properties[q]);
         self.withdraw_reasons(q, first.ts, reasons);
         if let Some((em, seq)) = first.seq_key()
-            && let Some(d) = (self.state.emitters.get_mut(&em))
-                .and_then(|e| e.recent.get_mut(seq))
+            && let Some(d) = (self.state.delivery_mut(em, seq))
                 .filter(|d| d.ts == first.ts && usize::from(d.prop) == q)
         {
             d.reasons = Reasons::EMPTY;
@@ -296,10 +295,7 @@ impl Live {
     /// equal to, or dropped as equal to it, was set aside): its reasons, its route
     /// observation, its place in its scope; and follows its own link, if it has one.
     fn take_back_seq(&mut self, em: u32, seq: u64) {
-        let Some(d) = (self.state.emitters.get_mut(&em))
-            .and_then(|e| e.recent.get_mut(seq))
-            .filter(|d| !d.conflicted)
-        else {
+        let Some(d) = (self.state.delivery_mut(em, seq)).filter(|d| !d.conflicted) else {
             return;
         };
         let first = *d;
@@ -348,7 +344,7 @@ impl Live {
             self.take_back_seq(em, seq);
         }
         // Set aside by its span: its seq's later deliveries are settled as such.
-        if let Some(d) = (self.state.emitters.get_mut(&em)).and_then(|e| e.recent.get_mut(seq)) {
+        if let Some(d) = self.state.delivery_mut(em, seq) {
             d.conflicted = true;
             d.reasons = Reasons::EMPTY;
         }

@@ -220,9 +220,26 @@ pub struct LiveState {
     /// Deliveries dropped as equal to a kept event by one key, by their other keys (the
     /// `aside` module).
     pub(super) links: super::aside::Links,
+    /// Applied attestations' (emitter, seq) deliveries behind the lowest horizon (the
+    /// `emitters` module).
+    pub(super) late_attests: super::emitters::LateAttests,
 }
 
 impl LiveState {
+    /// The delivery of (`em`, `seq`) its re-deliveries are settled against: in its emitter's
+    /// recent deliveries, or an attestation's behind the horizon.
+    pub(super) fn delivery_mut(
+        &mut self,
+        em: u32,
+        seq: u64,
+    ) -> Option<&mut super::emitters::Delivery> {
+        let recent = (self.emitters.get(&em)).is_some_and(|e| e.recent.get(seq).is_some());
+        if recent {
+            return self.emitters.get_mut(&em)?.recent.get_mut(seq);
+        }
+        self.late_attests.get_mut(em, seq)
+    }
+
     /// Whether one of the tables kept until the lowest horizon passes their entries (spans no
     /// scope keeps, links, noted order keys, conflicts) is due a sweep.
     pub(super) fn aged_sweep_due(&self) -> bool {
@@ -364,6 +381,7 @@ impl Live {
             conflicts: Default::default(),
             aside_orders: Default::default(),
             links: Default::default(),
+            late_attests: Default::default(),
         };
         Live::from_parts(contract, state)
     }
@@ -523,7 +541,8 @@ impl Live {
             + self.state.unkept_spans.heap_bytes()
             + self.state.conflicts.heap_bytes()
             + self.state.aside_orders.heap_bytes()
-            + self.state.links.heap_bytes();
+            + self.state.links.heap_bytes()
+            + self.state.late_attests.heap_bytes();
         scopes + self.emitters_bytes() + self.names_bytes() + spans
     }
 

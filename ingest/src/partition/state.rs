@@ -11,8 +11,9 @@ use fencewatch_assess::live::LiveState;
 /// 4: counterexamples keep the wall time they were found, withdrawn ones their due time (the
 /// evidence archive). Layout 5: a scope's mark is kept in its state, not in a tracker. Layout 6:
 /// the deliveries of spans no scope keeps, the conflicted duplicate keys and the order keys of
-/// deliveries set aside on arrival are kept in the state.
-pub const STATE_LAYOUT: u16 = 6;
+/// deliveries set aside on arrival are kept in the state. Layout 7: applied attestations'
+/// (emitter, seq) deliveries kept behind the lowest horizon (`late_attests`).
+pub const STATE_LAYOUT: u16 = 7;
 const STATE_TAG: [u8; 4] = *b"FWS\0";
 
 /// Why a checkpoint's state does not decode.
