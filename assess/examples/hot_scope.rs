@@ -12,14 +12,18 @@
 //! - `reversed` (adversarial): as `hot`, arriving newest first;
 //! - `alternating` (adversarial): as `hot`, epochs 1 and 2 alternating;
 //! - `jittered` (adversarial): as `lease`, each event arriving up to 64 events early or late;
-//! - `shuffled` (adversarial): likewise, up to 4,096 events early or late.
+//! - `shuffled` (adversarial): likewise, up to 4,096 events early or late;
+//! - `conflicts` (adversarial): as `hot`, each commit under emitter `e` and its index as
+//!   `seq`; then EVENTS / 100 deliveries of those keys again with another holder (each a
+//!   conflicting duplicate that sets the kept commit aside): the time shown is that of the
+//!   conflicting deliveries alone.
 //!
 //! Prints the wall time of each shape (and, with `--reference`, of the full decision on every
 //! event too).
 
 mod common;
 
-use fencewatch_assess::event::{Epoch, Event, Kind, Order};
+use fencewatch_assess::event::{Epoch, Event, Kind, Order, Seq};
 use fencewatch_assess::live::{Live, LiveOptions};
 use fencewatch_assess::{Contract, EventTime};
 
@@ -33,7 +37,9 @@ fn shape(name: &str, n: usize) -> Vec<Step> {
     let lease = |i: usize| i / 5_000;
     match name {
         "spread" => (0..n).map(|i| (Kind::Commit, i, 1, None, None)).collect(),
-        "hot" | "reversed" => (0..n).map(|_| (Kind::Commit, 0, 1, None, None)).collect(),
+        "hot" | "reversed" | "conflicts" => {
+            (0..n).map(|_| (Kind::Commit, 0, 1, None, None)).collect()
+        }
         "ordered" => (0..n)
             .map(|i| (Kind::Commit, 0, 1, None, Some(i as u64)))
             .collect(),
@@ -98,9 +104,28 @@ fn run(name: &str, n: usize, step: i64, reference: bool) -> (std::time::Duration
         if kind == Kind::Commit {
             ev.route = Some("r");
         }
+        if name == "conflicts" {
+            ev.emitter = Some("e");
+            ev.seq = Some(Seq(i as u64));
+        }
         live.push(&ev, src, pos as u64, i64::MAX / 2);
     }
-    let took = started.elapsed();
+    let mut took = started.elapsed();
+    if name == "conflicts" {
+        let started = std::time::Instant::now();
+        for k in 0..n / 100 {
+            let i = (k * 97) % n;
+            let mut ev = Event::new(Kind::Commit, EventTime(t0 + i as i64 * step));
+            ev.scope = Some(&scopes[0]);
+            ev.epoch = Some(Epoch(1));
+            ev.holder = Some("z");
+            ev.route = Some("r");
+            ev.emitter = Some("e");
+            ev.seq = Some(Seq(i as u64));
+            live.push(&ev, src, (n + k) as u64, i64::MAX / 2);
+        }
+        took = started.elapsed();
+    }
     (
         took,
         live.view().counterexample_count(0),
@@ -135,6 +160,7 @@ fn main() {
         "alternating",
         "jittered",
         "shuffled",
+        "conflicts",
     ];
     for name in shapes
         .into_iter()

@@ -296,8 +296,11 @@ pub(crate) fn sort_slots(slots: &mut [Slot]) {
         slots,
         |a, b| (a.prop, a.inc, a.class) == (b.prop, b.inc, b.class),
         &mut |block| {
-            block.reverse();
-            runs(block, |a, b| a.epoch == b.epoch, &mut |run| run.reverse());
+            // One epoch (a hot scope under one lease): in order already.
+            if block.first().map(|s| s.epoch) != block.last().map(|s| s.epoch) {
+                block.reverse();
+                runs(block, |a, b| a.epoch == b.epoch, &mut |run| run.reverse());
+            }
         },
     );
     debug_assert!(slots.is_sorted_by_key(Slot::sort_key));
