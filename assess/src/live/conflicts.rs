@@ -93,7 +93,12 @@ impl<K: Ord, V: Dated> Aging<K, V> {
 
     /// Drops the entries behind `horizon`.
     pub(super) fn sweep(&mut self, horizon: i64) {
-        self.map.retain(|_, v| v.time() >= horizon);
+        self.sweep_keeping(horizon, |_| false);
+    }
+
+    /// Drops the entries behind `horizon` but those whose key `keep` holds.
+    pub(super) fn sweep_keeping(&mut self, horizon: i64, keep: impl Fn(&K) -> bool) {
+        self.map.retain(|k, v| v.time() >= horizon || keep(k));
         self.sweep_at = (2 * self.map.len()).max(SWEEP_MIN);
     }
 

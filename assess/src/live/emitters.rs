@@ -415,14 +415,23 @@ impl LateAttests {
         self.0.insert((emitter, seq), d);
     }
 
-    /// Keeps the newest `n` (by time, then key).
+    /// Keeps `n`: those holding support first (an applied attestation of a required premise,
+    /// not conflicted: forgetting one would leave its support standing against a later
+    /// conflict, the unsafe direction), then the newest (by time, then key). Ignored and
+    /// conflicted ones go first, so that cheap attestations naming no required premise cannot
+    /// push support out.
     pub(super) fn trim(&mut self, n: usize) {
         let Some(cut) = self.0.len().checked_sub(n).filter(|&c| c > 0) else {
             return;
         };
-        let mut by_time: Vec<(i64, (u32, u64))> = self.0.iter().map(|(&k, d)| (d.ts, k)).collect();
-        by_time.select_nth_unstable(cut - 1);
-        for (_, k) in &by_time[..cut] {
+        let supports = |d: &Delivery| d.scope == super::premises::ATTESTED && !d.conflicted;
+        let mut order: Vec<(bool, i64, (u32, u64))> = self
+            .0
+            .iter()
+            .map(|(&k, d)| (supports(d), d.ts, k))
+            .collect();
+        order.select_nth_unstable(cut - 1);
+        for (_, _, k) in &order[..cut] {
             self.0.remove(k);
         }
     }
@@ -543,7 +552,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn late_attestations_keep_the_newest() {
+    fn late_attestations_keep_support_then_the_newest() {
+        let mut t = LateAttests::default();
+        let attested = super::super::premises::ATTESTED;
+        // An old one holding support outlives newer ones that hold none.
+        t.insert(
+            9,
+            1,
+            Delivery {
+                ts: 1,
+                scope: attested,
+                ..EMPTY
+            },
+        );
+        t.insert(9, 2, Delivery { ts: 60, ..EMPTY });
+        t.insert(
+            9,
+            3,
+            Delivery {
+                ts: 70,
+                scope: attested,
+                conflicted: true,
+                ..EMPTY
+            },
+        );
+        t.trim(1);
+        assert!(t.contains(9, 1) && t.0.len() == 1, "{t:?}");
         let mut t = LateAttests::default();
         for (seq, ts) in [(1, 50), (2, 10), (3, 40), (4, 20), (5, 30)] {
             t.insert(7, seq, Delivery { ts, ..EMPTY });

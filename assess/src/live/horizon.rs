@@ -3,6 +3,8 @@
 //! margin) folds what falls behind it into the scopes' high-water marks and makes
 //! counterexamples final. Closing the input makes every window final.
 
+use super::aside::{LinkKey, Linked};
+use super::emitters::Delivery;
 use super::scopes::key_hash;
 use super::state::Live;
 use crate::rules::Rec;
@@ -44,14 +46,24 @@ impl Live {
         let min_horizon = self.min_horizon();
         // Except an applied attestation's, which is kept behind the horizon (attestations are
         // never late: a conflicting re-delivery must still find it), the newest 65,536.
+        // So is a delivery dropped as equal to an attestation by its span (linked to it): a
+        // conflict on its (emitter, seq) must still reach the attestation.
         let state = &mut self.state;
+        let (links, unkept) = (&state.links, &state.unkept_spans);
+        let attestation = |em: u32, seq: u64, d: &Delivery| {
+            matches!(
+                d.scope,
+                super::premises::ATTESTED | super::premises::IGNORED
+            ) || matches!(
+                links.map.get(&LinkKey::Seq(em, seq)).map(|l| l.linked),
+                Some(Linked::Unkept(id)) if unkept.holds_attestation(&id)
+            )
+        };
+        let late = &mut state.late_attests;
         for (&em, e) in &mut state.emitters {
             e.recent.forget_before(min_horizon, |seq, d| {
-                if matches!(
-                    d.scope,
-                    super::premises::ATTESTED | super::premises::IGNORED
-                ) {
-                    state.late_attests.insert(em, seq, d);
+                if attestation(em, seq, &d) {
+                    late.insert(em, seq, d);
                 }
             });
         }
@@ -61,9 +73,17 @@ impl Live {
         // taken back.
         for prop in &mut state.props {
             if prop.keyed_attests.first_key_value().is_some() {
-                let late = &state.late_attests;
+                // An old attestation behind a newer seq stays in its emitter's recent window
+                // (which drops from its front only): its support entry stays with it.
+                let (late, emitters) = (&state.late_attests, &state.emitters);
+                let delivered = |em: u32, seq: u64| {
+                    late.contains(em, seq)
+                        || emitters
+                            .get(&em)
+                            .is_some_and(|e| e.recent.get(seq).is_some())
+                };
                 prop.keyed_attests
-                    .retain(|&(em, seq), (_, a)| a.ts >= min_horizon || late.contains(em, seq));
+                    .retain(|&(em, seq), (_, a)| a.ts >= min_horizon || delivered(em, seq));
             }
             if prop.span_attests.first_key_value().is_some() {
                 let unkept = &state.unkept_spans;

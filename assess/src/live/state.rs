@@ -255,13 +255,23 @@ impl LiveState {
             self.unkept_spans.sweep(horizon);
         }
         if self.links.needs_sweep() {
-            self.links.sweep(horizon);
+            // A link of an attestation's (emitter, seq) kept behind the horizon stays with it.
+            let late = &self.late_attests;
+            self.links.sweep_keeping(horizon, |k| match *k {
+                super::aside::LinkKey::Seq(em, seq) => late.contains(em, seq),
+                super::aside::LinkKey::Span(_) => false,
+            });
         }
         if self.aside_orders.needs_sweep() {
             self.aside_orders.sweep(horizon);
         }
         if self.conflicts.needs_sweep() {
-            self.conflicts.sweep(horizon);
+            // So does the conflict of such a key (its later deliveries are placed by it).
+            let late = &self.late_attests;
+            self.conflicts.sweep_keeping(horizon, |k| match *k {
+                super::conflicts::ConflictKey::Seq(em, seq) => late.contains(em, seq),
+                _ => false,
+            });
         }
     }
 }
