@@ -11,9 +11,9 @@ use common::keys::*;
 
 use common::check;
 use common::contract_with;
-use fencewatch_assess::event::{Event, Kind};
+use fencewatch_assess::event::Event;
 use fencewatch_assess::live::Live;
-use fencewatch_assess::{Contract, EventTime, Reason, Report, Verdict};
+use fencewatch_assess::{Contract, Reason, Report, Verdict};
 
 /// The history `check` reads for the A tests: a beat on r2; epoch 2 of scope s at order 6; X
 /// (epoch 1 of s at order 7, ts 110: stale against it) kept; Y equal to X carrying e/1; Z
@@ -228,18 +228,6 @@ fn a4_a_delivery_set_aside_by_its_span_settles_its_seq() {
         (keyed(x, "e", 1), Some(1)),
     ];
     assert_eq!(of_serve(&serve(&c, &evs)), want);
-}
-
-fn premises_contract() -> Contract {
-    let src = "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"100ns\"\nclock_skew=\"5ns\"\nallowed_lateness=\"10ns\"\nroute_freshness=\"100000ns\"\n[[property.route]]\nname=\"r1\"\n[[property.route]]\nname=\"r2\"\nfenced=false\n[[property.premise]]\nname=\"durable_fence\"\nmax_age=\"1000ns\"\n";
-    Contract::parse("premises.toml", src).unwrap()
-}
-
-fn attest(ts: i64, attester: &'static str) -> Event<'static> {
-    let mut e = Event::new(Kind::Attestation, EventTime(ts));
-    e.premise = Some("durable_fence");
-    e.attester = Some(attester);
-    e
 }
 
 /// The attestation side of A (change 5, `span_attests`): A an attestation at 0 delivered as

@@ -5,14 +5,9 @@ mod common;
 
 use common::check;
 use common::keys::*;
-use fencewatch_assess::event::{Event, Kind};
+use fencewatch_assess::event::Event;
 use fencewatch_assess::live::Live;
-use fencewatch_assess::{Contract, EventTime, Reason, Report};
-
-fn premises_contract() -> Contract {
-    let src = "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"100ns\"\nclock_skew=\"5ns\"\nallowed_lateness=\"10ns\"\nroute_freshness=\"100000ns\"\n[[property.route]]\nname=\"r1\"\n[[property.route]]\nname=\"r2\"\nfenced=false\n[[property.premise]]\nname=\"durable_fence\"\nmax_age=\"1000ns\"\n";
-    Contract::parse("premises.toml", src).unwrap()
-}
+use fencewatch_assess::{Contract, Reason, Report};
 
 fn two_props_premises() -> Contract {
     let mut src = String::new();
@@ -22,20 +17,6 @@ fn two_props_premises() -> Contract {
         );
     }
     Contract::parse("two.toml", &src).unwrap()
-}
-
-fn attest(ts: i64, attester: &'static str) -> Event<'static> {
-    let mut e = Event::new(Kind::Attestation, EventTime(ts));
-    e.premise = Some("durable_fence");
-    e.attester = Some(attester);
-    e
-}
-
-fn attest_of(ts: i64, premise: &'static str, attester: &'static str) -> Event<'static> {
-    let mut e = Event::new(Kind::Attestation, EventTime(ts));
-    e.premise = Some(premise);
-    e.attester = Some(attester);
-    e
 }
 
 fn of(mut e: Event<'static>, prop: &'static str) -> Event<'static> {

@@ -18,6 +18,26 @@ pub(crate) fn contract() -> Contract {
     contract_with(false, 5, "1000ns", "1000000ns")
 }
 
+/// One property requiring premise `durable_fence` (`max_age` 1000 ns), 100 ns windows, 10 ns
+/// of lateness, routes `r1` and `r2` (not fenced).
+pub(crate) fn premises_contract() -> Contract {
+    let src = "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"100ns\"\nclock_skew=\"5ns\"\nallowed_lateness=\"10ns\"\nroute_freshness=\"100000ns\"\n[[property.route]]\nname=\"r1\"\n[[property.route]]\nname=\"r2\"\nfenced=false\n[[property.premise]]\nname=\"durable_fence\"\nmax_age=\"1000ns\"\n";
+    Contract::parse("premises.toml", src).unwrap()
+}
+
+/// An attestation of `premise` at `ts` by `attester`.
+pub(crate) fn attest_of(ts: i64, premise: &'static str, attester: &'static str) -> Event<'static> {
+    let mut e = Event::new(Kind::Attestation, EventTime(ts));
+    e.premise = Some(premise);
+    e.attester = Some(attester);
+    e
+}
+
+/// An attestation of `durable_fence` at `ts` by `attester`.
+pub(crate) fn attest(ts: i64, attester: &'static str) -> Event<'static> {
+    attest_of(ts, "durable_fence", attester)
+}
+
 pub(crate) fn live(c: &Contract) -> Live {
     Live::new(c.clone(), LiveOptions::default())
 }
