@@ -420,11 +420,11 @@ impl LateAttests {
     /// conflict, the unsafe direction), then the newest (by time, then key). Ignored and
     /// conflicted ones go first, so that cheap attestations naming no required premise cannot
     /// push support out.
-    pub(super) fn trim(&mut self, n: usize) {
+    /// `supports` tells the ones holding support.
+    pub(super) fn trim(&mut self, n: usize, supports: impl Fn(&Delivery) -> bool) {
         let Some(cut) = self.0.len().checked_sub(n).filter(|&c| c > 0) else {
             return;
         };
-        let supports = |d: &Delivery| d.scope == super::premises::ATTESTED && !d.conflicted;
         let mut order: Vec<(bool, i64, (u32, u64))> = self
             .0
             .iter()
@@ -436,9 +436,9 @@ impl LateAttests {
         }
     }
 
-    /// Keeps the newest [`LATE_ATTESTATIONS`].
-    pub(super) fn bound(&mut self) {
-        self.trim(LATE_ATTESTATIONS);
+    /// Keeps [`LATE_ATTESTATIONS`] ([`LateAttests::trim`]).
+    pub(super) fn bound(&mut self, supports: impl Fn(&Delivery) -> bool) {
+        self.trim(LATE_ATTESTATIONS, supports);
     }
 
     /// Approximate heap bytes (B-tree nodes of up to 11 entries).
@@ -554,7 +554,8 @@ mod tests {
     #[test]
     fn late_attestations_keep_support_then_the_newest() {
         let mut t = LateAttests::default();
-        let attested = super::super::premises::ATTESTED;
+        let attested = 7;
+        let supports = |d: &Delivery| d.scope == attested && !d.conflicted;
         // An old one holding support outlives newer ones that hold none.
         t.insert(
             9,
@@ -576,20 +577,20 @@ mod tests {
                 ..EMPTY
             },
         );
-        t.trim(1);
+        t.trim(1, supports);
         assert!(t.contains(9, 1) && t.0.len() == 1, "{t:?}");
         let mut t = LateAttests::default();
         for (seq, ts) in [(1, 50), (2, 10), (3, 40), (4, 20), (5, 30)] {
             t.insert(7, seq, Delivery { ts, ..EMPTY });
         }
-        t.trim(5);
+        t.trim(5, supports);
         assert_eq!(t.0.len(), 5);
-        t.trim(3);
+        t.trim(3, supports);
         let mut left: Vec<u64> = t.0.keys().map(|&(_, s)| s).collect();
         left.sort_unstable();
         assert_eq!(left, [1, 3, 5], "the three newest");
         assert!(t.contains(7, 1) && !t.contains(7, 2) && !t.contains(8, 1));
-        t.trim(0);
+        t.trim(0, supports);
         assert!(t.0.is_empty());
     }
 

@@ -67,7 +67,7 @@ impl Live {
                 }
             });
         }
-        state.late_attests.bound();
+        (state.late_attests).bound(|d| d.scope == super::premises::ATTESTED && !d.conflicted);
         // With the deliveries they were keyed by, as long as those are kept: an attestation's
         // span stays noted behind the horizon (`UnkeptSpans`), and so does what it did, to be
         // taken back.
