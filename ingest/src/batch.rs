@@ -12,6 +12,7 @@
 use crate::decode::json::{self, DecodeError};
 
 mod observe;
+#[cfg(feature = "archive")]
 pub(crate) use observe::for_each_event;
 pub use observe::{Applying, Observer, Retained, Unobserved};
 
@@ -294,6 +295,7 @@ impl DecodedItems<'_> {
     /// Whether an observer can read the events again cheaply, from any item on
     /// ([`observe::for_each_event`]): all but a legacy OTLP record (a reduced request), which
     /// decodes whole each time.
+    #[cfg(feature = "archive")]
     pub(crate) fn can_read_again(&self) -> bool {
         #[cfg(feature = "otlp")]
         if matches!(self.otlp, Some(OtlpItems::Request(_))) {

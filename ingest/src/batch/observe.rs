@@ -72,6 +72,7 @@ pub trait Retained: Send + Sync + std::fmt::Debug {
 /// Calls `each` with the events of a decoded batch from item `from` on, in the order the
 /// batch is applied ([`crate::partition`]): its item index, its span (an OTLP span's own
 /// provenance) and the event; until `each` returns `false`.
+#[cfg(feature = "archive")]
 pub(crate) fn for_each_event(
     items: &DecodedItems<'_>,
     from: u32,
