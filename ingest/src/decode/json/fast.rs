@@ -74,7 +74,7 @@ fn scan<'a, const LINE_OF_CHUNK: bool>(b: &'a [u8]) -> Option<(Event<'a>, usize)
         ws(i);
         b.get(*i).copied()
     };
-    let string_end = |i: usize| string_end(b, i);
+    let string = |i: usize| string(b, i);
     let mut kind = None;
     let mut ts = None;
     // property, scope, route, holder, op_id, emitter.
@@ -100,8 +100,8 @@ fn scan<'a, const LINE_OF_CHUNK: bool>(b: &'a [u8]) -> Option<(Event<'a>, usize)
             let (f, kend) = match known_key(b, i + 1) {
                 Some(k) => k,
                 None => {
-                    let kend = string_end(i + 1)?;
-                    (field_index(checked_str(b, i + 1, kend))?, kend)
+                    let (key, kend) = string(i + 1)?;
+                    (field_index(key)?, kend)
                 }
             };
             if f >= FIRST_ATTESTATION_FIELD || seen & (1 << f) != 0 {
@@ -115,8 +115,8 @@ fn scan<'a, const LINE_OF_CHUNK: bool>(b: &'a [u8]) -> Option<(Event<'a>, usize)
             i += 1;
             let v = match peek(&mut i)? {
                 b'"' => {
-                    let end = string_end(i + 1)?;
-                    let v = Value::Str(checked_str(b, i + 1, end));
+                    let (text, end) = string(i + 1)?;
+                    let v = Value::Str(text);
                     i = end + 1;
                     v
                 }
@@ -232,18 +232,18 @@ fn known_key(b: &[u8], i: usize) -> Option<(usize, usize)> {
         .map(|&(_, _, f, len)| (f, i + len))
 }
 
-/// The string of `b` from `start` to `end`, which [`string_end`] checked (ASCII, or valid
-/// UTF-8).
+/// The escape-free string of `b` that starts at `start` (after its opening quote), and its
+/// end (the closing quote): [`string_end`], as text.
 #[inline]
-fn checked_str(b: &[u8], start: usize, end: usize) -> &str {
+fn string(b: &[u8], start: usize) -> Option<(&str, usize)> {
+    let end = string_end(b, start)?;
     let s = &b[start..end];
     debug_assert!(std::str::from_utf8(s).is_ok(), "{s:?}");
-    // SAFETY: `string_end(b, start)` returned `Some(end)`, which it does only when
-    // `b[start..end]` is valid UTF-8 (all ASCII, or checked as UTF-8 whole).
+    // SAFETY: `string_end` returns `Some(end)` only when `b[start..end]` is valid UTF-8 (all
+    // ASCII, or checked as UTF-8 whole).
     #[allow(unsafe_code)]
-    unsafe {
-        std::str::from_utf8_unchecked(s)
-    }
+    let text = unsafe { std::str::from_utf8_unchecked(s) };
+    Some((text, end))
 }
 
 /// The end (the closing quote) of the escape-free string of `b` that starts at `i`, after its
