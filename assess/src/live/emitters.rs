@@ -422,17 +422,11 @@ impl LateAttests {
     /// push support out.
     /// `supports` tells the ones holding support.
     pub(super) fn trim(&mut self, n: usize, supports: impl Fn(&Delivery) -> bool) {
-        let Some(cut) = self.0.len().checked_sub(n).filter(|&c| c > 0) else {
-            return;
-        };
-        let mut order: Vec<(bool, i64, (u32, u64))> = self
-            .0
-            .iter()
+        let order: Vec<(bool, i64, (u32, u64))> = (self.0.iter())
             .map(|(&k, d)| (supports(d), d.ts, k))
             .collect();
-        order.select_nth_unstable(cut - 1);
-        for (_, _, k) in &order[..cut] {
-            self.0.remove(k);
+        for (_, _, k) in super::spans::least_beyond(order, n) {
+            self.0.remove(&k);
         }
     }
 

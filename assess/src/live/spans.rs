@@ -266,10 +266,22 @@ fn noted(e: &Unkept, horizon: i64) -> bool {
     e.ts >= horizon || e.kind == Kind::Attestation
 }
 
+/// The least of `keys` beyond the greatest `keep` of them (in no order): what a table bounded
+/// to `keep` entries drops, `keys` ordered by what it keeps first.
+pub(super) fn least_beyond<K: Ord>(mut keys: Vec<K>, keep: usize) -> Vec<K> {
+    let Some(cut) = keys.len().checked_sub(keep).filter(|&c| c > 0) else {
+        return Vec::new();
+    };
+    keys.select_nth_unstable(cut - 1);
+    keys.truncate(cut);
+    keys
+}
+
 /// The deliveries of spans no scope keeps, by span id, until their time falls behind the
 /// lowest horizon of the properties (as the (emitter, seq) deliveries do), and the newest
 /// [`ATTESTATION_SPANS`] attestations behind it: a table of 64-byte entries, swept when it
-/// holds twice the entries alive after the last sweep (at least 65,536). Keyed by a randomly seeded hash: span ids come from clients. Checkpointed with
+/// holds twice the entries alive after the last sweep (at least 65,536). Keyed by a randomly
+/// seeded hash: span ids come from clients. Checkpointed with
 /// the state, as its entries in span-id order (and the table built again, under a new seed,
 /// on restore): a re-delivery after a restart is compared with a first delivery applied
 /// before the checkpoint as it would have been without the restart.
@@ -383,19 +395,18 @@ impl UnkeptSpans {
     /// [`UnkeptSpans::sweep`], keeping `attestations` behind the horizon.
     fn sweep_keeping(&mut self, horizon: i64, attestations: usize) {
         self.table.retain(|e| noted(e, horizon));
-        let mut behind: Vec<(i64, SpanId)> = (self.table.iter())
+        let behind: Vec<(i64, SpanId)> = (self.table.iter())
             .filter(|e| e.ts < horizon)
             .map(|e| (e.ts, e.id))
             .collect();
-        if behind.len() > attestations {
-            // The oldest go (by time, then span id: exactly `attestations` stay).
-            let cut = behind.len() - attestations;
-            let first_kept = behind
-                .get(cut)
-                .is_some()
-                .then(|| *behind.select_nth_unstable(cut).1);
-            self.table
-                .retain(|e| e.ts >= horizon || first_kept.is_some_and(|k| (e.ts, e.id) >= k));
+        // The oldest go (by time, then span id: exactly `attestations` stay).
+        for (_, id) in least_beyond(behind, attestations) {
+            if let Ok(e) = self
+                .table
+                .find_entry(self.hasher.hash_one(id), |e| e.id == id)
+            {
+                e.remove();
+            }
         }
         let hasher = &self.hasher;
         (self.table).shrink_to(self.table.len() * 2, |x| hasher.hash_one(x.id));
