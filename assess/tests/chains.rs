@@ -414,7 +414,7 @@ fn a6_late_attestation_span_equal_then_seq_conflict_supports_nothing() {
 #[test]
 fn a7_late_keyed_attestation_equal_then_conflict_supports_nothing() {
     let c = premises_contract();
-    let base = vec![
+    let base = [
         beat(10, "r2"),
         commit(10, Some("s"), 1),
         commit(150, Some("s"), 1),

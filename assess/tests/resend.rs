@@ -146,6 +146,43 @@ fn an_emitter_that_restarts_its_seq_shows_as_conflicting() {
 }
 
 #[test]
+fn a_seq_that_jumped_beyond_the_window_is_still_compared() {
+    // Emitter e's counter jumps by more than its recent window spans (2^22): the commits on
+    // both sides of the jump stay comparable, so the conflicting re-deliveries below set both
+    // deliveries aside (the stale epoch-1 commit refutes nothing), as in `check`. Before,
+    // the jumped seqs were not kept and their re-deliveries were dropped as duplicates.
+    let (c, mut l) = setup(None);
+    let far = (1u64 << 22) + 100;
+    let events = vec![
+        beat(0, "r2"),
+        commit(100, "s", 2, "e", 1),
+        commit(200, "s", 1, "e", far),
+        commit(300, "t", 3, "e", far + 1),
+        // Re-deliveries of the three that differ from them.
+        commit(200, "s", 4, "e", far),
+        commit(300, "t", 5, "e", far + 1),
+        commit(100, "s", 6, "e", 1),
+    ];
+    let pushed = push_all(&mut l, &events);
+    assert!(
+        !pushed.contains(&Pushed::Duplicate),
+        "no re-delivery dropped as a duplicate: {pushed:?}"
+    );
+    l.close();
+    let r = check(&c, &events);
+    assert!(r.properties[0].counterexamples.is_empty());
+    assert_eq!(l.view().counterexample_count(0), 0);
+    let counts = l.view().unknown_counts(0);
+    assert_eq!(
+        counts.get(&Reason::ConflictingDuplicate),
+        Some(&3),
+        "{counts:?}"
+    );
+    assert_eq!(counts, r.properties[0].unknown);
+    assert_eq!(l.view().totals().3, r.duplicates);
+}
+
+#[test]
 fn a_counterexample_resting_on_a_conflicting_delivery_is_withdrawn() {
     let (c, mut l) = setup(None);
     let events = vec![

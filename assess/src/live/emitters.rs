@@ -266,12 +266,19 @@ pub(super) const EMPTY: Delivery = Delivery {
 };
 
 /// One emitter's recent deliveries, by seq: a ring over the dense seq range (seqs rise by one
-/// per event), so settling duplicates touches contiguous memory.
+/// per event), so settling duplicates touches contiguous memory; the deliveries the ring cannot
+/// hold (its seq jumped by more than [`SeqWindow::SPAN`]) in a map beside it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct SeqWindow {
-    /// Seq of the first slot: seqs below it that the emitter's runs hold were folded.
+    /// Seq of the first slot: seqs below it that the emitter's runs hold were folded, or are
+    /// in `far`.
     pub(super) base: u64,
     slots: Slots,
+    /// Deliveries whose seq is too far from the ring's to be a slot of it: the ring's own when
+    /// the emitter's seq jumped ahead by more than [`SeqWindow::SPAN`] (the ring restarts at
+    /// the new seq), and seqs as far behind the ring. Dropped with the horizon as the ring's
+    /// are; at most [`SeqWindow::SPAN`] of them.
+    far: BTreeMap<u64, Delivery>,
 }
 
 /// A [`SeqWindow`]'s deliveries, boxed when there are any (an idle emitter's window costs
@@ -314,9 +321,11 @@ impl SeqWindow {
     /// emitter's counter must not allocate its size).
     const SPAN: u64 = 1 << 22;
 
-    /// Approximate heap bytes of the window (its box and deliveries).
+    /// Approximate heap bytes of the window (its box and deliveries, and the far ones: a
+    /// B-tree's entry with its share of a node).
     pub(super) fn heap_bytes(&self) -> usize {
-        self.slots.0.as_ref().map_or(0, |q| {
+        let far = self.far.len() * (8 + std::mem::size_of::<Delivery>() + 16);
+        far + self.slots.0.as_ref().map_or(0, |q| {
             std::mem::size_of::<VecDeque<Delivery>>()
                 + q.capacity() * std::mem::size_of::<Delivery>()
         })
@@ -328,11 +337,26 @@ impl SeqWindow {
     }
 
     pub(super) fn get(&self, seq: u64) -> Option<Delivery> {
-        self.slot(seq).map(|i| self.slots[i])
+        match self.slot(seq) {
+            Some(i) => Some(self.slots[i]),
+            None if self.far.is_empty() => None,
+            None => self.far.get(&seq).copied(),
+        }
     }
 
     pub(super) fn get_mut(&mut self, seq: u64) -> Option<&mut Delivery> {
-        self.slot(seq).map(|i| &mut self.slots[i])
+        match self.slot(seq) {
+            Some(i) => Some(&mut self.slots[i]),
+            None => self.far.get_mut(&seq),
+        }
+    }
+
+    /// Keeps `d` beside the ring, unless [`SeqWindow::SPAN`] are kept so already (then it is
+    /// not kept: its re-delivery is taken as one of a seq seen elsewhere).
+    fn keep_far(&mut self, seq: u64, d: Delivery) {
+        if (self.far.len() as u64) < Self::SPAN || self.far.contains_key(&seq) {
+            self.far.insert(seq, d);
+        }
     }
 
     pub(super) fn insert(&mut self, seq: u64, d: Delivery) {
@@ -342,7 +366,7 @@ impl SeqWindow {
         if seq < self.base {
             let grow = self.base - seq;
             if grow.saturating_add(self.slots.len() as u64) > Self::SPAN {
-                return;
+                return self.keep_far(seq, d);
             }
             for _ in 0..grow {
                 self.slots.push_front(EMPTY);
@@ -351,6 +375,17 @@ impl SeqWindow {
         }
         let i = seq - self.base;
         if i >= Self::SPAN {
+            // A jump ahead: what the ring holds moves beside it (if there is room), and the
+            // ring restarts at this seq, where the emitter now counts from.
+            let kept = self.slots.iter().filter(|d| d.ts != i64::MIN).count() as u64;
+            if (self.far.len() as u64).saturating_add(kept) > Self::SPAN {
+                return self.keep_far(seq, d);
+            }
+            let (base, slots) = (self.base, std::mem::take(&mut self.slots));
+            let moved = (base..).zip(slots.iter()).filter(|(_, d)| d.ts != i64::MIN);
+            self.far.extend(moved.map(|(s, d)| (s, *d)));
+            self.base = seq;
+            self.slots.push_back(d);
             return;
         }
         let i = i as usize;
@@ -374,6 +409,13 @@ impl SeqWindow {
             }
             self.slots.pop_front();
             self.base += 1;
+        }
+        while let Some(entry) = self.far.first_entry() {
+            if entry.get().ts >= horizon {
+                break;
+            }
+            let (seq, d) = entry.remove_entry();
+            dropped(seq, d);
         }
         if self.slots.len() == before {
             return;
@@ -602,6 +644,72 @@ mod tests {
             "the empty slot 12 is not handed over"
         );
         assert_eq!(w.get(14).map(|d| d.ts), Some(9));
+    }
+
+    #[test]
+    fn a_jump_beyond_the_span_keeps_both_sides() {
+        let span = SeqWindow::SPAN;
+        let mut w = SeqWindow::default();
+        let at = |ts| Delivery { ts, ..EMPTY };
+        w.insert(10, at(1));
+        w.insert(12, at(2));
+        // Ahead by more than the span: the ring restarts there, what it held kept beside it.
+        w.insert(10 + span + 7, at(3));
+        w.insert(10 + span + 8, at(4));
+        // Far behind the ring now; a second jump ahead (the ring moves beside it again); far
+        // behind its start before the first jump.
+        w.insert(11, at(5));
+        w.insert(5 + 3 * span, at(6));
+        w.insert(2, at(0));
+        for (seq, ts) in [
+            (10, 1),
+            (12, 2),
+            (10 + span + 7, 3),
+            (10 + span + 8, 4),
+            (11, 5),
+        ] {
+            assert_eq!(w.get(seq).map(|d| d.ts), Some(ts), "seq {seq}");
+        }
+        assert_eq!(w.get(5 + 3 * span).map(|d| d.ts), Some(6));
+        assert_eq!(w.get(2).map(|d| d.ts), Some(0));
+        assert_eq!(w.get(13), None);
+        w.get_mut(12).expect("kept").conflicted = true;
+        assert!(w.get(12).is_some_and(|d| d.conflicted));
+        assert!(w.heap_bytes() > 5 * std::mem::size_of::<Delivery>());
+        // Forgotten with the horizon, each handed over once: the ring's front and the far
+        // deliveries from the lowest seq, both stopping at the first one still within it.
+        let mut dropped = Vec::new();
+        w.forget_before(6, |seq, d| dropped.push((seq, d.ts)));
+        dropped.sort();
+        assert_eq!(
+            dropped,
+            [
+                (2, 0),
+                (10, 1),
+                (11, 5),
+                (12, 2),
+                (10 + span + 7, 3),
+                (10 + span + 8, 4)
+            ]
+        );
+        assert_eq!(w.get(5 + 3 * span).map(|d| d.ts), Some(6));
+        w.forget_before(7, |_, _| {});
+        assert_eq!(w.heap_bytes(), 0, "an emptied window holds nothing");
+    }
+
+    #[test]
+    fn what_is_kept_beside_the_ring_is_bounded() {
+        let span = SeqWindow::SPAN;
+        let mut w = SeqWindow::default();
+        w.insert(3 * span, Delivery { ts: 1, ..EMPTY });
+        w.far = (0..span)
+            .map(|s| (s, Delivery { ts: 1, ..EMPTY }))
+            .collect();
+        // No room beside the ring: a jump ahead keeps the ring as it is, not the far seq.
+        w.insert(5 * span, Delivery { ts: 2, ..EMPTY });
+        assert_eq!(w.get(5 * span), None);
+        assert_eq!(w.get(3 * span).map(|d| d.ts), Some(1));
+        assert_eq!(w.far.len() as u64, span);
     }
 
     #[test]

@@ -12,8 +12,9 @@ use fencewatch_assess::live::LiveState;
 /// evidence archive). Layout 5: a scope's mark is kept in its state, not in a tracker. Layout 6:
 /// the deliveries of spans no scope keeps, the conflicted duplicate keys and the order keys of
 /// deliveries set aside on arrival are kept in the state. Layout 7: applied attestations'
-/// (emitter, seq) deliveries kept behind the lowest horizon (`late_attests`).
-pub const STATE_LAYOUT: u16 = 7;
+/// (emitter, seq) deliveries kept behind the lowest horizon (`late_attests`). Layout 8: an
+/// emitter's recent deliveries whose seq jumped beyond its window's span kept beside it.
+pub const STATE_LAYOUT: u16 = 8;
 const STATE_TAG: [u8; 4] = *b"FWS\0";
 
 /// Why a checkpoint's state does not decode.
