@@ -232,7 +232,6 @@ fn r7_attestation_behind_a_newer_seq_loses_its_support_entry() {
 /// A' (span 1 only, equal to A) late. check (A' as another e/1 delivery): all aside, no
 /// duplicate.
 #[test]
-#[ignore = "known difference (a count): a conflict through the (emitter, seq) does not mark the span's entry conflicted, so a later equal delivery by span alone counts as a duplicate"]
 fn r8_span_and_seq_disagree_after_a_seq_conflict() {
     let c = premises_contract();
     let b = base();
@@ -250,7 +249,6 @@ fn r8_span_and_seq_disagree_after_a_seq_conflict() {
 
 /// R8b: R8 with everything before the horizon passes (is it pre-existing?).
 #[test]
-#[ignore = "known difference (a count): as r8, with nothing late"]
 fn r8b_span_and_seq_disagree_early() {
     let c = premises_contract();
     let b = base();

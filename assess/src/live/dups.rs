@@ -401,7 +401,14 @@ impl Live {
             return Some(Pushed::SpanAgain);
         }
         if same {
-            self.state.duplicates += 1;
+            // Its delivery was set aside through its (emitter, seq) since (that conflict marks
+            // the key's delivery, not the span's entry): dropped with it, uncounted, as above.
+            let aside = first.emitter != NONE
+                && (self.state.delivery(first.emitter, first.seq))
+                    .is_some_and(|d| d.conflicted && d.ts == first.ts && d.prop == first.prop);
+            if !aside {
+                self.state.duplicates += 1;
+            }
             return Some(Pushed::Duplicate);
         }
         noted.conflicted = true;

@@ -228,6 +228,13 @@ pub struct LiveState {
 impl LiveState {
     /// The delivery of (`em`, `seq`) its re-deliveries are settled against: in its emitter's
     /// recent deliveries, or an attestation's behind the horizon.
+    pub(super) fn delivery(&self, em: u32, seq: u64) -> Option<super::emitters::Delivery> {
+        (self.emitters.get(&em))
+            .and_then(|e| e.recent.get(seq))
+            .or_else(|| self.late_attests.get(em, seq))
+    }
+
+    /// [`LiveState::delivery`], to change.
     pub(super) fn delivery_mut(
         &mut self,
         em: u32,
