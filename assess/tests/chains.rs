@@ -355,16 +355,27 @@ fn c1_an_observation_taken_back_keeps_the_others() {
 /// A telemetry gap whose lower seq was delivered twice, differently (a conflict of q): e/1 is
 /// q's commit at 150, then q's heartbeat at 210; e/3 is p's commit at 100; p also commits
 /// at 210 (no key). The gap (e/2) applies to p.
-/// check: the gap spans from e/1's delivery read last (210) to e/3's (100): p's windows
-/// [holds, unknown, unknown].
-/// serve: the emitter's runs keep e/1's first delivery time (150): the gap spans 100..150, and
-/// p's window 2 `holds`. (serve `holds` where check `unknown`; check's own placement depends
-/// on which delivery of e/1 it read last, so either side may be the one to fix.)
+/// The gap spans the times of every delivery of the seqs around it (e/1 at 150 and 210, e/3 at
+/// 100): p's windows [holds, unknown, unknown], in both.
+/// Before session 26, check placed it from e/1's delivery read last (210 here, 150 in the other
+/// order: d2b) and serve from the first (150): serve read `holds` in window 2 where check read
+/// `unknown`, and check's answer depended on the order of arrival.
 #[test]
-#[ignore = "known difference: check places a gap from the delivery read last, serve from the first; check's answer depends on arrival order here (SPEC §4 is silent)"]
 fn d2_a_gap_around_a_conflicting_seq_is_placed_as_check() {
+    let want = d2_gap_around_conflict(false);
+    assert_eq!(want, d2_gap_around_conflict(true), "either order");
+    assert_eq!(
+        want.windows,
+        [Verdict::Holds, Verdict::Unknown, Verdict::Unknown],
+        "{want:?}"
+    );
+}
+
+/// d2's history, e/1's two deliveries in reading order or (`swapped`) the other: check's answer
+/// for p, checked equal to serve's.
+fn d2_gap_around_conflict(swapped: bool) -> Answer {
     let c = two_props();
-    let evs = vec![
+    let mut evs = vec![
         of(beat(0, "r2"), "p"),
         of(beat(0, "r2"), "q"),
         of(keyed(commit(150, Some("t"), 1), "e", 1), "q"),
@@ -372,9 +383,13 @@ fn d2_a_gap_around_a_conflicting_seq_is_placed_as_check() {
         of(commit(210, Some("s"), 1), "p"),
         of(keyed(beat(210, "r1"), "e", 1), "q"),
     ];
+    if swapped {
+        evs.swap(2, 5);
+    }
     let want = of_check_p(&check(&c, &evs), 0);
     let got = of_serve_p(&serve(&c, &no_spans(&evs)), 0);
-    assert_eq!(got, want);
+    assert_eq!(got, want, "swapped: {swapped}");
+    want
 }
 
 /// [`a5_attestation_span_equal_then_seq_conflict_supports_nothing`] with the attestations

@@ -289,17 +289,29 @@ fn r9_evicted_by_the_bound() {
 /// it): its conflicting re-delivery sets both aside, as in `check`.
 #[test]
 fn r10_attestation_seq_beyond_the_window_span() {
-    let c = premises_contract();
+    let (c, evs) = (premises_contract(), r10_history());
+    let want = full_check(&check(&c, &evs));
+    assert_eq!(full_serve(&serve(&c, &no_spans(&evs))), want);
+}
+
+/// R10 with a checkpoint (through serde) between the jumped delivery and its conflict: the
+/// deliveries kept beside the window are checkpointed with it.
+#[test]
+fn r10b_restore_between_the_jump_and_the_conflict() {
+    let (c, evs) = (premises_contract(), r10_history());
+    let want = full_check(&check(&c, &evs));
+    assert_eq!(full_serve(&serve_restoring(&c, &no_spans(&evs), 3)), want);
+}
+
+fn r10_history() -> Vec<Event<'static>> {
     let far = (1u64 << 22) + 5;
-    let evs = vec![
+    vec![
         beat(10, "r2"),
         keyed(commit(10, Some("s"), 1), "e", 1),
         keyed(attest(0, "ci"), "e", far),
         commit(150, Some("s"), 1),
         keyed(attest(5, "other"), "e", far),
-    ];
-    let want = full_check(&check(&c, &evs));
-    assert_eq!(full_serve(&serve(&c, &no_spans(&evs))), want);
+    ]
 }
 
 /// Control for R3b: no third delivery.

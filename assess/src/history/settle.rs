@@ -171,7 +171,7 @@ impl History {
     ) -> Vec<EmitterReport> {
         let recs = &self.recs;
         let mut out = Vec::new();
-        let mut found: Vec<(u32, u32)> = Vec::new();
+        let mut found: Vec<(u32, u32, (i64, i64))> = Vec::new();
         let mut feeds = vec![false; accs.len()];
         for (emitter, track) in self.seqs.iter().enumerate() {
             if track.events == 0 {
@@ -185,38 +185,40 @@ impl History {
                         *f = true;
                     }
                 }
-                found.extend_from_slice(&track.gaps);
+                found.extend(
+                    track
+                        .gaps
+                        .iter()
+                        .map(|&(x, y)| (x, y, (recs[x as usize].ts, recs[y as usize].ts))),
+                );
                 (track.first, track.last, track.events)
             } else {
                 let group = &by_seq[starts[emitter] as usize..starts[emitter + 1] as usize];
-                let mut prev = &recs[group[0] as usize];
-                let first_seq = prev.seq;
-                let mut distinct = 1;
-                if let Some(f) = feeds.get_mut(prev.prop as usize) {
-                    *f = true;
-                }
-                for pair in group.windows(2) {
-                    let y = &recs[pair[1] as usize];
-                    if let Some(f) = feeds.get_mut(y.prop as usize) {
+                for &i in group {
+                    if let Some(f) = feeds.get_mut(recs[i as usize].prop as usize) {
                         *f = true;
                     }
-                    if y.seq != prev.seq {
-                        distinct += 1;
-                        if y.seq > prev.seq + 1 {
-                            found.push((pair[0], pair[1]));
-                        }
-                    }
-                    prev = y;
                 }
-                (first_seq, prev.seq, distinct)
+                let at = |k: usize| {
+                    let r = &recs[group[k] as usize];
+                    (r.seq, r.ts)
+                };
+                let distinct = seq_gaps(group.len(), at, |x, y, span| {
+                    found.push((group[x], group[y], span));
+                });
+                let (first, last) = (
+                    &recs[group[0] as usize],
+                    &recs[group[group.len() - 1] as usize],
+                );
+                (first.seq, last.seq, distinct)
             };
             let name = self.strings.resolve(emitter as u32);
             let mut missing = 0;
-            for &(xi, yi) in &found {
+            for &(xi, yi, span) in &found {
                 let d = |i: u32| Delivery::of(&recs[i as usize]);
                 let (x, y) = (d(xi), d(yi));
                 missing += y.seq - x.seq - 1;
-                hit_gap(accs, &feeds, name, &x, &y, |d| {
+                hit_gap(accs, &feeds, name, (&x, &y, span), |d| {
                     self.shown(d.source, d.position)
                 });
             }
@@ -294,13 +296,48 @@ pub(super) fn hit_conflict(
     }
 }
 
-/// Counts emitter `name`'s gap between deliveries `x` and `y` for each property it feeds.
+/// The gaps in one emitter's `n` deliveries sorted by seq (`at(k)`: the seq and time of the
+/// k-th), each handed to `gap` as the positions of the last delivery before it and the first
+/// after it, and the times it spans: those of every delivery of the two seqs around it (SPEC
+/// §4: "over the windows between the events around the gap"), so that where a seq was delivered
+/// more than once, at other times, the answer does not depend on the order they came in.
+/// Returns how many distinct seqs there are.
+pub(super) fn seq_gaps(
+    n: usize,
+    at: impl Fn(usize) -> (u64, i64),
+    mut gap: impl FnMut(usize, usize, (i64, i64)),
+) -> u64 {
+    // The seq before, with the span of its deliveries' times and its last delivery's position.
+    let mut before: Option<(u64, i64, i64, usize)> = None;
+    let mut distinct = 0;
+    let mut k = 0;
+    while k < n {
+        let (seq, ts) = at(k);
+        let (mut lo, mut hi, mut end) = (ts, ts, k);
+        while end + 1 < n && at(end + 1).0 == seq {
+            end += 1;
+            let t = at(end).1;
+            (lo, hi) = (lo.min(t), hi.max(t));
+        }
+        distinct += 1;
+        if let Some((prev, plo, phi, last)) = before
+            && seq > prev + 1
+        {
+            gap(last, k, (plo.min(lo), phi.max(hi)));
+        }
+        before = Some((seq, lo, hi, end));
+        k = end + 1;
+    }
+    distinct
+}
+
+/// Counts emitter `name`'s gap between deliveries `x` and `y`, over the times `span`, for each
+/// property it feeds.
 pub(super) fn hit_gap(
     accs: &mut [Acc],
     feeds: &[bool],
     name: &str,
-    x: &Delivery,
-    y: &Delivery,
+    (x, y, span): (&Delivery, &Delivery, (i64, i64)),
     shown: impl Fn(&Delivery) -> String,
 ) {
     for (p, _) in feeds.iter().enumerate().filter(|(_, f)| **f) {
@@ -316,6 +353,7 @@ pub(super) fn hit_gap(
                 shown(y)
             ),
         });
-        acc.series.add_time_span(x.ts, y.ts, Reason::TelemetryGap);
+        acc.series
+            .add_time_span(span.0, span.1, Reason::TelemetryGap);
     }
 }

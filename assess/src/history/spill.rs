@@ -20,7 +20,7 @@
 use super::acc::Acc;
 use super::attest::AttestRec;
 use super::input::{Batch, SourceId};
-use super::settle::{Delivery, hit_conflict, hit_gap};
+use super::settle::{Delivery, hit_conflict, hit_gap, seq_gaps};
 use super::state::{AsideSet, History, Judged};
 use crate::contract::Contract;
 use crate::event::Kind;
@@ -378,7 +378,10 @@ impl<S: SpillStore> Spilled<S> {
                     let y = key.at;
                     if y.seq > x.seq + 1 {
                         let name = self.emitters.resolve(key.emitter);
-                        hit_gap(accs, &feeds(t), name, x, &y, |d| shown(&self.main, d));
+                        let span = (x.ts, y.ts);
+                        hit_gap(accs, &feeds(t), name, (x, &y, span), |d| {
+                            shown(&self.main, d)
+                        });
                         *gaps += 1;
                         *missing += y.seq - x.seq - 1;
                     }
@@ -414,18 +417,14 @@ impl<S: SpillStore> Spilled<S> {
                     }
                 }
                 let fed = feeds(&self.tracks[run[0].emitter as usize]);
-                let (mut distinct, mut gaps, mut missing) = (1, 0, 0);
-                for pair in run.windows(2) {
-                    let (x, y) = (&pair[0].at, &pair[1].at);
-                    if y.seq != x.seq {
-                        distinct += 1;
-                        if y.seq > x.seq + 1 {
-                            hit_gap(accs, &fed, name, x, y, |d| shown(&self.main, d));
-                            gaps += 1;
-                            missing += y.seq - x.seq - 1;
-                        }
-                    }
-                }
+                let (mut gaps, mut missing) = (0, 0);
+                let at = |k: usize| (run[k].at.seq, run[k].at.ts);
+                let distinct = seq_gaps(run.len(), at, |x, y, span| {
+                    let (x, y) = (&run[x].at, &run[y].at);
+                    hit_gap(accs, &fed, name, (x, y, span), |d| shown(&self.main, d));
+                    gaps += 1;
+                    missing += y.seq - x.seq - 1;
+                });
                 reports.push(EmitterReport {
                     emitter: name.to_string(),
                     events: distinct,

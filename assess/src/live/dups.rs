@@ -79,8 +79,20 @@ pub(super) enum Attributed {
 
 impl Live {
     /// Settles the (emitter, seq) of `rec` (of property `prop`, if attributed): see the module
-    /// doc. A new key is recorded.
+    /// doc. A new key is recorded. A delivery set aside is one more time of its seq: a
+    /// telemetry gap next to the seq spans it too, as `check` places gaps
+    /// ([`Runs::widen`](super::emitters::Runs::widen)).
     pub(super) fn settle_seq(&mut self, prop: Option<usize>, rec: &Rec, ev: &Event<'_>) -> Seen {
+        let seen = self.settle_seq_key(prop, rec, ev);
+        if let Seen::Aside = seen
+            && let Some(e) = self.state.emitters.get_mut(&rec.emitter)
+        {
+            e.runs.widen(rec.seq, rec.ts);
+        }
+        seen
+    }
+
+    fn settle_seq_key(&mut self, prop: Option<usize>, rec: &Rec, ev: &Event<'_>) -> Seen {
         let hash = rules::content_hash(ev, prop.map_or(UNATTRIBUTED, |p| p as u16));
         let e = self.state.emitters.entry(rec.emitter).or_default();
         if let Some(p) = prop {

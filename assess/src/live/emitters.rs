@@ -26,8 +26,41 @@ use std::collections::{BTreeMap, VecDeque};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Run {
     pub(super) end: u64,
-    pub(super) start_ts: i64,
-    pub(super) end_ts: i64,
+    pub(super) start_ts: Times,
+    pub(super) end_ts: Times,
+}
+
+/// The times of the deliveries of one seq: the earliest and the latest (equal when it was
+/// delivered once, or only equally). A telemetry gap spans the times of every delivery of the
+/// seqs around it, as `check` places it, whatever order they came in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Times {
+    pub(super) lo: i64,
+    pub(super) hi: i64,
+}
+
+impl Times {
+    pub(super) fn at(ts: i64) -> Times {
+        Times { lo: ts, hi: ts }
+    }
+
+    fn widen(&mut self, ts: i64) {
+        self.lo = self.lo.min(ts);
+        self.hi = self.hi.max(ts);
+    }
+
+    fn union(self, o: Times) -> Times {
+        Times {
+            lo: self.lo.min(o.lo),
+            hi: self.hi.max(o.hi),
+        }
+    }
+
+    /// The span of the gap between a run ending at `self` and the next starting at `next`.
+    pub(super) fn to(self, next: Times) -> (i64, i64) {
+        let u = self.union(next);
+        (u.lo, u.hi)
+    }
 }
 
 /// An emitter's runs of contiguous seqs, by first seq: one run inline (an emitter that lost
@@ -97,17 +130,35 @@ impl Runs {
         self.len().saturating_sub(1)
     }
 
+    /// Notes another delivery, at `ts`, of `seq` (held): at either end of its run, the times
+    /// a gap next to it spans.
+    pub(super) fn widen(&mut self, seq: u64, ts: i64) {
+        let (start, r) = match self {
+            Runs::One(s, r) => (*s, r),
+            Runs::Many(m) => match m.range_mut(..=seq).next_back() {
+                Some((&s, r)) => (s, r),
+                None => return,
+            },
+        };
+        if seq == start {
+            r.start_ts.widen(ts);
+        }
+        if seq == r.end {
+            r.end_ts.widen(ts);
+        }
+    }
+
     /// Adds `seq` (not held yet) seen at `ts`.
     pub(super) fn add(&mut self, seq: u64, ts: i64) {
         if let Runs::One(s, r) = self {
             if r.end.checked_add(1) == Some(seq) {
                 r.end = seq;
-                r.end_ts = ts;
+                r.end_ts = Times::at(ts);
                 return;
             }
             if seq.checked_add(1) == Some(*s) {
                 *s = seq;
-                r.start_ts = ts;
+                r.start_ts = Times::at(ts);
                 return;
             }
             *self = Runs::Many(BTreeMap::from([(*s, *r)]));
@@ -506,7 +557,7 @@ fn add_to_runs(runs: &mut BTreeMap<u64, Run>, seq: u64, ts: i64) {
         (Some(b), None) => {
             let r = runs.get_mut(&b).expect("run");
             r.end = seq;
-            r.end_ts = ts;
+            r.end_ts = Times::at(ts);
         }
         (None, Some(a)) => {
             runs.remove(&(seq + 1));
@@ -514,7 +565,7 @@ fn add_to_runs(runs: &mut BTreeMap<u64, Run>, seq: u64, ts: i64) {
                 seq,
                 Run {
                     end: a.end,
-                    start_ts: ts,
+                    start_ts: Times::at(ts),
                     end_ts: a.end_ts,
                 },
             );
@@ -524,8 +575,8 @@ fn add_to_runs(runs: &mut BTreeMap<u64, Run>, seq: u64, ts: i64) {
                 seq,
                 Run {
                     end: seq,
-                    start_ts: ts,
-                    end_ts: ts,
+                    start_ts: Times::at(ts),
+                    end_ts: Times::at(ts),
                 },
             );
         }
@@ -552,7 +603,8 @@ impl SeqRuns {
 }
 
 /// The union of runs of contiguous seqs: overlapping or adjacent runs join, the joined run
-/// keeping the times of the events at its two ends.
+/// keeping the times of the events at its two ends (of every delivery there, when runs end
+/// at the same seq).
 pub(super) fn merge_runs<'r, M: IntoIterator<Item = (&'r u64, &'r Run)>>(
     maps: impl Iterator<Item = M>,
 ) -> Runs {
@@ -564,10 +616,15 @@ pub(super) fn merge_runs<'r, M: IntoIterator<Item = (&'r u64, &'r Run)>>(
     let mut cur: Option<(u64, Run)> = None;
     for (s, r) in all {
         match &mut cur {
-            Some((_, c)) if s <= c.end.saturating_add(1) => {
+            Some((cs, c)) if s <= c.end.saturating_add(1) => {
+                if s == *cs {
+                    c.start_ts = c.start_ts.union(r.start_ts);
+                }
                 if r.end > c.end {
                     c.end = r.end;
                     c.end_ts = r.end_ts;
+                } else if r.end == c.end {
+                    c.end_ts = c.end_ts.union(r.end_ts);
                 }
             }
             _ => {
@@ -676,6 +733,12 @@ mod tests {
         w.get_mut(12).expect("kept").conflicted = true;
         assert!(w.get(12).is_some_and(|d| d.conflicted));
         assert!(w.heap_bytes() > 5 * std::mem::size_of::<Delivery>());
+        // Checkpointed whole.
+        let bytes = postcard::to_stdvec(&w).expect("encodes");
+        assert_eq!(
+            postcard::from_bytes::<SeqWindow>(&bytes).expect("decodes"),
+            w
+        );
         // Forgotten with the horizon, each handed over once: the ring's front and the far
         // deliveries from the lowest seq, both stopping at the first one still within it.
         let mut dropped = Vec::new();
@@ -713,11 +776,83 @@ mod tests {
     }
 
     #[test]
+    fn a_gap_spans_every_delivery_of_the_seqs_around_it() {
+        let mut runs = Runs::default();
+        for (seq, ts) in [(1, 10), (2, 20), (5, 50), (6, 60)] {
+            runs.add(seq, ts);
+        }
+        // Delivered again at other times: 2 (an end), 5 (a start), 1 (a start) and 6 (an end);
+        // an interior seq, or one held by no run, changes nothing.
+        for (seq, ts) in [(2, 70), (5, 15), (1, 5), (6, 90), (9, 1), (0, 1)] {
+            runs.widen(seq, ts);
+        }
+        let got: Vec<_> = runs.iter().map(|(&s, r)| (s, *r)).collect();
+        let t = |lo, hi| Times { lo, hi };
+        assert_eq!(
+            got,
+            [
+                (
+                    1,
+                    Run {
+                        end: 2,
+                        start_ts: t(5, 10),
+                        end_ts: t(20, 70)
+                    }
+                ),
+                (
+                    5,
+                    Run {
+                        end: 6,
+                        start_ts: t(15, 50),
+                        end_ts: t(60, 90)
+                    }
+                ),
+            ]
+        );
+        assert_eq!(got[0].1.end_ts.to(got[1].1.start_ts), (15, 70));
+        // One run, inline: both its ends are the one seq.
+        let mut one = Runs::default();
+        one.add(3, 30);
+        one.widen(3, 35);
+        let (_, r) = one.iter().next().expect("a run");
+        assert_eq!((r.start_ts, r.end_ts), (t(30, 35), t(30, 35)));
+        // Runs of two partitions ending or starting at the same seq keep both's times.
+        let a = BTreeMap::from([(
+            1,
+            Run {
+                end: 4,
+                start_ts: t(10, 10),
+                end_ts: t(40, 40),
+            },
+        )]);
+        let b = BTreeMap::from([(
+            1,
+            Run {
+                end: 4,
+                start_ts: t(12, 12),
+                end_ts: t(38, 45),
+            },
+        )]);
+        let m: Vec<_> = merge_runs([&a, &b].into_iter()).into_iter().collect();
+        assert_eq!(
+            m,
+            [(
+                1,
+                Run {
+                    end: 4,
+                    start_ts: t(10, 12),
+                    end_ts: t(38, 45)
+                }
+            )]
+        );
+    }
+
+    #[test]
     fn runs_join_when_adjacent_or_overlapping() {
         let run = |end, start_ts, end_ts| Run {
             end,
-            start_ts,
-            end_ts,
+            start_ts: Times::at(start_ts),
+            end_ts: Times::at(end_ts),
         };
         let a = BTreeMap::from([(1, run(2, 10, 20)), (8, run(9, 80, 90))]);
         let b = BTreeMap::from([

@@ -555,7 +555,8 @@ fn gaps(emitters: &[EmitterRef<'_>], p: usize) -> Vec<(i64, i64, u64)> {
             continue;
         };
         for (&b_start, b) in runs {
-            out.push((a.end_ts, b.start_ts, b_start - a.end - 1));
+            let (from, to) = a.end_ts.to(b.start_ts);
+            out.push((from, to, b_start - a.end - 1));
             a = b;
         }
     }

@@ -13,7 +13,8 @@ use fencewatch_assess::live::LiveState;
 /// the deliveries of spans no scope keeps, the conflicted duplicate keys and the order keys of
 /// deliveries set aside on arrival are kept in the state. Layout 7: applied attestations'
 /// (emitter, seq) deliveries kept behind the lowest horizon (`late_attests`). Layout 8: an
-/// emitter's recent deliveries whose seq jumped beyond its window's span kept beside it.
+/// emitter's recent deliveries whose seq jumped beyond its window's span kept beside it, and
+/// the times of every delivery of the seqs at the ends of its runs.
 pub const STATE_LAYOUT: u16 = 8;
 const STATE_TAG: [u8; 4] = *b"FWS\0";
 
