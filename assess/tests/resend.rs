@@ -18,6 +18,15 @@ use fencewatch_assess::live::{Live, LiveOptions, Pushed, View};
 use fencewatch_assess::{Contract, EventTime, History, Reason, Verdict, Withdrawal};
 use std::collections::BTreeMap;
 
+/// A commit of scope `o` (epoch 1, route r1) without an emitter: it observes r1.
+fn route_commit(ts: i64) -> Event<'static> {
+    let mut e = Event::new(Kind::Commit, EventTime(ts));
+    e.scope = Some("o");
+    e.epoch = Some(fencewatch_assess::event::Epoch(1));
+    e.route = Some("r1");
+    e
+}
+
 fn beat(ts: i64, route: &'static str) -> Event<'static> {
     let mut e = Event::new(Kind::Heartbeat, EventTime(ts));
     e.route = Some(route);
@@ -180,6 +189,42 @@ fn a_seq_that_jumped_beyond_the_window_is_still_compared() {
     );
     assert_eq!(counts, r.properties[0].unknown);
     assert_eq!(l.view().totals().3, r.duplicates);
+}
+
+#[test]
+fn a_ring_restarted_below_forgotten_seqs_does_not_take_them_for_duplicates() {
+    // e/5 and e/6 fall behind the horizon and are forgotten (the emitter's window empties);
+    // then a new, lower seq e/4 restarts the window below them, and a different delivery of
+    // e/5 comes within the horizon. It was dropped as a duplicate of a seq "seen elsewhere"
+    // (every window `holds`); it is a re-send of a folded seq: `conflicting_duplicate` in its
+    // window, as `check` finds there (found by session 26's review, p09b).
+    let (c, mut l) = setup(Some(0));
+    let events = vec![
+        beat(0, "r2"),
+        route_commit(100),
+        commit(100, "s", 1, "e", 5),
+        commit(150, "s", 1, "e", 6),
+        route_commit(500),
+        commit(495, "s", 1, "e", 4),
+        commit(496, "s", 1, "e", 5),
+    ];
+    let pushed = push_all(&mut l, &events);
+    assert_eq!(pushed.last(), Some(&Pushed::Assessed), "{pushed:?}");
+    l.close();
+    let r = check(&c, &events);
+    assert_eq!(l.view().totals().3, r.duplicates, "no duplicate counted");
+    let counts = l.view().unknown_counts(0);
+    assert_eq!(
+        counts.get(&Reason::ConflictingDuplicate),
+        Some(&1),
+        "{counts:?}"
+    );
+    // Within the horizon (windows from [400, 500) on) serve reads as check.
+    let serve_windows = common::keys::verdicts(&l.view().timeline(0, i64::MIN, i64::MAX, 1_000));
+    let check_windows = common::keys::verdicts(&r.properties[0].windows);
+    assert_eq!(serve_windows.len(), check_windows.len());
+    assert_eq!(serve_windows[4..], check_windows[4..]);
+    assert_eq!(serve_windows[4], Verdict::Unknown, "{serve_windows:?}");
 }
 
 #[test]

@@ -136,7 +136,7 @@ impl Live {
             return Seen::Aside;
         }
         if e.runs.contains(rec.seq) {
-            if rec.seq >= e.recent.base {
+            if rec.seq >= e.recent.base && !e.recent.may_have_forgotten(rec.seq) {
                 // Seen elsewhere (another partition) or beyond the window: never comparable.
                 self.state.duplicates += 1;
                 return Seen::Duplicate;

@@ -327,9 +327,103 @@ pub(super) struct SeqWindow {
     slots: Slots,
     /// Deliveries whose seq is too far from the ring's to be a slot of it: the ring's own when
     /// the emitter's seq jumped ahead by more than [`SeqWindow::SPAN`] (the ring restarts at
-    /// the new seq), and seqs as far behind the ring. Dropped with the horizon as the ring's
-    /// are; at most [`SeqWindow::SPAN`] of them.
-    far: BTreeMap<u64, Delivery>,
+    /// the new seq), and seqs as far behind the ring. Dropped with the horizon, each by its
+    /// own time; at most [`SeqWindow::SPAN`] of them.
+    far: Far,
+    /// One past the highest seq forgotten with the horizon (0: none): a seq below it that the
+    /// emitter's runs hold and the window does not may be one forgotten here, never taken for
+    /// one seen elsewhere (the ring, emptied, restarts at whatever seq comes next, which may be
+    /// below seqs it forgot).
+    forgotten: u64,
+}
+
+/// A [`SeqWindow`]'s far deliveries by seq, and by time to be forgotten with the horizon
+/// (their times need not rise with their seqs); boxed when there are any (most emitters never
+/// jump: they cost one pointer). Serialized as the map by seq.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Far(Option<Box<FarMaps>>);
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct FarMaps {
+    by_seq: BTreeMap<u64, Delivery>,
+    by_ts: std::collections::BTreeSet<(i64, u64)>,
+}
+
+impl Far {
+    fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |m| m.by_seq.len())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    fn get(&self, seq: u64) -> Option<Delivery> {
+        self.0.as_ref()?.by_seq.get(&seq).copied()
+    }
+
+    /// To change what the delivery came to, not its time (which indexes it).
+    fn get_mut(&mut self, seq: u64) -> Option<&mut Delivery> {
+        self.0.as_mut()?.by_seq.get_mut(&seq)
+    }
+
+    fn contains(&self, seq: u64) -> bool {
+        self.0.as_ref().is_some_and(|m| m.by_seq.contains_key(&seq))
+    }
+
+    fn insert(&mut self, seq: u64, d: Delivery) {
+        let m = self.0.get_or_insert_with(Default::default);
+        if let Some(old) = m.by_seq.insert(seq, d) {
+            m.by_ts.remove(&(old.ts, seq));
+        }
+        m.by_ts.insert((d.ts, seq));
+    }
+
+    /// Takes out the deliveries older than `horizon`, oldest first; emptied, gives its
+    /// allocation back.
+    fn forget_before(&mut self, horizon: i64, mut dropped: impl FnMut(u64, Delivery)) {
+        let Some(m) = self.0.as_mut() else { return };
+        while let Some(&(ts, seq)) = m.by_ts.first() {
+            if ts >= horizon {
+                break;
+            }
+            m.by_ts.pop_first();
+            let d = m.by_seq.remove(&seq).expect("indexed");
+            dropped(seq, d);
+        }
+        if m.by_seq.is_empty() {
+            self.0 = None;
+        }
+    }
+
+    /// Heap bytes: the box, and an entry of each tree with its share of a node.
+    fn heap_bytes(&self) -> usize {
+        self.0.as_ref().map_or(0, |m| {
+            std::mem::size_of::<FarMaps>()
+                + m.by_seq.len() * (8 + std::mem::size_of::<Delivery>() + 16 + 16 + 12)
+        })
+    }
+
+    fn from_map(by_seq: BTreeMap<u64, Delivery>) -> Far {
+        if by_seq.is_empty() {
+            return Far(None);
+        }
+        let by_ts = by_seq.iter().map(|(&s, d)| (d.ts, s)).collect();
+        Far(Some(Box::new(FarMaps { by_seq, by_ts })))
+    }
+}
+
+impl Serialize for Far {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        static NONE: BTreeMap<u64, Delivery> = BTreeMap::new();
+        self.0.as_ref().map_or(&NONE, |m| &m.by_seq).serialize(ser)
+    }
+}
+
+impl<'de> Deserialize<'de> for Far {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Far, D::Error> {
+        BTreeMap::<u64, Delivery>::deserialize(de).map(Far::from_map)
+    }
 }
 
 /// A [`SeqWindow`]'s deliveries, boxed when there are any (an idle emitter's window costs
@@ -375,11 +469,11 @@ impl SeqWindow {
     /// Approximate heap bytes of the window (its box and deliveries, and the far ones: a
     /// B-tree's entry with its share of a node).
     pub(super) fn heap_bytes(&self) -> usize {
-        let far = self.far.len() * (8 + std::mem::size_of::<Delivery>() + 16);
-        far + self.slots.0.as_ref().map_or(0, |q| {
-            std::mem::size_of::<VecDeque<Delivery>>()
-                + q.capacity() * std::mem::size_of::<Delivery>()
-        })
+        self.far.heap_bytes()
+            + self.slots.0.as_ref().map_or(0, |q| {
+                std::mem::size_of::<VecDeque<Delivery>>()
+                    + q.capacity() * std::mem::size_of::<Delivery>()
+            })
     }
 
     fn slot(&self, seq: u64) -> Option<usize> {
@@ -391,21 +485,21 @@ impl SeqWindow {
         match self.slot(seq) {
             Some(i) => Some(self.slots[i]),
             None if self.far.is_empty() => None,
-            None => self.far.get(&seq).copied(),
+            None => self.far.get(seq),
         }
     }
 
     pub(super) fn get_mut(&mut self, seq: u64) -> Option<&mut Delivery> {
         match self.slot(seq) {
             Some(i) => Some(&mut self.slots[i]),
-            None => self.far.get_mut(&seq),
+            None => self.far.get_mut(seq),
         }
     }
 
     /// Keeps `d` beside the ring, unless [`SeqWindow::SPAN`] are kept so already (then it is
     /// not kept: its re-delivery is taken as one of a seq seen elsewhere).
     fn keep_far(&mut self, seq: u64, d: Delivery) {
-        if (self.far.len() as u64) < Self::SPAN || self.far.contains_key(&seq) {
+        if (self.far.len() as u64) < Self::SPAN || self.far.contains(seq) {
             self.far.insert(seq, d);
         }
     }
@@ -434,7 +528,9 @@ impl SeqWindow {
             }
             let (base, slots) = (self.base, std::mem::take(&mut self.slots));
             let moved = (base..).zip(slots.iter()).filter(|(_, d)| d.ts != i64::MIN);
-            self.far.extend(moved.map(|(s, d)| (s, *d)));
+            for (s, d) in moved {
+                self.far.insert(s, *d);
+            }
             self.base = seq;
             self.slots.push_back(d);
             return;
@@ -446,8 +542,13 @@ impl SeqWindow {
         self.slots[i] = d;
     }
 
-    /// Drops the leading deliveries older than `horizon` (and empty slots before them), each
-    /// handed to `dropped` with its seq. An emptied window gives its allocation back (an idle
+    /// Whether `seq` may have been forgotten here with the horizon.
+    pub(super) fn may_have_forgotten(&self, seq: u64) -> bool {
+        seq < self.forgotten
+    }
+
+    /// Drops the leading deliveries older than `horizon` (and empty slots before them), and
+    /// the far ones older than it, each handed to `dropped` with its seq. An emptied window gives its allocation back (an idle
     /// emitter costs its runs only), a mostly emptied one shrinks.
     pub(super) fn forget_before(&mut self, horizon: i64, mut dropped: impl FnMut(u64, Delivery)) {
         let before = self.slots.len();
@@ -460,14 +561,13 @@ impl SeqWindow {
             }
             self.slots.pop_front();
             self.base += 1;
+            self.forgotten = self.forgotten.max(self.base);
         }
-        while let Some(entry) = self.far.first_entry() {
-            if entry.get().ts >= horizon {
-                break;
-            }
-            let (seq, d) = entry.remove_entry();
+        let forgotten = &mut self.forgotten;
+        self.far.forget_before(horizon, |seq, d| {
+            *forgotten = (*forgotten).max(seq.saturating_add(1));
             dropped(seq, d);
-        }
+        });
         if self.slots.len() == before {
             return;
         }
@@ -717,7 +817,7 @@ mod tests {
         // behind its start before the first jump.
         w.insert(11, at(5));
         w.insert(5 + 3 * span, at(6));
-        w.insert(2, at(0));
+        w.insert(2, at(7));
         for (seq, ts) in [
             (10, 1),
             (12, 2),
@@ -728,7 +828,7 @@ mod tests {
             assert_eq!(w.get(seq).map(|d| d.ts), Some(ts), "seq {seq}");
         }
         assert_eq!(w.get(5 + 3 * span).map(|d| d.ts), Some(6));
-        assert_eq!(w.get(2).map(|d| d.ts), Some(0));
+        assert_eq!(w.get(2).map(|d| d.ts), Some(7));
         assert_eq!(w.get(13), None);
         w.get_mut(12).expect("kept").conflicted = true;
         assert!(w.get(12).is_some_and(|d| d.conflicted));
@@ -739,15 +839,16 @@ mod tests {
             postcard::from_bytes::<SeqWindow>(&bytes).expect("decodes"),
             w
         );
-        // Forgotten with the horizon, each handed over once: the ring's front and the far
-        // deliveries from the lowest seq, both stopping at the first one still within it.
+        // Forgotten with the horizon, each handed over once: the ring's front (stopping at the
+        // first delivery still within it), the far ones each by its own time (seq 2, newer,
+        // does not hold back the older ones above it).
+        assert!(!w.may_have_forgotten(0));
         let mut dropped = Vec::new();
         w.forget_before(6, |seq, d| dropped.push((seq, d.ts)));
         dropped.sort();
         assert_eq!(
             dropped,
             [
-                (2, 0),
                 (10, 1),
                 (11, 5),
                 (12, 2),
@@ -755,8 +856,11 @@ mod tests {
                 (10 + span + 8, 4)
             ]
         );
+        assert_eq!(w.get(2).map(|d| d.ts), Some(7));
         assert_eq!(w.get(5 + 3 * span).map(|d| d.ts), Some(6));
-        w.forget_before(7, |_, _| {});
+        assert!(w.may_have_forgotten(10 + span + 8) && !w.may_have_forgotten(10 + span + 9));
+        w.forget_before(8, |_, _| {});
+        assert!(w.may_have_forgotten(5 + 3 * span));
         assert_eq!(w.heap_bytes(), 0, "an emptied window holds nothing");
     }
 
@@ -765,9 +869,11 @@ mod tests {
         let span = SeqWindow::SPAN;
         let mut w = SeqWindow::default();
         w.insert(3 * span, Delivery { ts: 1, ..EMPTY });
-        w.far = (0..span)
-            .map(|s| (s, Delivery { ts: 1, ..EMPTY }))
-            .collect();
+        w.far = Far::from_map(
+            (0..span)
+                .map(|s| (s, Delivery { ts: 1, ..EMPTY }))
+                .collect(),
+        );
         // No room beside the ring: a jump ahead keeps the ring as it is, not the far seq.
         w.insert(5 * span, Delivery { ts: 2, ..EMPTY });
         assert_eq!(w.get(5 * span), None);
