@@ -13,7 +13,7 @@ use common::check;
 use common::contract_with;
 use fencewatch_assess::event::Event;
 use fencewatch_assess::live::Live;
-use fencewatch_assess::{Contract, Reason, Report, Verdict};
+use fencewatch_assess::{Reason, Report, Verdict};
 
 /// The history `check` reads for the A tests: a beat on r2; epoch 2 of scope s at order 6; X
 /// (epoch 1 of s at order 7, ts 110: stale against it) kept; Y equal to X carrying e/1; Z
@@ -268,21 +268,6 @@ fn a5_attestation_span_equal_then_seq_conflict_supports_nothing() {
 // ---------------------------------------------------------------------------------------
 // D. Two properties: a conflicting delivery of one property's key placed in the other.
 // ---------------------------------------------------------------------------------------
-
-fn two_props() -> Contract {
-    let mut src = String::new();
-    for name in ["p", "q"] {
-        src += &format!(
-            "[[property]]\nname=\"{name}\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"100ns\"\nclock_skew=\"5ns\"\nallowed_lateness=\"1000ns\"\nroute_freshness=\"1000000ns\"\n[[property.route]]\nname=\"r1\"\n[[property.route]]\nname=\"r2\"\nfenced=false\n"
-        );
-    }
-    Contract::parse("two.toml", &src).unwrap()
-}
-
-fn of(mut e: Event<'static>, prop: &'static str) -> Event<'static> {
-    e.property = Some(prop);
-    e
-}
 
 fn of_check_p(r: &Report, p: usize) -> Answer {
     Answer {

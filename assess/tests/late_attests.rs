@@ -19,11 +19,6 @@ fn two_props_premises() -> Contract {
     Contract::parse("two.toml", &src).unwrap()
 }
 
-fn of(mut e: Event<'static>, prop: &'static str) -> Event<'static> {
-    e.property = Some(prop);
-    e
-}
-
 /// Answer plus counts the chains harness does not compare.
 #[derive(Debug, PartialEq)]
 struct Full {
@@ -62,26 +57,6 @@ fn full_check(r: &Report) -> Full {
 }
 fn full_serve(l: &Live) -> Full {
     full_serve_p(l, 0)
-}
-
-/// serve fed `evs`, checkpointed (its state through postcard, as a checkpoint) and restored
-/// before event `cut`.
-fn serve_restoring(c: &Contract, evs: &[(Event<'static>, Option<u8>)], cut: usize) -> Live {
-    let mut l = live(c);
-    let src = l.add_source("wal");
-    for (i, (e, s)) in evs.iter().enumerate() {
-        if i == cut {
-            let bytes = postcard::to_stdvec(l.state()).unwrap();
-            let st = postcard::from_bytes(&bytes).unwrap();
-            l = Live::restore(c.clone(), st).unwrap();
-        }
-        match s {
-            Some(n) => l.push_span(e, &span(*n), src, i as u64, 1_000_000),
-            None => l.push(e, src, i as u64, 1_000_000),
-        };
-    }
-    l.close();
-    l
 }
 
 fn base() -> Vec<Event<'static>> {

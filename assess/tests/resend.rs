@@ -228,6 +228,29 @@ fn a_ring_restarted_below_forgotten_seqs_does_not_take_them_for_duplicates() {
 }
 
 #[test]
+fn the_last_seq_forgotten_then_delivered_again_differently() {
+    // Seq u64::MAX falls behind the horizon (the window's base wrapped: a debug build
+    // panicked on the overflow, a release build took the seq for one never forgotten), then
+    // comes again, differently, within the horizon: a re-send of a folded seq, not a duplicate.
+    let (_, mut l) = setup(Some(0));
+    let events = vec![
+        beat(0, "r2"),
+        commit(100, "s", 1, "e", u64::MAX),
+        route_commit(500),
+        commit(496, "s", 1, "e", u64::MAX),
+    ];
+    let pushed = push_all(&mut l, &events);
+    assert_eq!(pushed.last(), Some(&Pushed::Assessed), "{pushed:?}");
+    let counts = l.view().unknown_counts(0);
+    assert_eq!(
+        counts.get(&Reason::ConflictingDuplicate),
+        Some(&1),
+        "{counts:?}"
+    );
+    assert_eq!(l.view().totals().3, 0);
+}
+
+#[test]
 fn a_counterexample_resting_on_a_conflicting_delivery_is_withdrawn() {
     let (c, mut l) = setup(None);
     let events = vec![

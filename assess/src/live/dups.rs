@@ -79,12 +79,13 @@ pub(super) enum Attributed {
 
 impl Live {
     /// Settles the (emitter, seq) of `rec` (of property `prop`, if attributed): see the module
-    /// doc. A new key is recorded. A delivery set aside is one more time of its seq: a
-    /// telemetry gap next to the seq spans it too, as `check` places gaps
+    /// doc. A new key is recorded. A delivery of a seq seen before (set aside, or dropped: an
+    /// equal one has its time, one of a seq seen elsewhere may not) is one more time of its
+    /// seq: a telemetry gap next to the seq spans it too, as `check` places gaps
     /// ([`Runs::widen`](super::emitters::Runs::widen)).
     pub(super) fn settle_seq(&mut self, prop: Option<usize>, rec: &Rec, ev: &Event<'_>) -> Seen {
         let seen = self.settle_seq_key(prop, rec, ev);
-        if let Seen::Aside = seen
+        if !matches!(seen, Seen::New)
             && let Some(e) = self.state.emitters.get_mut(&rec.emitter)
         {
             e.runs.widen(rec.seq, rec.ts);

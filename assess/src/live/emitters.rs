@@ -527,9 +527,8 @@ impl SeqWindow {
                 return self.keep_far(seq, d);
             }
             let (base, slots) = (self.base, std::mem::take(&mut self.slots));
-            let moved = (base..).zip(slots.iter()).filter(|(_, d)| d.ts != i64::MIN);
-            for (s, d) in moved {
-                self.far.insert(s, *d);
+            for (i, d) in slots.iter().enumerate().filter(|(_, d)| d.ts != i64::MIN) {
+                self.far.insert(base + i as u64, *d);
             }
             self.base = seq;
             self.slots.push_back(d);
@@ -542,9 +541,10 @@ impl SeqWindow {
         self.slots[i] = d;
     }
 
-    /// Whether `seq` may have been forgotten here with the horizon.
+    /// Whether `seq` may have been forgotten here with the horizon (u64::MAX once the mark
+    /// saturated there).
     pub(super) fn may_have_forgotten(&self, seq: u64) -> bool {
-        seq < self.forgotten
+        seq < self.forgotten || self.forgotten == u64::MAX
     }
 
     /// Drops the leading deliveries older than `horizon` (and empty slots before them), and
@@ -560,8 +560,10 @@ impl SeqWindow {
                 dropped(self.base, d);
             }
             self.slots.pop_front();
-            self.base += 1;
-            self.forgotten = self.forgotten.max(self.base);
+            // (After u64::MAX the ring is empty: its base wraps, and is set again by the next
+            // seq kept; the mark saturates, see `may_have_forgotten`.)
+            self.forgotten = self.forgotten.max(self.base.saturating_add(1));
+            self.base = self.base.wrapping_add(1);
         }
         let forgotten = &mut self.forgotten;
         self.far.forget_before(horizon, |seq, d| {

@@ -115,3 +115,45 @@ pub(crate) fn serve(c: &Contract, evs: &[(Event<'static>, Option<u8>)]) -> Live 
 pub(crate) fn no_spans(evs: &[Event<'static>]) -> Vec<(Event<'static>, Option<u8>)> {
     evs.iter().map(|e| (e.clone(), None)).collect()
 }
+
+/// Properties `p` and `q`, each with routes `r1` (fenced) and `r2` (not), 100 ns windows,
+/// 1000 ns of lateness.
+pub(crate) fn two_props() -> Contract {
+    let mut src = String::new();
+    for name in ["p", "q"] {
+        src += &format!(
+            "[[property]]\nname=\"{name}\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"100ns\"\nclock_skew=\"5ns\"\nallowed_lateness=\"1000ns\"\nroute_freshness=\"1000000ns\"\n[[property.route]]\nname=\"r1\"\n[[property.route]]\nname=\"r2\"\nfenced=false\n"
+        );
+    }
+    Contract::parse("two.toml", &src).unwrap()
+}
+
+/// `e` named for property `prop`.
+pub(crate) fn of(mut e: Event<'static>, prop: &'static str) -> Event<'static> {
+    e.property = Some(prop);
+    e
+}
+
+/// serve fed `evs`, checkpointed (its state through postcard, as a checkpoint) and restored
+/// before event `cut`.
+pub(crate) fn serve_restoring(
+    c: &Contract,
+    evs: &[(Event<'static>, Option<u8>)],
+    cut: usize,
+) -> Live {
+    let mut l = live(c);
+    let src = l.add_source("wal");
+    for (i, (e, s)) in evs.iter().enumerate() {
+        if i == cut {
+            let bytes = postcard::to_stdvec(l.state()).unwrap();
+            let st = postcard::from_bytes(&bytes).unwrap();
+            l = Live::restore(c.clone(), st).unwrap();
+        }
+        match s {
+            Some(n) => l.push_span(e, &span(*n), src, i as u64, 1_000_000),
+            None => l.push(e, src, i as u64, 1_000_000),
+        };
+    }
+    l.close();
+    l
+}
