@@ -314,10 +314,12 @@ pub(super) fn seq_gaps(
     while k < n {
         let (seq, ts) = at(k);
         let (mut lo, mut hi, mut end) = (ts, ts, k);
-        while end + 1 < n && at(end + 1).0 == seq {
-            end += 1;
-            let t = at(end).1;
-            (lo, hi) = (lo.min(t), hi.max(t));
+        while end + 1 < n {
+            let (s, t) = at(end + 1);
+            if s != seq {
+                break;
+            }
+            (lo, hi, end) = (lo.min(t), hi.max(t), end + 1);
         }
         distinct += 1;
         if let Some((prev, plo, phi, last)) = before

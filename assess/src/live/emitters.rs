@@ -354,10 +354,6 @@ impl Far {
         self.0.as_ref().map_or(0, |m| m.by_seq.len())
     }
 
-    fn is_empty(&self) -> bool {
-        self.0.is_none()
-    }
-
     fn get(&self, seq: u64) -> Option<Delivery> {
         self.0.as_ref()?.by_seq.get(&seq).copied()
     }
@@ -482,11 +478,7 @@ impl SeqWindow {
     }
 
     pub(super) fn get(&self, seq: u64) -> Option<Delivery> {
-        match self.slot(seq) {
-            Some(i) => Some(self.slots[i]),
-            None if self.far.is_empty() => None,
-            None => self.far.get(seq),
-        }
+        (self.slot(seq).map(|i| self.slots[i])).or_else(|| self.far.get(seq))
     }
 
     pub(super) fn get_mut(&mut self, seq: u64) -> Option<&mut Delivery> {
@@ -548,8 +540,9 @@ impl SeqWindow {
     }
 
     /// Drops the leading deliveries older than `horizon` (and empty slots before them), and
-    /// the far ones older than it, each handed to `dropped` with its seq. An emptied window gives its allocation back (an idle
-    /// emitter costs its runs only), a mostly emptied one shrinks.
+    /// the far ones older than it, each handed to `dropped` with its seq. An emptied window
+    /// gives its allocation back (an idle emitter costs its runs only), a mostly emptied one
+    /// shrinks.
     pub(super) fn forget_before(&mut self, horizon: i64, mut dropped: impl FnMut(u64, Delivery)) {
         let before = self.slots.len();
         while let Some(&d) = self.slots.front() {
