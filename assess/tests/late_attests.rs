@@ -52,6 +52,12 @@ fn full_serve_p(l: &Live, p: usize) -> Full {
     }
 }
 
+/// serve fed `evs` (without spans) reads as check: answer, duplicates and ignored attestations.
+fn serve_reads_as_check(c: &Contract, evs: &[Event<'static>]) {
+    let want = full_check(&check(c, evs));
+    assert_eq!(full_serve(&serve(c, &no_spans(evs))), want);
+}
+
 fn full_check(r: &Report) -> Full {
     full_check_p(r, 0)
 }
@@ -88,8 +94,7 @@ fn r2_late_conflict_of_an_ignored_attestation() {
     let mut evs = vec![keyed(attest_of(0, "nope", "ci"), "e", 1)];
     evs.extend(base());
     evs.push(keyed(attest(5, "other"), "e", 1));
-    let want = full_check(&check(&c, &evs));
-    assert_eq!(full_serve(&serve(&c, &no_spans(&evs))), want);
+    serve_reads_as_check(&c, &evs);
 }
 
 /// R3: conflicted before the horizon passed, a third (different) delivery after it.
@@ -103,28 +108,32 @@ fn r3_conflicted_early_third_delivery_late() {
     ];
     evs.extend(base().into_iter().skip(1));
     evs.push(keyed(attest(7, "third"), "e", 1));
-    let want = full_check(&check(&c, &evs));
-    assert_eq!(full_serve(&serve(&c, &no_spans(&evs))), want);
+    serve_reads_as_check(&c, &evs);
 }
 
 /// R3b: as R3, with the conflicts table swept (over 1,024 other conflicts, all behind the
 /// horizon) before the third delivery.
 #[test]
 fn r3b_conflicted_early_third_delivery_after_conflicts_sweep() {
-    let c = premises_contract();
+    serve_reads_as_check(&premises_contract(), &r3b_history(true));
+}
+
+/// R3b's history: A and B conflicting under e/1, the base commits, 1,100 conflicting pairs of
+/// ignored attestations at time 0 (emitter f), then (`third`) a third delivery of e/1.
+fn r3b_history(third: bool) -> Vec<Event<'static>> {
     let mut evs = vec![
         keyed(attest(0, "ci"), "e", 1),
         keyed(attest(5, "other"), "e", 1),
     ];
     evs.extend(base());
-    // Filler: 1,100 conflicting pairs of ignored attestations at time 0, emitter f.
     for i in 0..1_100u64 {
         evs.push(keyed(attest_of(0, "nope", "a"), "f", i + 1));
         evs.push(keyed(attest_of(0, "nope", "b"), "f", i + 1));
     }
-    evs.push(keyed(attest(7, "third"), "e", 1));
-    let want = full_check(&check(&c, &evs));
-    assert_eq!(full_serve(&serve(&c, &no_spans(&evs))), want);
+    if third {
+        evs.push(keyed(attest(7, "third"), "e", 1));
+    }
+    evs
 }
 
 /// R4: a late conflicting re-delivery naming the other property.
@@ -255,8 +264,7 @@ fn r9_evicted_by_the_bound() {
     }
     evs.extend(base());
     evs.push(keyed(attest(5, "other"), "e", 1));
-    let want = full_check(&check(&c, &evs));
-    assert_eq!(full_serve(&serve(&c, &no_spans(&evs))), want);
+    serve_reads_as_check(&c, &evs);
 }
 
 /// R10: a keyed attestation whose seq is beyond the emitter window's span (2^22 ahead of the
@@ -265,8 +273,7 @@ fn r9_evicted_by_the_bound() {
 #[test]
 fn r10_attestation_seq_beyond_the_window_span() {
     let (c, evs) = (premises_contract(), r10_history());
-    let want = full_check(&check(&c, &evs));
-    assert_eq!(full_serve(&serve(&c, &no_spans(&evs))), want);
+    serve_reads_as_check(&c, &evs);
 }
 
 /// R10 with a checkpoint (through serde) between the jumped delivery and its conflict: the
@@ -339,23 +346,11 @@ fn r12_equal_then_conflicting_seq_counts_no_duplicate() {
         keyed(commit(12, Some("s"), 1), "e", 1),
         commit(150, Some("s"), 1),
     ];
-    let want = full_check(&check(&c, &evs));
-    assert_eq!(full_serve(&serve(&c, &no_spans(&evs))), want);
+    serve_reads_as_check(&c, &evs);
 }
 
 /// Control for R3b: no third delivery.
 #[test]
 fn r3b_control_without_third() {
-    let c = premises_contract();
-    let mut evs = vec![
-        keyed(attest(0, "ci"), "e", 1),
-        keyed(attest(5, "other"), "e", 1),
-    ];
-    evs.extend(base());
-    for i in 0..1_100u64 {
-        evs.push(keyed(attest_of(0, "nope", "a"), "f", i + 1));
-        evs.push(keyed(attest_of(0, "nope", "b"), "f", i + 1));
-    }
-    let want = full_check(&check(&c, &evs));
-    assert_eq!(full_serve(&serve(&c, &no_spans(&evs))), want);
+    serve_reads_as_check(&premises_contract(), &r3b_history(false));
 }
