@@ -16,7 +16,10 @@
 //! - `conflicts` (adversarial): as `hot`, each commit under emitter `e` and its index as
 //!   `seq`; then EVENTS / 100 deliveries of those keys again with another holder (each a
 //!   conflicting duplicate that sets the kept commit aside): the time shown is that of the
-//!   conflicting deliveries alone.
+//!   conflicting deliveries alone;
+//! - `mixed` (adversarial): as `conflicts`, each conflicting delivery followed by a new
+//!   commit of another emitter (a hot scope that others keep writing to while one emitter
+//!   re-sends its seqs): the time shown is that of both.
 //!
 //! Prints the wall time of each shape (and, with `--reference`, of the full decision on every
 //! event too).
@@ -37,7 +40,7 @@ fn shape(name: &str, n: usize) -> Vec<Step> {
     let lease = |i: usize| i / 5_000;
     match name {
         "spread" => (0..n).map(|i| (Kind::Commit, i, 1, None, None)).collect(),
-        "hot" | "reversed" | "conflicts" => {
+        "hot" | "reversed" | "conflicts" | "mixed" => {
             (0..n).map(|_| (Kind::Commit, 0, 1, None, None)).collect()
         }
         "ordered" => (0..n)
@@ -104,14 +107,14 @@ fn run(name: &str, n: usize, step: i64, reference: bool) -> (std::time::Duration
         if kind == Kind::Commit {
             ev.route = Some("r");
         }
-        if name == "conflicts" {
+        if name == "conflicts" || name == "mixed" {
             ev.emitter = Some("e");
             ev.seq = Some(Seq(i as u64));
         }
         live.push(&ev, src, pos as u64, i64::MAX / 2);
     }
     let mut took = started.elapsed();
-    if name == "conflicts" {
+    if name == "conflicts" || name == "mixed" {
         let started = std::time::Instant::now();
         for k in 0..n / 100 {
             let i = (k * 97) % n;
@@ -122,7 +125,16 @@ fn run(name: &str, n: usize, step: i64, reference: bool) -> (std::time::Duration
             ev.route = Some("r");
             ev.emitter = Some("e");
             ev.seq = Some(Seq(i as u64));
-            live.push(&ev, src, (n + k) as u64, i64::MAX / 2);
+            live.push(&ev, src, (2 * k + n) as u64, i64::MAX / 2);
+            if name == "mixed" {
+                let mut ev = Event::new(Kind::Commit, EventTime(t0 + (n + k) as i64 * step));
+                ev.scope = Some(&scopes[0]);
+                ev.epoch = Some(Epoch(1));
+                ev.route = Some("r");
+                ev.emitter = Some("f");
+                ev.seq = Some(Seq(k as u64));
+                live.push(&ev, src, (2 * k + n + 1) as u64, i64::MAX / 2);
+            }
         }
         took = started.elapsed();
     }
@@ -161,6 +173,7 @@ fn main() {
         "jittered",
         "shuffled",
         "conflicts",
+        "mixed",
     ];
     for name in shapes
         .into_iter()

@@ -388,6 +388,61 @@ fn a_hot_scope_takes_the_fast_path() {
     assert_eq!(fast.view().counterexample_count(0), 0);
 }
 
+/// A conflicting re-delivery sets its kept delivery aside; in a scope whose last decision
+/// found nothing, that takes no full decision (a hot scope's re-sends each took one, O(n log
+/// n) in what it keeps): a run of them, then new commits of another emitter, then re-sends
+/// interleaved with new commits, decide what deciding every change in full decides, and the
+/// first two phases take no full decision at all.
+#[test]
+fn conflicting_re_deliveries_into_a_calm_hot_scope_take_no_full_decision() {
+    let c = contract_with(false, 10, "100000ns", "100000000ns");
+    let commit = |ts, emitter, holder| E {
+        emitter: Some(emitter),
+        holder,
+        ..E::new(Kind::Commit, ts, "hot", 1)
+    };
+    let mut evs: Vec<E> = (0..2_000).map(|i| commit(i, "e1", Some("a"))).collect();
+    let resend = |i: usize| E {
+        resend_of: Some(i),
+        ..commit(i as i64, "e1", Some("b"))
+    };
+    // A run of conflicting re-sends, then new commits of another emitter.
+    evs.extend((0..50).map(|k| resend(k * 37)));
+    evs.extend((0..50).map(|k| commit(2_000 + k, "e2", Some("a"))));
+    // Re-sends interleaved with new commits.
+    for k in 0..50 {
+        evs.push(resend(1 + k * 31));
+        evs.push(commit(2_050 + k as i64, "e2", Some("a")));
+    }
+    let seqs = seqs(&evs);
+    let mut fast = new_live(&c, None, false);
+    let mut full = new_live(&c, None, true);
+    let mut decisions = Vec::new();
+    for (i, e) in evs.iter().enumerate() {
+        if i == 2_000 || i == 2_100 {
+            decisions.push(fast.full_decisions());
+        }
+        let a = fast.push(&event(e, seqs[i]), 0, i as u64, 1_000_000);
+        let b = full.push(&event(e, seqs[i]), 0, i as u64, 1_000_000);
+        assert_eq!(a, b, "event {i}");
+    }
+    decisions.push(fast.full_decisions());
+    assert!(fast.state() == full.state());
+    assert_eq!(
+        fast.take_new_counterexamples(),
+        full.take_new_counterexamples()
+    );
+    let unknown = fast.view().unknown_counts(0);
+    assert_eq!(unknown, full.view().unknown_counts(0));
+    assert!(unknown.contains_key(&fencewatch_assess::Reason::ConflictingDuplicate));
+    // No full decision in the run of re-sends nor in the new commits after it; the
+    // interleaved ones may take one after each re-send, but no more.
+    assert_eq!(decisions[1], decisions[0], "{decisions:?}");
+    assert!(decisions[2] - decisions[1] <= 50, "{decisions:?}");
+    let scope = fast.scope(0, "hot").expect("kept");
+    assert_eq!(scope.events.iter().filter(|e| e.holder.as_deref() == Some("b")).count(), 0);
+}
+
 /// Folding keeps a calm scope clean only while every kept commit is at or above the new mark:
 /// an `order`ed commit of epoch 1 that is clear (the epoch-2 commit earlier in time has a
 /// higher order) but ungranted stays kept while epoch 2 and the only grant (of epoch 0) fold;

@@ -200,6 +200,36 @@ impl Summary {
         }
     }
 
+    /// Whether this summary of `events` stays that of `events` once `e` (one of them, just
+    /// flagged [`ASIDE`] there) is set aside, as far as telling it costs less than summing
+    /// them again (a hot scope's conflicting re-deliveries each set one aside): an event
+    /// that takes no part; or a commit without `order`, earlier than the latest, below the
+    /// top epoch or beside another of it that keeps its holder (found from the newest).
+    fn stays_without(&self, e: &Rec, events: &[Rec]) -> bool {
+        match e.class() {
+            0 => {}
+            1 => return false,
+            _ => return true,
+        }
+        if e.has(HAS_ORDER) || e.ts >= self.max_ts {
+            return false;
+        }
+        let key = (e.inc, e.epoch);
+        match self.top {
+            Some(t) if t > key => true,
+            Some(t) if t == key && self.top_holder != MIXED => {
+                let keeps = |x: &Rec| {
+                    !x.has(ASIDE)
+                        && x.class() == 0
+                        && (x.inc, x.epoch) == key
+                        && (e.holder == NONE || x.holder == e.holder)
+                };
+                events.iter().rev().any(keeps)
+            }
+            _ => false,
+        }
+    }
+
     fn of(events: &[Rec]) -> Summary {
         let mut s = Summary::default();
         for e in events {
@@ -380,7 +410,12 @@ impl ScopeState {
     pub(super) fn set_aside(&mut self, i: usize) {
         if let Some(a) = self.recent.as_mut() {
             a.events[i].flags |= ASIDE;
-            a.summary = Summary::of(&a.events);
+            let e = a.events[i];
+            if !a.summary.stays_without(&e, &a.events) {
+                a.summary = Summary::of(&a.events);
+            }
+            debug_assert_eq!(a.summary, Summary::of(&a.events), "set aside: {e:?}");
+            a.summary.clean = Clean::default();
             a.fast.0 = None;
         }
     }
