@@ -140,14 +140,16 @@ fn otlp_apply(
             OtlpItems::Stored(entries) => {
                 for (i, e) in entries.iter().enumerate() {
                     if i.is_multiple_of(WARM) {
-                        for w in entries.iter().skip(i).take(WARM) {
-                            if let Entry::Event(ev, span) = w {
-                                live.warm(ev);
-                                if let Some(s) = span {
-                                    live.warm_span(s);
-                                }
+                        let ahead = entries.iter().skip(i).take(WARM);
+                        for w in ahead.clone() {
+                            if let Entry::Event(_, Some(s)) = w {
+                                live.warm_span(s);
                             }
                         }
+                        live.warm_all(ahead.filter_map(|w| match w {
+                            Entry::Event(ev, _) => Some(ev.clone()),
+                            Entry::Malformed(_) => None,
+                        }));
                     }
                     otlp_entry(live, &mut out, (source, &applying, obs), i, e);
                 }
