@@ -440,7 +440,14 @@ fn conflicting_re_deliveries_into_a_calm_hot_scope_take_no_full_decision() {
     assert_eq!(decisions[1], decisions[0], "{decisions:?}");
     assert!(decisions[2] - decisions[1] <= 50, "{decisions:?}");
     let scope = fast.scope(0, "hot").expect("kept");
-    assert_eq!(scope.events.iter().filter(|e| e.holder.as_deref() == Some("b")).count(), 0);
+    assert_eq!(
+        scope
+            .events
+            .iter()
+            .filter(|e| e.holder.as_deref() == Some("b"))
+            .count(),
+        0
+    );
 }
 
 /// Folding keeps a calm scope clean only while every kept commit is at or above the new mark:

@@ -122,6 +122,42 @@ fn a_resend_of_a_folded_seq_older_than_the_horizon_is_late_evidence() {
     assert_eq!(l.view().totals().3, 0);
 }
 
+/// A re-send of a folded seq naming a property the contract lacks (unattributed) is
+/// `unknown` in the property the emitter fed (hostile test, session 27: serve said `holds`,
+/// `check` `conflicting_duplicate`): `conflicting_duplicate` within the horizon,
+/// `late_evidence` older than it.
+#[test]
+fn an_unattributed_resend_of_a_folded_seq_is_unknown_where_the_emitter_fed() {
+    for (at, reason) in [
+        (2_000, Reason::ConflictingDuplicate),
+        (150, Reason::LateEvidence),
+    ] {
+        let (c, mut l) = setup(Some(0));
+        let mut events = vec![beat(0, "r2"), commit(100, "s", 1, "e", 1)];
+        for i in 0..10 {
+            events.push(commit(1_000 + i * 100, "t", 1, "f", i as u64 + 1));
+        }
+        let mut resend = commit(at, "s", 7, "e", 1);
+        resend.property = Some("nope");
+        events.push(resend);
+        let pushed = push_all(&mut l, &events);
+        assert_eq!(pushed.last(), Some(&Pushed::Unattributed), "{at}");
+        let counts = l.view().unknown_counts(0);
+        assert_eq!(counts.get(&reason), Some(&1), "{at}: {counts:?}");
+        l.close();
+        let a = l.view().assurance(0, 0, i64::MAX / 4, i64::MAX / 4);
+        assert_eq!(a.verdict, Verdict::Unknown, "{at}");
+        // `check` finds the conflict in the first delivery's property.
+        let r = check(&c, &events);
+        assert_eq!(
+            r.properties[0].unknown.get(&Reason::ConflictingDuplicate),
+            Some(&1),
+            "{at}"
+        );
+        assert_eq!(r.properties[0].verdict, Verdict::Unknown);
+    }
+}
+
 #[test]
 fn an_emitter_that_restarts_its_seq_shows_as_conflicting() {
     let (c, mut l) = setup(Some(0));

@@ -143,7 +143,15 @@ impl Live {
                 return Seen::Duplicate;
             }
             let fed = e.props.as_slice().to_vec();
-            if let Some(p) = prop {
+            // An unattributed delivery (no property, or one the contract lacks) names none:
+            // the folded one it may differ from was of a property the emitter fed, which one
+            // is forgotten, so each of them is told (`check` raises `conflicting_duplicate` in
+            // the first delivery's property: never `holds` there).
+            let told: Vec<usize> = match prop {
+                Some(p) => vec![p],
+                None => fed.iter().map(|&q| usize::from(q)).collect(),
+            };
+            for p in told {
                 let emitter = self.state.names[rec.emitter as usize].clone();
                 if rec.ts < self.state.props[p].horizon {
                     self.raise(p, rec, Reason::LateEvidence, |_| format!(
@@ -158,7 +166,7 @@ impl Live {
             if let Some(scope) = ev.scope {
                 for q in fed {
                     let q = usize::from(q);
-                    if self.taint_mark(q, scope, rec) && Some(q) != prop {
+                    if self.taint_mark(q, scope, rec) && prop.is_some_and(|p| p != q) {
                         let emitter = self.state.names[rec.emitter as usize].clone();
                         self.raise(q, rec, Reason::ConflictingDuplicate, |_| format!(
                             "emitter `{emitter}` seq {} was delivered before and folded into scope `{scope}`'s high-water mark: this delivery differs from it", rec.seq
