@@ -396,13 +396,23 @@ fn run_repair(r: &RepairArgs, now: EventTime) -> Result<i32, Error> {
     })?;
     let plan = repair::plan(ins, restored)?;
     let steps = plan.steps();
+    let ahead = archive_ahead(&c.data_dir, &plan);
+    let ahead_json = ahead.map(|(a, e)| json!({"archived": a, "end": e}));
     if c.format == Format::Json && !(r.cut && plan.is_needed()) {
         println!(
             "{}",
-            json!({"summary": plan.summary(), "steps": steps, "needed": plan.is_needed(), "done": false, "dropped": dropped_json(&plan.dropped)})
+            json!({"summary": plan.summary(), "steps": steps, "needed": plan.is_needed(), "done": false, "dropped": dropped_json(&plan.dropped), "archive_ahead": ahead_json})
         );
         return Ok(i32::from(plan.is_needed()));
     }
+    let warn_ahead = || {
+        if let Some((archived, end)) = ahead {
+            println!(
+                "the evidence archive holds the rows of every offset below {archived}, past where the log ends ({end}): `fencewatch serve` refuses to start until its folder ({}) is moved aside (it keeps the events the log lost) or the lost segments are put back",
+                c.data_dir.join("archive").display()
+            );
+        }
+    };
     if !plan.is_needed() {
         println!("{}", plan.summary());
         return Ok(0);
@@ -412,6 +422,7 @@ fn run_repair(r: &RepairArgs, now: EventTime) -> Result<i32, Error> {
         for s in &steps {
             println!("  would {s}");
         }
+        warn_ahead();
         println!(
             "nothing was changed: run `fencewatch wal repair --data-dir {} --cut` to do it (a copy of every file it changes is kept under {})",
             c.data_dir.display(),
@@ -429,7 +440,7 @@ fn run_repair(r: &RepairArgs, now: EventTime) -> Result<i32, Error> {
     if c.format == Format::Json {
         println!(
             "{}",
-            json!({"summary": plan.summary(), "steps": steps, "needed": true, "done": true, "quarantine": quarantine, "report": report, "dropped": dropped_json(&plan.dropped), "log": {"first_offset": after.first_offset(), "end": after.valid_end()}})
+            json!({"summary": plan.summary(), "steps": steps, "needed": true, "done": true, "quarantine": quarantine, "report": report, "dropped": dropped_json(&plan.dropped), "log": {"first_offset": after.first_offset(), "end": after.valid_end()}, "archive_ahead": ahead_json})
         );
     } else {
         println!("did {}", plan.summary());
@@ -446,11 +457,31 @@ fn run_repair(r: &RepairArgs, now: EventTime) -> Result<i32, Error> {
             after.first_offset(),
             after.valid_end()
         );
+        warn_ahead();
     }
     if !ok {
         return Err(Error::StillDamaged(c.data_dir.clone()));
     }
     Ok(0)
+}
+
+/// Where the log of `plan` ends once repaired, and the offset below which the evidence
+/// archive in `data_dir` holds every row of it, when the archive is ahead (`serve` then
+/// refuses to start: new events would take offsets whose rows the archive holds).
+fn archive_ahead(data_dir: &Path, plan: &repair::Plan) -> Option<(u64, u64)> {
+    let end = match &plan.action {
+        repair::Action::Nothing => return None,
+        repair::Action::Cut { end, .. } => *end,
+        repair::Action::Restart { at, keep, .. } => {
+            at + keep.iter().map(|r| u64::from(r.items)).sum::<u64>()
+        }
+    };
+    let manifest = fencewatch_ingest::archive::manifest::Manifest::load(&data_dir.join("archive"));
+    let archived = *manifest
+        .ok()?
+        .partitions
+        .get(fencewatch_ingest::partition::local::NAME)?;
+    (archived > end).then_some((archived, end))
 }
 
 fn dropped_json(d: &repair::Dropped) -> Value {

@@ -91,6 +91,17 @@ pub fn open_with(
     }
     let mut partition = Partition::new(NAME, restored.live, from.unwrap_or(0));
     prepare(&mut partition);
+    // The archive takes no row below what it holds: new events at offsets the log lost would
+    // never be archived (nor their counterexamples' windows).
+    if let Some(archived) = partition.archived_below()
+        && end < archived
+    {
+        return Err(Error::LogBehindArchive {
+            wal: wal.dir().to_path_buf(),
+            end,
+            archived,
+        });
+    }
     let mut replayed = 0;
     for rec in wal.read_from(from.unwrap_or(0))? {
         let rec = rec?;
@@ -288,6 +299,63 @@ mod tests {
         std::fs::remove_dir_all(dir.path().join("wal")).unwrap();
         let err = open(dir.path(), contract(), opts()).unwrap_err();
         assert!(err.to_string().contains("missing from the log"), "{err}");
+    }
+
+    /// An archive that holds rows of offsets the log lost (a repair cut them, or a tail that
+    /// looks torn was acknowledged): the open is refused and nothing is cut, where new events
+    /// took those offsets and the archive, skipping offsets it holds, never took them
+    /// (hostile test, session 27).
+    #[cfg(feature = "archive")]
+    #[test]
+    fn a_log_that_ends_before_its_archive_is_refused() {
+        use crate::archive::{Archive, ArchiveOptions};
+        use std::sync::Arc;
+        let dir = tempfile::tempdir().unwrap();
+        let archive_dir = dir.path().join("archive");
+        {
+            let archive =
+                Arc::new(Archive::open(ArchiveOptions::new(archive_dir.clone())).unwrap());
+            let mut o = open_with(dir.path(), contract(), opts(), |p| {
+                p.attach_archive(archive.clone());
+            })
+            .unwrap();
+            for base in [0, 4] {
+                let payload = encode(Format::Ndjson, 1 << 40, "http", None, BATCH.as_bytes());
+                o.wal.append(4, &payload).unwrap();
+                o.wal.sync().unwrap();
+                let rec = o.wal.read_from(base).unwrap().next().unwrap().unwrap();
+                let batch = decode(&rec.payload).unwrap();
+                o.partition.apply(base, 4, &batch, 1 << 20).unwrap();
+                o.partition.commit_archive();
+            }
+            archive.flush().unwrap();
+            assert_eq!(archive.durable("wal"), 8);
+        }
+        // The last record torn (as a crash would leave it, had it not been acknowledged).
+        let seg = dir.path().join("wal").join(format!("{:020}.wal", 0));
+        let mut bytes = std::fs::read(&seg).unwrap();
+        bytes.truncate(bytes.len() - 10);
+        std::fs::write(&seg, &bytes).unwrap();
+        let archive = Arc::new(Archive::open(ArchiveOptions::new(archive_dir)).unwrap());
+        let err = open_with(dir.path(), contract(), opts(), |p| {
+            p.attach_archive(archive.clone());
+        })
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::LogBehindArchive {
+                    end: 4,
+                    archived: 8,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&seg).unwrap(), bytes, "nothing was cut");
+        // Without the archive it opens, cutting the torn tail.
+        let o = open(dir.path(), contract(), opts()).unwrap();
+        assert_eq!(o.wal.next_offset(), 4);
     }
 
     #[test]

@@ -84,6 +84,18 @@ pub enum Error {
         /// The checkpoint's offset.
         checkpoint: u64,
     },
+    /// The evidence archive holds rows of offsets the log no longer holds.
+    #[error(
+        "{wal}: the write-ahead log ends at offset {end} but the evidence archive holds the rows of every offset below {archived}: acknowledged events are missing from the log (a repair cut them, or segments were lost); refusing to reuse their offsets, whose new events the archive would never take. The archive keeps the lost events: move its folder (`archive` in the data directory) aside to start with a new one (the old one stays readable, e.g. by DuckDB), or put the lost segments back"
+    )]
+    LogBehindArchive {
+        /// The log's directory.
+        wal: PathBuf,
+        /// Where the log ends.
+        end: u64,
+        /// The offset below which the archive holds every row.
+        archived: u64,
+    },
     /// A file or folder could not be created, moved or synced.
     #[error("{path}: {source}")]
     Io {
@@ -180,6 +192,15 @@ impl Partition {
         let sink = crate::archive::Sink::new(archive, &self.name, self.live.contract());
         sink.attach(&mut self.live);
         self.sink = Some(sink);
+    }
+
+    /// The offset below which the evidence archive held every row of this partition when
+    /// attached ([`Partition::attach_archive`]); `None` without an archive.
+    pub fn archived_below(&self) -> Option<u64> {
+        #[cfg(feature = "archive")]
+        return self.sink.as_ref().map(crate::archive::Sink::skip_below);
+        #[cfg(not(feature = "archive"))]
+        None
     }
 
     /// Its name.

@@ -190,6 +190,14 @@ fn flipped_byte_refuses_start_until_repaired(stop: Stop) {
     // repair --cut quarantines a copy of the damaged segment, then repairs.
     let (code, out) = wal_cmd(&["repair", "--cut"], &data);
     assert_eq!(code, 0, "{out}");
+    if out.contains("the evidence archive holds") {
+        // The archive flushed rows past the damage before the kill (a slow run): the service
+        // refuses to reuse their offsets until it is moved aside (the next test).
+        let (code, stderr) = serve_until_exit(&contract, &data);
+        assert!(matches!(code, Some(c) if c != 0), "{stderr}");
+        assert!(stderr.contains("evidence archive holds"), "{stderr}");
+        std::fs::rename(data.join("archive"), data.with_extension("old-archive")).unwrap();
+    }
     let quarantine = data.join("partitions").join("0").join("quarantine");
     let folder = std::fs::read_dir(&quarantine)
         .unwrap()
@@ -253,6 +261,79 @@ fn wal_flipped_byte_after_sigkill_refuses_start_until_repaired() {
 #[test]
 fn wal_flipped_byte_after_sigterm_refuses_start_until_repaired() {
     flipped_byte_refuses_start_until_repaired(Stop::Term);
+}
+
+/// An archive that holds rows past where a repair ends the log (hostile test, session 27:
+/// the service started, new events took offsets the archive held, and it never took them):
+/// `wal repair` says so, the service refuses to start and names the way out, and with the
+/// archive moved aside it starts and archives the new events.
+#[test]
+fn wal_repair_behind_the_archive_refuses_start_until_the_archive_is_moved() {
+    let dir = tempfile::tempdir().unwrap();
+    // No checkpoint past the damage (a repair would restart the log there).
+    let flags = [
+        "--archive-flush-interval",
+        "100ms",
+        "--checkpoint-interval",
+        "1h",
+    ];
+    let svc = TestService::start(dir.path(), ORDERS_CONTRACT, &flags);
+    assert_eq!(post(&svc, 10, 100), 1000);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while svc.rows("SELECT count(*) FROM events") != [serde_json::json!([1000])] {
+        assert!(Instant::now() < deadline, "not archived: {}", svc.stderr());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Archived rows reach the manifest with the next flush.
+    std::thread::sleep(Duration::from_millis(500));
+    let parts = svc.kill9();
+    let (contract, data) = (parts.0.clone(), parts.1.clone());
+    let seg = segments(&data).pop().unwrap();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let flip = bytes.len() / 3;
+    bytes[flip] ^= 0x08;
+    std::fs::write(&seg, &bytes).unwrap();
+    let (code, out) = wal_cmd(&["repair"], &data);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("the evidence archive holds the rows of every offset below 1000"),
+        "{out}"
+    );
+    let (code, out) = wal_cmd(&["repair", "--cut"], &data);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("refuses to start"), "{out}");
+    let before = snapshot(&data);
+    let (code, stderr) = serve_until_exit(&contract, &data);
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "started anyway: {stderr}"
+    );
+    assert!(
+        stderr.contains("evidence archive holds the rows of every offset below 1000"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("move its folder"), "{stderr}");
+    assert_eq!(snapshot(&data), before, "start-up changed the log");
+    std::fs::rename(data.join("archive"), dir.path().join("old-archive")).unwrap();
+    let svc = TestService::restart(parts);
+    let body: String = (0..10)
+        .map(|i| {
+            commit_line(
+                now_ns() - SEC + i,
+                &format!("late-{i}"),
+                1,
+                "orders-api.transition",
+            ) + "\n"
+        })
+        .collect();
+    let r = svc.post_ndjson(&body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let sql = "SELECT count(*) FROM events WHERE scope LIKE 'late-%'";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while svc.rows(sql) != [serde_json::json!([10])] {
+        assert!(Instant::now() < deadline, "the new events are not archived");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]

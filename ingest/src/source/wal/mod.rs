@@ -409,6 +409,9 @@ fn open_failure(e: &partition::Error, data_dir: &std::path::Path) -> Error {
         partition::Error::Wal(W::Corrupt { .. } | W::MissingSegment { .. } | W::Removed { .. })
             | partition::Error::LogBehindCheckpoint { .. }
     );
+    if matches!(e, partition::Error::LogBehindArchive { .. }) {
+        return Error::Open(format!("{e}; nothing was changed"));
+    }
     if damaged {
         let d = data_dir.display();
         Error::Open(format!(
