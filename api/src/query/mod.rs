@@ -358,7 +358,8 @@ fn check(sql: &str) -> Result<(), QueryError> {
             .to_ascii_uppercase()
     };
     match stmt {
-        Statement::Query(_) => {}
+        // SHOW TABLES and SHOW COLUMNS read `information_schema` (README).
+        Statement::Query(_) | Statement::ShowTables { .. } | Statement::ShowColumns { .. } => {}
         Statement::Insert(_)
         | Statement::Update { .. }
         | Statement::Delete(_)

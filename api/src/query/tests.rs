@@ -182,10 +182,22 @@ fn everything_but_one_read_only_query_is_refused_naming_what() {
         "EXPLAIN SELECT count(*) FROM events",
         "SELECT count(*) FROM generate_series(1, 10)",
         "WITH x AS (SELECT scope FROM events) SELECT count(*) FROM x",
+        // information_schema, as the README says (hostile test, session 27: refused).
+        "SHOW TABLES",
+        "SHOW COLUMNS FROM events",
+        "SELECT * FROM information_schema.df_settings",
     ] {
         q.run_blocking(sql, Snapshot::default())
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
+    let a = q.run_blocking("SHOW TABLES", Snapshot::default()).unwrap();
+    let shown = datafusion::arrow::util::pretty::pretty_format_batches(&a.batches)
+        .unwrap()
+        .to_string();
+    assert!(
+        shown.contains("events") && shown.contains("windows"),
+        "{shown}"
+    );
 }
 
 #[test]
