@@ -804,3 +804,109 @@ fn simulate_sends_its_workload_as_spans_and_serve_finds_the_faults() {
     assert_eq!(ingested(&over_grpc), spans);
     assert_eq!(counterexamples_with_token(&over_grpc), found);
 }
+
+/// The `grpc-status` of an answer to `stream` (its headers when trailers-only, else its
+/// trailers), with its `grpc-message`.
+async fn grpc_status(
+    resp: h2::client::ResponseFuture,
+) -> (Option<String>, String, std::time::Instant) {
+    let resp = resp.await.expect("an answer");
+    let at = std::time::Instant::now();
+    let field =
+        |h: &http::HeaderMap, k: &str| h.get(k).map(|v| v.to_str().unwrap_or_default().to_string());
+    if let Some(code) = field(resp.headers(), "grpc-status") {
+        let message = field(resp.headers(), "grpc-message").unwrap_or_default();
+        return (Some(code), message, at);
+    }
+    let mut body = resp.into_body();
+    while let Some(d) = body.data().await {
+        let _ = d;
+    }
+    let trailers = body.trailers().await.ok().flatten().unwrap_or_default();
+    let message = field(&trailers, "grpc-message").unwrap_or_default();
+    (field(&trailers, "grpc-status"), message, at)
+}
+
+/// OTLP/gRPC messages are held to `max_pending_bytes` while they arrive, as HTTP bodies
+/// are, and to `request_timeout` (hostile test, session 27: streams declaring large messages
+/// and never finishing them held 1.9 GB with the budget's gauge at 0, and one trickling its
+/// bytes was held past the timeout): eight streams of 900 KiB of a 1 MiB message each over a
+/// 4 MiB budget are refused `UNAVAILABLE` as the budget fills, the others when their
+/// `request_timeout` (3 s) passes, and the budget is given back.
+#[test]
+fn grpc_messages_in_flight_are_held_to_max_pending_bytes_and_request_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let (svc, grpc) = grpc_service(
+        dir.path(),
+        &[
+            "--max-pending-bytes",
+            "4194304",
+            "--max-body-bytes",
+            "2097152",
+            "--request-timeout",
+            "3s",
+        ],
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let answers = rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(&grpc).await.unwrap();
+        let (client, conn) = h2::client::handshake(tcp).await.unwrap();
+        tokio::spawn(conn);
+        let mut calls = Vec::new();
+        for _ in 0..8 {
+            let mut client = client.clone().ready().await.unwrap();
+            let req = http::Request::post(format!(
+                "http://{grpc}/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+            ))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())
+            .unwrap();
+            let (resp, mut stream) = client.send_request(req, false).unwrap();
+            // A message of 1 MiB declared, 900 KiB of it sent, the rest never.
+            let mut frame = vec![0u8];
+            frame.extend_from_slice(&(1u32 << 20).to_be_bytes());
+            frame.resize(5 + 900 * 1024, 0);
+            stream.send_data(bytes::Bytes::from(frame), false).unwrap();
+            calls.push((tokio::spawn(grpc_status(resp)), stream));
+        }
+        let mut answers = Vec::new();
+        for (call, _stream) in calls {
+            answers.push(call.await.unwrap());
+        }
+        answers
+    });
+    let saturated: Vec<_> = answers
+        .iter()
+        .filter(|(_, m, _)| m.contains("max_pending_bytes"))
+        .collect();
+    let timed_out: Vec<_> = answers
+        .iter()
+        .filter(|(_, m, _)| m.contains("request_timeout"))
+        .collect();
+    assert!(
+        answers.iter().all(|(c, _, _)| c.as_deref() == Some("14")),
+        "every call UNAVAILABLE: {answers:?}"
+    );
+    // At most four hold the budget at once.
+    assert!(saturated.len() >= 4, "{answers:?}");
+    assert!(!timed_out.is_empty(), "{answers:?}");
+    assert_eq!(saturated.len() + timed_out.len(), 8, "{answers:?}");
+    for (_, _, at) in &saturated {
+        assert!(
+            at.duration_since(started) < std::time::Duration::from_secs(3),
+            "refused at once, not at the timeout: {answers:?}"
+        );
+    }
+    for (_, _, at) in &timed_out {
+        assert!(at.duration_since(started) >= std::time::Duration::from_secs(3));
+    }
+    svc.wait_for("the budget given back", 10, |s| {
+        s.metric("fencewatch_ingest_pending_bytes") == Some(0.0)
+    });
+}
