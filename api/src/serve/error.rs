@@ -54,6 +54,12 @@ pub enum ApiError {
         /// The limit in bytes.
         limit: u64,
     },
+    /// The body holds more items than `max_pending_bytes` can hold at once.
+    #[error("{detail}")]
+    TooManyItems {
+        /// Why, with the most a request may hold.
+        detail: String,
+    },
     /// The body's media type is not one the endpoint reads.
     #[error("unsupported content type `{got}`{}", if expected.is_empty() { String::new() } else { format!(": {expected}") })]
     UnsupportedMediaType {
@@ -191,7 +197,7 @@ impl ApiError {
                 Some("unauthorized"),
                 "Unauthorized",
             ),
-            PayloadTooLarge { .. } => (
+            PayloadTooLarge { .. } | TooManyItems { .. } => (
                 StatusCode::PAYLOAD_TOO_LARGE,
                 Some("payload-too-large"),
                 "Request body too large",

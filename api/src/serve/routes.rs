@@ -8,7 +8,7 @@ use crate::serve::body;
 use crate::serve::error::ApiError;
 use crate::serve::submit::submit;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -714,8 +714,7 @@ async fn ingest(
     let done = submit(&app.wal, items, payload, held)
         .await
         .map_err(|e| match e {
-            SubmitError::TooManyItems { .. } => ApiError::Other {
-                status: StatusCode::PAYLOAD_TOO_LARGE,
+            SubmitError::TooManyItems { .. } => ApiError::TooManyItems {
                 detail: format!("{e}; nothing of this body was stored"),
             },
             SubmitError::Saturated(_) => ApiError::Saturated {

@@ -182,6 +182,13 @@ fn a_flood_of_malformed_lines_costs_bounded_memory_and_a_bounded_answer() {
         "{p}"
     );
     assert!(detail.contains("nothing of this body was stored"), "{p}");
+    // A problem type as every other 413's (it was `about:blank`).
+    assert!(
+        p["type"]
+            .as_str()
+            .is_some_and(|t| t.ends_with("payload-too-large")),
+        "{p}"
+    );
     assert_eq!(
         svc.metric("fencewatch_events_rejected_total{source=\"http\",reason=\"malformed\"}"),
         stored
