@@ -842,7 +842,7 @@ fn grpc_messages_in_flight_are_held_to_max_pending_bytes_and_request_timeout() {
             "--max-pending-bytes",
             "4194304",
             "--max-body-bytes",
-            "2097152",
+            "4194304",
             "--request-timeout",
             "3s",
         ],
@@ -909,4 +909,43 @@ fn grpc_messages_in_flight_are_held_to_max_pending_bytes_and_request_timeout() {
     svc.wait_for("the budget given back", 10, |s| {
         s.metric("fencewatch_ingest_pending_bytes") == Some(0.0)
     });
+    // A whole message of three quarters of the budget is taken (a resource attribute of
+    // 3 MiB, no span): its bytes count once, not on the wire and again decoded (hostile
+    // test, session 27: a message over half the budget was refused `UNAVAILABLE` for ever).
+    let answer = rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(&grpc).await.unwrap();
+        let (client, conn) = h2::client::handshake(tcp).await.unwrap();
+        tokio::spawn(conn);
+        let mut client = client.ready().await.unwrap();
+        let req = http::Request::post(format!(
+            "http://{grpc}/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+        ))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap();
+        let (resp, mut stream) = client.send_request(req, false).unwrap();
+        // Field 1, length-delimited, around `inner`.
+        let field1 = |inner: Vec<u8>| {
+            let mut out = vec![0x0a];
+            let mut n = inner.len();
+            while n >= 0x80 {
+                out.push((n as u8) | 0x80);
+                n >>= 7;
+            }
+            out.push(n as u8);
+            out.extend(inner);
+            out
+        };
+        let value = field1(vec![b'a'; 3 << 20]); // AnyValue.string_value
+        let mut kv = vec![0x0a, 1, b'x', 0x12]; // KeyValue: key "x", value
+        kv.extend(field1(value)[1..].iter());
+        let request = field1(field1(field1(kv))); // resource_spans.resource.attributes
+        let mut frame = vec![0u8];
+        frame.extend_from_slice(&(request.len() as u32).to_be_bytes());
+        frame.extend(request);
+        stream.send_data(bytes::Bytes::from(frame), true).unwrap();
+        grpc_status(resp).await
+    });
+    assert_eq!(answer.0.as_deref(), Some("0"), "{answer:?}");
 }

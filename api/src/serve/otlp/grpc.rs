@@ -50,7 +50,9 @@ struct Export {
 }
 
 impl Export {
-    /// Stores `request` (`encoded` bytes decompressed), `held` holding its bytes on the wire.
+    /// Stores `request` (`encoded` bytes decompressed), `held` holding its bytes on the wire:
+    /// it holds the larger of the two (a message received whole is the buffer tonic read it
+    /// into; a compressed one is decompressed into another, its wire bytes consumed).
     async fn take(
         &self,
         request: Request,
@@ -63,7 +65,7 @@ impl Export {
                 "replaying the write-ahead log; not ready yet".into(),
             ));
         }
-        if !held.grow(encoded as u64) {
+        if !held.grow((encoded as u64).saturating_sub(held.bytes())) {
             return Err(saturated(wal.budget().max()));
         }
         self.otlp.take(request, held).await.map_err(status_of)
