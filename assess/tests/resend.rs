@@ -124,13 +124,14 @@ fn a_resend_of_a_folded_seq_older_than_the_horizon_is_late_evidence() {
 
 /// A re-send of a folded seq naming a property the contract lacks (unattributed) is
 /// `unknown` in the property the emitter fed (hostile test, session 27: serve said `holds`,
-/// `check` `conflicting_duplicate`): `conflicting_duplicate` within the horizon,
-/// `late_evidence` older than it.
+/// `check` `conflicting_duplicate`): `conflicting_duplicate` within the horizon, and older
+/// than it too when, as here, the folded delivery set the mark of the scope the re-send names
+/// (the mark is tainted; else `late_evidence`).
 #[test]
 fn an_unattributed_resend_of_a_folded_seq_is_unknown_where_the_emitter_fed() {
     for (at, reason) in [
         (2_000, Reason::ConflictingDuplicate),
-        (150, Reason::LateEvidence),
+        (150, Reason::ConflictingDuplicate),
     ] {
         let (c, mut l) = setup(Some(0));
         let mut events = vec![beat(0, "r2"), commit(100, "s", 1, "e", 1)];
@@ -155,6 +156,64 @@ fn an_unattributed_resend_of_a_folded_seq_is_unknown_where_the_emitter_fed() {
             "{at}"
         );
         assert_eq!(r.properties[0].verdict, Verdict::Unknown);
+    }
+}
+
+/// A re-send of a folded seq naming another property than the folded delivery's is `unknown`
+/// in the folded delivery's property too (hostile test, session 27: `p` read `holds`, `check`
+/// `conflicting_duplicate`): which property that was is forgotten, so every property the
+/// emitter fed is told.
+#[test]
+fn a_resend_of_a_folded_seq_naming_another_property_is_unknown_where_the_emitter_fed() {
+    let prop = |n: &str| {
+        format!(
+            "[[property]]\nname=\"{n}\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"100ns\"\nclock_skew=\"5ns\"\nallowed_lateness=\"10ns\"\nroute_freshness=\"1000000ns\"\n[[property.route]]\nname=\"r1\"\n"
+        )
+    };
+    let c = Contract::parse("two.toml", &(prop("p") + &prop("q"))).unwrap();
+    let mut l = Live::new(
+        c.clone(),
+        LiveOptions {
+            retention: Some(0),
+            ..LiveOptions::default()
+        },
+    );
+    let named = |mut e: Event<'static>, p: &'static str| {
+        e.property = Some(p);
+        e
+    };
+    let mut events = vec![
+        named(beat(0, "r1"), "p"),
+        named(beat(0, "r1"), "q"),
+        named(commit(100, "s", 1, "e", 1), "p"),
+    ];
+    for i in 0..10 {
+        events.push(named(
+            commit(1_000 + i * 100, "t", 1, "f", i as u64 + 1),
+            "p",
+        ));
+        events.push(named(
+            commit(1_000 + i * 100, "t", 1, "g", i as u64 + 1),
+            "q",
+        ));
+    }
+    // Seq 1 of `e` folded in `p`; delivered again, otherwise, naming `q`.
+    events.push(named(commit(2_000, "u", 7, "e", 1), "q"));
+    push_all(&mut l, &events);
+    l.close();
+    let r = check(&c, &events);
+    for p in [0, 1] {
+        assert_eq!(
+            r.properties[p].unknown.get(&Reason::ConflictingDuplicate),
+            Some(&1),
+            "check, property {p}"
+        );
+        let counts = l.view().unknown_counts(p);
+        assert_eq!(
+            counts.get(&Reason::ConflictingDuplicate),
+            Some(&1),
+            "serve, property {p}: {counts:?}"
+        );
     }
 }
 

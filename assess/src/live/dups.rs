@@ -143,17 +143,34 @@ impl Live {
                 return Seen::Duplicate;
             }
             let fed = e.props.as_slice().to_vec();
-            // An unattributed delivery (no property, or one the contract lacks) names none:
-            // the folded one it may differ from was of a property the emitter fed, which one
-            // is forgotten, so each of them is told (`check` raises `conflicting_duplicate` in
-            // the first delivery's property: never `holds` there).
-            let told: Vec<usize> = match prop {
-                Some(p) => vec![p],
-                None => fed.iter().map(|&q| usize::from(q)).collect(),
-            };
+            // The marks the folded delivery may have set, in the properties the emitter fed.
+            let mut tainted = Vec::new();
+            if let Some(scope) = ev.scope {
+                for &q in &fed {
+                    let q = usize::from(q);
+                    if self.taint_mark(q, scope, rec) {
+                        tainted.push(q);
+                    }
+                }
+            }
+            // The folded delivery it may differ from was of a property the emitter fed, which
+            // one is forgotten: each of them is told, and the property this one names (`check`
+            // raises `conflicting_duplicate` in the properties both deliveries name: never
+            // `holds` there). An unattributed delivery names none.
+            let mut told: Vec<usize> = fed.iter().map(|&q| usize::from(q)).collect();
+            if let Some(p) = prop
+                && !told.contains(&p)
+            {
+                told.push(p);
+            }
+            let emitter = self.state.names[rec.emitter as usize].clone();
             for p in told {
-                let emitter = self.state.names[rec.emitter as usize].clone();
-                if rec.ts < self.state.props[p].horizon {
+                if tainted.contains(&p) && Some(p) != prop {
+                    let scope = ev.scope.unwrap_or_default();
+                    self.raise(p, rec, Reason::ConflictingDuplicate, |_| format!(
+                        "emitter `{emitter}` seq {} was delivered before and folded into scope `{scope}`'s high-water mark: this delivery differs from it", rec.seq
+                    ));
+                } else if rec.ts < self.state.props[p].horizon {
                     self.raise(p, rec, Reason::LateEvidence, |_| format!(
                         "emitter `{emitter}` seq {} was delivered before and folded: this delivery, older than the retained horizon, can no longer be compared with it", rec.seq
                     ));
@@ -161,17 +178,6 @@ impl Live {
                     self.raise(p, rec, Reason::ConflictingDuplicate, |_| format!(
                         "emitter `{emitter}` seq {} was delivered before, older than the retained horizon: this delivery differs from it (an emitter that restarted its seq without a new id?)", rec.seq
                     ));
-                }
-            }
-            if let Some(scope) = ev.scope {
-                for q in fed {
-                    let q = usize::from(q);
-                    if self.taint_mark(q, scope, rec) && prop.is_some_and(|p| p != q) {
-                        let emitter = self.state.names[rec.emitter as usize].clone();
-                        self.raise(q, rec, Reason::ConflictingDuplicate, |_| format!(
-                            "emitter `{emitter}` seq {} was delivered before and folded into scope `{scope}`'s high-water mark: this delivery differs from it", rec.seq
-                        ));
-                    }
                 }
             }
             return Seen::Aside;
