@@ -238,19 +238,30 @@ impl Plan {
             ));
         }
         parts.extend(missing);
-        if parts.is_empty() {
-            parts.push(match &self.action {
-                Action::Restart { .. } => "no event after the checkpoint is lost".to_string(),
-                _ => "no acknowledged event is lost".to_string(),
-            });
-        }
         let torn =
             (self.inspection.damage.as_ref()).is_some_and(|d| d.kind == DamageKind::TornTail);
+        let restart = matches!(self.action, Action::Restart { .. });
+        // Damaged bytes the log is cut at may have held an acknowledged record (a whole record
+        // with a bad checksum is not a torn append): they are not said to lose nothing.
+        let cut_damage = !torn && !restart && d.unreadable_bytes > 0;
+        if parts.is_empty() && !cut_damage {
+            parts.push(if restart {
+                "no event after the checkpoint is lost".to_string()
+            } else {
+                "no acknowledged event is lost".to_string()
+            });
+        }
         if d.unreadable_bytes > 0 {
             parts.push(if torn {
                 format!(
                     "the {} bytes of a torn append, never acknowledged, go",
                     d.unreadable_bytes
+                )
+            } else if cut_damage {
+                format!(
+                    "{} damaged bytes go, with the events they held from offset {} on, acknowledged or not (how many is unknown)",
+                    d.unreadable_bytes,
+                    self.inspection.valid_end()
                 )
             } else {
                 format!("{} damaged bytes go", d.unreadable_bytes)
@@ -520,6 +531,36 @@ mod tests {
                 .unwrap()
                 .action
                 == Action::Nothing
+        );
+    }
+
+    /// The last record damaged (a whole record with a bad checksum, not a torn append): the
+    /// cut loses what it held, acknowledged or not, and says so (hostile test, session 27: it
+    /// said "no acknowledged event is lost" of an acknowledged record).
+    #[test]
+    fn a_cut_at_a_damaged_last_record_does_not_say_nothing_is_lost() {
+        let (dir, files) = log();
+        let last = files.last().unwrap();
+        let len = fs::read(last).unwrap().len();
+        flip(last, len - 64 + 30);
+        let plan = plan(inspect(dir.path()).unwrap(), None).unwrap();
+        let end = plan.inspection.valid_end();
+        assert!(
+            matches!(plan.action, Action::Cut { .. }),
+            "{:?}",
+            plan.action
+        );
+        assert_eq!(plan.dropped.events, 0);
+        let summary = plan.summary();
+        assert!(
+            !summary.contains("no acknowledged event is lost"),
+            "{summary}"
+        );
+        assert!(
+            summary.contains(&format!(
+                "64 damaged bytes go, with the events they held from offset {end} on"
+            )),
+            "{summary}"
         );
     }
 
