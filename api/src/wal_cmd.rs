@@ -472,9 +472,7 @@ fn archive_ahead(data_dir: &Path, plan: &repair::Plan) -> Option<(u64, u64)> {
     let end = match &plan.action {
         repair::Action::Nothing => return None,
         repair::Action::Cut { end, .. } => *end,
-        repair::Action::Restart { at, keep, .. } => {
-            at + keep.iter().map(|r| u64::from(r.items)).sum::<u64>()
-        }
+        repair::Action::Restart { at, keep, .. } => keep.last().map_or(*at, |r| r.end()),
     };
     let manifest = fencewatch_ingest::archive::manifest::Manifest::load(&data_dir.join("archive"));
     let archived = *manifest

@@ -142,29 +142,21 @@ impl Live {
                 self.state.duplicates += 1;
                 return Seen::Duplicate;
             }
-            let fed = e.props.as_slice().to_vec();
-            // The marks the folded delivery may have set, in the properties the emitter fed.
+            // The folded delivery it may differ from was of a property the emitter fed (this
+            // one's among them), which one is forgotten: each is told (`check` raises
+            // `conflicting_duplicate` in the properties both deliveries name: never `holds`
+            // there), and the marks it may have set there are tainted.
+            let fed: Vec<usize> = e.props.as_slice().iter().map(|&q| usize::from(q)).collect();
             let mut tainted = Vec::new();
             if let Some(scope) = ev.scope {
                 for &q in &fed {
-                    let q = usize::from(q);
                     if self.taint_mark(q, scope, rec) {
                         tainted.push(q);
                     }
                 }
             }
-            // The folded delivery it may differ from was of a property the emitter fed, which
-            // one is forgotten: each of them is told, and the property this one names (`check`
-            // raises `conflicting_duplicate` in the properties both deliveries name: never
-            // `holds` there). An unattributed delivery names none.
-            let mut told: Vec<usize> = fed.iter().map(|&q| usize::from(q)).collect();
-            if let Some(p) = prop
-                && !told.contains(&p)
-            {
-                told.push(p);
-            }
             let emitter = self.state.names[rec.emitter as usize].clone();
-            for p in told {
+            for p in fed {
                 if tainted.contains(&p) && Some(p) != prop {
                     let scope = ev.scope.unwrap_or_default();
                     self.raise(p, rec, Reason::ConflictingDuplicate, |_| format!(

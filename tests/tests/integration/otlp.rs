@@ -805,6 +805,30 @@ fn simulate_sends_its_workload_as_spans_and_serve_finds_the_faults() {
     assert_eq!(counterexamples_with_token(&over_grpc), found);
 }
 
+/// An HTTP/2 connection to the OTLP/gRPC listener at `grpc`, driven in the background.
+async fn h2_connect(grpc: &str) -> h2::client::SendRequest<bytes::Bytes> {
+    let tcp = tokio::net::TcpStream::connect(grpc).await.unwrap();
+    let (client, conn) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(conn);
+    client
+}
+
+/// Opens a trace `Export` call on `client`: its answer and the stream to send its message on.
+async fn h2_export(
+    client: &h2::client::SendRequest<bytes::Bytes>,
+    grpc: &str,
+) -> (h2::client::ResponseFuture, h2::SendStream<bytes::Bytes>) {
+    let mut client = client.clone().ready().await.unwrap();
+    let req = http::Request::post(format!(
+        "http://{grpc}/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .body(())
+    .unwrap();
+    client.send_request(req, false).unwrap()
+}
+
 /// The `grpc-status` of an answer to `stream` (its headers when trailers-only, else its
 /// trailers), with its `grpc-message`.
 async fn grpc_status(
@@ -854,20 +878,10 @@ fn grpc_messages_in_flight_are_held_to_max_pending_bytes_and_request_timeout() {
         .unwrap();
     let started = std::time::Instant::now();
     let answers = rt.block_on(async {
-        let tcp = tokio::net::TcpStream::connect(&grpc).await.unwrap();
-        let (client, conn) = h2::client::handshake(tcp).await.unwrap();
-        tokio::spawn(conn);
+        let client = h2_connect(&grpc).await;
         let mut calls = Vec::new();
         for _ in 0..8 {
-            let mut client = client.clone().ready().await.unwrap();
-            let req = http::Request::post(format!(
-                "http://{grpc}/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-            ))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(())
-            .unwrap();
-            let (resp, mut stream) = client.send_request(req, false).unwrap();
+            let (resp, mut stream) = h2_export(&client, &grpc).await;
             // A message of 1 MiB declared, 900 KiB of it sent, the rest never.
             let mut frame = vec![0u8];
             frame.extend_from_slice(&(1u32 << 20).to_be_bytes());
@@ -913,18 +927,8 @@ fn grpc_messages_in_flight_are_held_to_max_pending_bytes_and_request_timeout() {
     // 3 MiB, no span): its bytes count once, not on the wire and again decoded (hostile
     // test, session 27: a message over half the budget was refused `UNAVAILABLE` for ever).
     let answer = rt.block_on(async {
-        let tcp = tokio::net::TcpStream::connect(&grpc).await.unwrap();
-        let (client, conn) = h2::client::handshake(tcp).await.unwrap();
-        tokio::spawn(conn);
-        let mut client = client.ready().await.unwrap();
-        let req = http::Request::post(format!(
-            "http://{grpc}/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-        ))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .unwrap();
-        let (resp, mut stream) = client.send_request(req, false).unwrap();
+        let client = h2_connect(&grpc).await;
+        let (resp, mut stream) = h2_export(&client, &grpc).await;
         // Field 1, length-delimited, around `inner`.
         let field1 = |inner: Vec<u8>| {
             let mut out = vec![0x0a];

@@ -279,11 +279,9 @@ fn wal_repair_behind_the_archive_refuses_start_until_the_archive_is_moved() {
     ];
     let svc = TestService::start(dir.path(), ORDERS_CONTRACT, &flags);
     assert_eq!(post(&svc, 10, 100), 1000);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while svc.rows("SELECT count(*) FROM events") != [serde_json::json!([1000])] {
-        assert!(Instant::now() < deadline, "not archived: {}", svc.stderr());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    svc.wait_for("the events archived", 30, |s| {
+        s.rows("SELECT count(*) FROM events") == [serde_json::json!([1000])]
+    });
     // Archived rows reach the manifest with the next flush.
     std::thread::sleep(Duration::from_millis(500));
     let parts = svc.kill9();
@@ -329,11 +327,9 @@ fn wal_repair_behind_the_archive_refuses_start_until_the_archive_is_moved() {
     let r = svc.post_ndjson(&body);
     assert_eq!(r.status, 200, "{}", r.text());
     let sql = "SELECT count(*) FROM events WHERE scope LIKE 'late-%'";
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while svc.rows(sql) != [serde_json::json!([10])] {
-        assert!(Instant::now() < deadline, "the new events are not archived");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    svc.wait_for("the new events archived", 30, |s| {
+        s.rows(sql) == [serde_json::json!([10])]
+    });
 }
 
 #[test]

@@ -83,8 +83,17 @@ fn saturated(max: u64) -> Status {
 struct Held(Arc<std::sync::Mutex<Option<Reservation>>>);
 
 impl Held {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Reservation>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn take(&self) -> Option<Reservation> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+        self.lock().take()
+    }
+
+    /// Takes `n` more bytes; false past the budget, or once the call took the reservation.
+    fn grow(&self, n: u64) -> bool {
+        self.lock().as_mut().is_some_and(|h| h.grow(n))
     }
 }
 
@@ -114,12 +123,10 @@ where
         use prost::bytes::Buf;
         match self.inner.as_mut().poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_ref() {
-                    let n = data.remaining() as u64;
-                    let mut held = self.held.0.lock().unwrap_or_else(|p| p.into_inner());
-                    if !held.as_mut().is_some_and(|h| h.grow(n)) {
-                        return Poll::Ready(Some(Err(Box::new(saturated(self.max)))));
-                    }
+                if let Some(data) = frame.data_ref()
+                    && !self.held.grow(data.remaining() as u64)
+                {
+                    return Poll::Ready(Some(Err(Box::new(saturated(self.max)))));
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
