@@ -128,10 +128,16 @@ fn sweeping_keeps_every_name_still_referred_to() {
     let mut h = History::new(c);
     let src = l.add_source("wal");
     let hs = h.add_source("wal");
-    let mut events: Vec<(Kind, i64, &str, u64, String, String)> = Vec::new();
-    events.push((Kind::Grant, 0, "lease", 7, "owner".into(), "r1".into()));
-    events.push((Kind::Commit, 5, "x", 3, "old".into(), "r1".into()));
-    events.push((Kind::Commit, 50, "x", 2, "older".into(), "r1".into()));
+    // Epochs whose holders fold at once and commit again at the end (`solo`, `pair`): a mark's
+    // holder is kept alive through the sweeps (and a restore), so the same holder is no reuse,
+    // another is.
+    let mut events: Vec<(Kind, i64, &str, u64, String, String)> = vec![
+        (Kind::Grant, 0, "lease", 7, "owner".into(), "r1".into()),
+        (Kind::Commit, 5, "x", 3, "old".into(), "r1".into()),
+        (Kind::Commit, 50, "x", 2, "older".into(), "r1".into()),
+        (Kind::Commit, 1, "solo", 1, "keeper".into(), "r1".into()),
+        (Kind::Commit, 2, "pair", 1, "first".into(), "r1".into()),
+    ];
     for i in 0..200_000i64 {
         events.push((
             Kind::Commit,
@@ -155,7 +161,23 @@ fn sweeping_keeps_every_name_still_referred_to() {
             ));
         }
     }
+    let end = 100 + 200_000 * 10;
+    events.push((Kind::Commit, end, "solo", 1, "keeper".into(), "r1".into()));
+    events.push((
+        Kind::Commit,
+        end + 1,
+        "pair",
+        1,
+        "second".into(),
+        "r1".into(),
+    ));
+    let half = events.len() / 2;
     for (i, (kind, ts, scope, epoch, holder, route)) in events.iter().enumerate() {
+        if i == half {
+            let bytes = postcard::to_stdvec(l.state()).unwrap();
+            let state: fencewatch_assess::live::LiveState = postcard::from_bytes(&bytes).unwrap();
+            l = Live::restore(l.contract().clone(), state).unwrap();
+        }
         let mut e = Event::new(*kind, EventTime(*ts));
         e.scope = Some(scope);
         e.epoch = Some(Epoch(*epoch));
@@ -191,6 +213,7 @@ fn sweeping_keeps_every_name_still_referred_to() {
         })
         .collect();
     assert!(!want.is_empty());
+    assert!(want.iter().any(|x| x.1 == "second"), "{want:?}");
     assert_eq!(got, want);
     assert_eq!(l.view().unknown_counts(0), r.properties[0].unknown);
     assert!(

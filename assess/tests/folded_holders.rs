@@ -1,14 +1,16 @@
-//! Holders across a fold (hostile test, session 27; **a known false `holds`, not fixed yet**:
-//! README "Known gaps"): an epoch held by one holder whose commits all folded, then committed
-//! by another holder in time order. `check` finds `epoch_reuse`; `serve` does not, since the
-//! folded high-water mark keeps no holder. Run with `--run-ignored only` to see it fail.
+//! Holders across a fold (hostile test, session 27: a false `holds`, fixed in session 28): an
+//! epoch held by one holder whose commits all folded, then committed by another holder in time
+//! order. `check` finds `epoch_reuse`; so does `serve` now, since the folded high-water mark
+//! keeps its epoch's holder. When a conflicting re-delivery takes a folded commit of the mark's
+//! epoch away, which holders used it is no longer known: another holder's commit of it is
+//! `unknown(conflicting_duplicate)`, never `holds`; its own holder's stays as it was.
 
 mod common;
 
-use common::{E, check, contract_with, event, live, seqs};
-use fencewatch_assess::event::Kind;
-use fencewatch_assess::live::View;
-use fencewatch_assess::{CounterexampleKind, Verdict};
+use common::{E, check, commit_from, contract_with, event, live, seqs};
+use fencewatch_assess::event::{Event, Kind};
+use fencewatch_assess::live::{Live, LiveOptions, View};
+use fencewatch_assess::{CounterexampleKind, EventTime, History, Reason, Verdict};
 
 fn history() -> Vec<E> {
     let commit = |ts, scope, holder| E {
@@ -26,7 +28,6 @@ fn history() -> Vec<E> {
 }
 
 #[test]
-#[ignore = "known false holds (README, Known gaps): the folded mark keeps no holder"]
 fn a_second_holder_of_an_epoch_whose_first_holder_folded_is_epoch_reuse() {
     let c = contract_with(false, 5, "10ns", "1000000ns");
     let evs = history();
@@ -56,4 +57,97 @@ fn a_second_holder_of_an_epoch_whose_first_holder_folded_is_epoch_reuse() {
     l.close();
     let v: View<'_> = l.view();
     assert_eq!(v.counterexample_count(0), 1, "serve finds the reuse too");
+}
+
+/// A commit by `holder` (emitter `e`, seq `seq`).
+fn by(ts: i64, epoch: u64, holder: &'static str, seq: u64) -> Event<'static> {
+    let mut e = commit_from(ts, "s", epoch, "e", seq);
+    e.holder = Some(holder);
+    e
+}
+
+/// Runs `events` through `serve` (lateness 10 ns, retention 0) and `check`; returns the
+/// conflicting-duplicate count and the verdict of each, and `serve`'s counterexample count.
+fn both(events: &[Event<'_>]) -> ((u64, Verdict, usize), (u64, Verdict)) {
+    let c = contract_with(false, 5, "10ns", "1000000ns");
+    let mut l = Live::new(
+        c.clone(),
+        LiveOptions {
+            retention: Some(0),
+            ..LiveOptions::default()
+        },
+    );
+    let src = l.add_source("wal");
+    for (i, e) in events.iter().enumerate() {
+        l.push(e, src, i as u64, 1_000_000_000);
+    }
+    l.close();
+    let v = l.view();
+    let dup = |m: &std::collections::BTreeMap<Reason, u64>| {
+        m.get(&Reason::ConflictingDuplicate).copied().unwrap_or(0)
+    };
+    let serve = (
+        dup(&v.unknown_counts(0)),
+        v.assurance(0, 100_000, 200_000, i64::MAX / 4).verdict,
+        v.counterexample_count(0),
+    );
+    let mut h = History::new(c);
+    let src = h.add_source("wal");
+    for (i, e) in events.iter().enumerate() {
+        h.push(e, src, i as u64);
+    }
+    let r = h.finish();
+    (
+        serve,
+        (dup(&r.properties[0].unknown), r.properties[0].verdict),
+    )
+}
+
+/// Other scopes' traffic moving the horizon far past `s`'s first commits, with a heartbeat.
+fn traffic() -> Vec<Event<'static>> {
+    let mut beat = Event::new(Kind::Heartbeat, EventTime(0));
+    beat.route = Some("r2");
+    let mut out = vec![beat];
+    for i in 0..10 {
+        out.push(commit_from(1_000 + i * 100, "t", 1, "f", i as u64 + 1));
+    }
+    out
+}
+
+#[test]
+fn a_taken_away_holder_of_the_marks_epoch_leaves_another_holders_commit_unknown() {
+    // Epoch 1 of `s` used by w1 twice, folded; a re-delivery of (e, 1) with another epoch
+    // takes the first away (the mark stands on the second, whose holder is not known apart).
+    let mut events = vec![by(100, 1, "w1", 1), by(110, 1, "w1", 2)];
+    events.extend(traffic());
+    events.push(by(2_000, 7, "w1", 1));
+    // The same holder again: nothing more.
+    let mut same = events.clone();
+    same.push(by(2_100, 1, "w1", 3));
+    let ((dup, verdict, cxs), (check_dup, check_verdict)) = both(&same);
+    assert_eq!(
+        (dup, verdict, cxs),
+        (1, Verdict::Unknown, 0),
+        "the re-delivery only"
+    );
+    assert_eq!((check_dup, check_verdict), (1, Verdict::Unknown));
+    // Another holder: `check` finds the reuse (w1's second commit stands); `serve` cannot
+    // tell, and says so.
+    events.push(by(2_100, 1, "w3", 3));
+    let ((dup, verdict, cxs), (_, check_verdict)) = both(&events);
+    assert_eq!(check_verdict, Verdict::Refuted);
+    assert_eq!((dup, verdict, cxs), (2, Verdict::Unknown, 0));
+}
+
+#[test]
+fn a_mark_fallen_back_by_a_taint_leaves_holders_of_the_epoch_below_unknown() {
+    // Epoch 1 by w1, epoch 2 by w2 alone (the mark rests on it), both folded; the re-delivery
+    // of (e, 2) takes epoch 2 away: the mark falls back to epoch 1, whose holders were not kept.
+    let mut events = vec![by(100, 1, "w1", 1), by(150, 2, "w2", 2)];
+    events.extend(traffic());
+    events.push(by(2_000, 7, "w2", 2));
+    events.push(by(2_100, 1, "w9", 3));
+    let ((dup, verdict, cxs), (_, check_verdict)) = both(&events);
+    assert_eq!(check_verdict, Verdict::Refuted, "w1 and w9 in epoch 1");
+    assert_eq!((dup, verdict, cxs), (2, Verdict::Unknown, 0));
 }

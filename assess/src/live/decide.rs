@@ -95,7 +95,7 @@ impl Live {
                 ts: m.first,
                 order: st.mark_order(),
                 idx: MARK_IDX,
-                holder: NONE,
+                holder: st.mark_slot_holder(),
                 prop: p as u16,
                 class: 0,
             });
@@ -108,15 +108,43 @@ impl Live {
         // Late events against the folded mark: where the sweep cannot be certain and the
         // exact answer needs folded detail.
         let mut late = Vec::new();
+        // An epoch reuse through the mark with a kept event older than the horizon: which
+        // event `check` takes as the reuse's representative (the latest holder-bearing one)
+        // needs the folded events' times. The late event, if it is the new one, is late.
+        cxs.retain(|c| {
+            if c.0 != CounterexampleKind::EpochReuse || (c.1 != MARK_IDX && c.2 != MARK_IDX) {
+                return true;
+            }
+            let kept = if c.1 == MARK_IDX { c.2 } else { c.1 };
+            if c.1 != MARK_IDX && st.events()[c.1 as usize].ts >= horizon {
+                return true;
+            }
+            if new == Some(kept as usize) {
+                late.push(kept as usize);
+            }
+            false
+        });
         if let Some(n) = new {
             let e = st.events()[n];
-            if e.class() == 0 && e.ts < horizon.saturating_add(skew) && mark.is_some() {
+            if e.class() == 0
+                && e.ts < horizon.saturating_add(skew)
+                && mark.is_some()
+                && late.is_empty()
+            {
                 let j = st.judge(e.inc, e.epoch, e.ts, skew, horizon);
                 if j == Judgement::Late && !cxs.iter().any(|c| c.1 == n as u32) {
                     late.push(n);
                 }
             }
         }
+        // A commit by another holder of the evidence's epoch, whose folded holders are not
+        // all known (a conflicting delivery took one of them away): reuse or not is unknown.
+        let reuse_unknown = new.filter(|&n| {
+            let e = st.events()[n];
+            e.class() == 0
+                && st.reuse_unknown(e.inc, e.epoch, e.holder)
+                && !cxs.iter().any(|c| c.1 == n as u32)
+        });
         // Folded grants and the mark were decided when they were kept.
         cxs.retain(|c| c.1 < FOLDED_IDX);
         // A holder mismatch is final only once the watermark passed the commit: until then a
@@ -187,6 +215,16 @@ impl Live {
         for n in late {
             let e = self.state.props[p].scopes[scope].events()[n];
             self.raise_late(p, scope, &e);
+        }
+        if let Some(n) = reuse_unknown {
+            let e = self.state.props[p].scopes[scope].events()[n];
+            self.raise(p, &e, Reason::ConflictingDuplicate, |live| {
+                format!(
+                    "epoch {} of scope `{scope}` was used by a folded commit that turned out to be one of conflicting deliveries, so which holders used it is not known: whether `{}` reuses it is unknown",
+                    e.epoch,
+                    live.name(e.holder).unwrap_or_default()
+                )
+            });
         }
         if cxs.is_empty() {
             return;

@@ -277,10 +277,7 @@ impl Live {
         let key = key_hash(emitter, rec.seq);
         let horizon = self.state.props[p].horizon;
         let skew = self.contract.properties[p].clock_skew.0;
-        let Some(st) = self.state.props[p].scopes.get_mut(scope) else {
-            return false;
-        };
-        let Some(t) = st.taint(key, horizon) else {
+        let Some(t) = self.state.props[p].scopes.taint(scope, key, horizon) else {
             return false;
         };
         self.decide_scope(p, scope, None, horizon);

@@ -16,6 +16,16 @@
 //! itself older than the horizon and is never called ungranted. What is kept is bounded per
 //! scope by the epochs granted above the highest folded commit.
 //!
+//! **The mark's holder.** An epoch may be held longer than the horizon, and a second holder's
+//! commit arriving in order must still be found to reuse it (SPEC §4: an event arriving in
+//! order never needs folded detail). So the mark keeps the holder of its epoch's folded
+//! commits (`NONE`, one name id, or [`MIXED`]), and takes part in the epoch reuse sweep with
+//! it (the mark's slot in `Live::decide_scope`, the fast path's epoch entry). Holders of the
+//! epochs below it are not kept: a commit there is stale against the mark already. The name
+//! table keeps each mark's holder alive (`Scopes` counts them per name). After a taint (below)
+//! the holders of the evidence's epoch may not all be known ([`UNSURE`]): a commit of it by
+//! another holder is unknown, never taken as no reuse.
+//!
 //! **Tainted marks** (SPEC §4 "Duplicates" and "Provisional counterexamples"). A conflicting
 //! delivery can show, after the fact, that a folded event was one of conflicting deliveries:
 //! `check` sets it aside, so the mark must stop being evidence for it. So the mark knows what
@@ -43,7 +53,7 @@ pub(super) mod fast;
 
 /// The most scopes [`ScopeState::warm_all`] reads ahead at once.
 pub(super) const WARM_MAX: usize = 32;
-use fast::{Clean, Fast, FastSlot};
+use fast::{Clean, Fast, FastSlot, merge_holder};
 
 /// The synthetic index of a scope's folded high-water mark in a sweep.
 pub(super) const MARK_IDX: u32 = u32::MAX - 1;
@@ -54,7 +64,7 @@ pub(super) const FOLDED_IDX: u32 = 1 << 31;
 /// What one (property, scope) keeps.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct ScopeState {
-    /// The folded high-water mark, if `has_mark` (zero otherwise); recent events are not in it.
+    /// The folded high-water mark, if [`HAS_MARK`] (zero otherwise); recent events are not in it.
     mark: Mark,
     /// The highest (incarnation, epoch) of the folded events below the mark's, if
     /// [`HAS_BELOW`]; kept exact while [`SOLO`] holds (what a tainted mark falls back to).
@@ -67,21 +77,39 @@ pub(super) struct ScopeState {
     /// A 32-bit hash, never 0, of the emitter and seq of the folded event that set the mark's
     /// earliest time (see [`key_hash`]); 0 when none is known.
     top_key: u32,
-    /// [`SOLO`] and [`HAS_BELOW`].
-    mark_flags: u8,
-    /// Whether anything folded: `mark` holds the high-water mark.
-    has_mark: bool,
+    /// The mark's flags ([`HAS_MARK`], [`SOLO`], [`HAS_BELOW`], [`TAINTED`], [`UNSURE`]) in the
+    /// top [`FLAG_BITS`] bits, and below them the holder of the folded commits of the mark's
+    /// (incarnation, epoch) as evidence ([`ScopeState::mark_holder`]): a name id,
+    /// [`HOLDER_NONE`] or [`HOLDER_MIXED`] (a name id `h` as `h + 2`). Packed so an idle scope
+    /// stays 64 bytes.
+    bits: u32,
 }
 
-/// [`ScopeState::mark_flags`]: the mark's (incarnation, epoch) rests on one folded event, the
-/// one [`ScopeState::top_key`] names.
+/// Flags take the top bits of [`ScopeState::bits`].
+const FLAG_BITS: u32 = 5;
+/// The holder's bits in [`ScopeState::bits`].
+const HOLDER_MASK: u32 = (1 << (32 - FLAG_BITS)) - 1;
+/// No folded commit of the mark's (incarnation, epoch) named a holder (so a default state has
+/// none); a name id `h` is kept as `h + 2`.
+const HOLDER_NONE: u32 = 0;
+/// They named different holders.
+const HOLDER_MIXED: u32 = 1;
+/// Flag: anything folded, `mark` holds the high-water mark.
+const HAS_MARK: u8 = 8;
+/// Flag: the mark's (incarnation, epoch) rests on one folded event, the one
+/// [`ScopeState::top_key`] names.
 const SOLO: u8 = 1;
-/// [`ScopeState::mark_flags`]: [`ScopeState::below`] holds a folded (incarnation, epoch).
+/// Flag: [`ScopeState::below`] holds a folded (incarnation, epoch).
 const HAS_BELOW: u8 = 2;
-/// [`ScopeState::mark_flags`]: the mark's (incarnation, epoch) rested on one folded event alone,
-/// which turned out to be one of conflicting deliveries: it is no evidence (see
-/// [`ScopeState::evidence`]) until events of it fold again.
+/// Flag: the mark's (incarnation, epoch) rested on one folded event alone, which turned out to
+/// be one of conflicting deliveries: it is no evidence (see [`ScopeState::evidence`]) until
+/// events of it fold again.
 const TAINTED: u8 = 4;
+/// Flag: the holders of the evidence's folded commits are not all known (a taint took one
+/// away, or fell back to an epoch whose holders were not kept, or a name id did not fit): a
+/// commit of that (incarnation, epoch) by a holder other than [`ScopeState::mark_holder`] may
+/// or may not reuse it ([`ScopeState::reuse_unknown`]).
+const UNSURE: u8 = 16;
 
 /// The 32-bit hash (never 0) of an (emitter name, seq) key, as a mark remembers the event it
 /// rests on.
@@ -242,12 +270,74 @@ impl Summary {
 impl ScopeState {
     /// The folded high-water mark.
     pub(super) fn high_water(&self) -> Option<Mark> {
-        self.has_mark.then_some(self.mark)
+        (self.flags() & HAS_MARK != 0).then_some(self.mark)
     }
 
     fn set_mark(&mut self, mark: Option<Mark>) {
-        self.has_mark = mark.is_some();
+        let has = if mark.is_some() { HAS_MARK } else { 0 };
+        self.set_flags((self.flags() & !HAS_MARK) | has);
         self.mark = mark.unwrap_or_default();
+    }
+
+    fn flags(&self) -> u8 {
+        (self.bits >> (32 - FLAG_BITS)) as u8
+    }
+
+    fn set_flags(&mut self, f: u8) {
+        self.bits = (self.bits & HOLDER_MASK) | (u32::from(f) << (32 - FLAG_BITS));
+    }
+
+    /// The holder of the folded commits of the evidence's (incarnation, epoch) (see
+    /// [`ScopeState::evidence`]): a name id, `NONE` when none named one, [`MIXED`] when they
+    /// differ; see [`ScopeState::holder_unsure`]. A scope that never folded has `NONE`.
+    pub(super) fn mark_holder(&self) -> u32 {
+        match self.bits & HOLDER_MASK {
+            HOLDER_NONE => NONE,
+            HOLDER_MIXED => MIXED,
+            h => h - 2,
+        }
+    }
+
+    /// Whether the evidence's folded holders are not all known (see [`UNSURE`]).
+    pub(super) fn holder_unsure(&self) -> bool {
+        self.flags() & UNSURE != 0
+    }
+
+    /// Sets the mark's holder (a name id, `NONE` or [`MIXED`]) and whether it is unsure; a
+    /// name id beyond [`HOLDER_MASK`]'s range (over 134 million names alive) is kept as an
+    /// unsure `NONE`.
+    fn set_mark_holder(&mut self, h: u32, unsure: bool) {
+        let (code, unsure) = match h {
+            NONE => (HOLDER_NONE, unsure),
+            MIXED => (HOLDER_MIXED, unsure),
+            h if h < HOLDER_MASK - 1 => (h + 2, unsure),
+            _ => (HOLDER_NONE, true),
+        };
+        let f = (self.flags() & !UNSURE) | if unsure { UNSURE } else { 0 };
+        self.bits = code;
+        self.set_flags(f);
+    }
+
+    /// Whether a commit of (`inc`, `epoch`) by `holder` would reuse the epoch against the
+    /// evidence's folded commits if their holders were all known, and they are not: whether it
+    /// does is unknown (the caller raises that).
+    pub(super) fn reuse_unknown(&self, inc: u64, epoch: u64, holder: u32) -> bool {
+        holder != NONE
+            && self.holder_unsure()
+            && self
+                .evidence()
+                .is_some_and(|m| (m.incarnation, m.epoch) == (inc, epoch))
+            && self.mark_holder() != holder
+    }
+
+    /// The mark's holder as a sweep sees it: `NONE` while unsure (an unknown holder is none
+    /// that [`crate::scope::reuse`] could pair with; [`ScopeState::reuse_unknown`] covers it).
+    pub(super) fn mark_slot_holder(&self) -> u32 {
+        if self.holder_unsure() {
+            NONE
+        } else {
+            self.mark_holder()
+        }
     }
 
     /// The smallest `order` of the mark's folded events, if any carried one.
@@ -437,10 +527,10 @@ impl ScopeState {
     /// taint), if any.
     pub(super) fn evidence(&self) -> Option<Mark> {
         let m = self.high_water()?;
-        if self.mark_flags & TAINTED == 0 {
+        if self.flags() & TAINTED == 0 {
             return Some(m);
         }
-        (self.mark_flags & HAS_BELOW != 0).then_some(Mark {
+        (self.flags() & HAS_BELOW != 0).then_some(Mark {
             incarnation: self.below.0,
             epoch: self.below.1,
             first: m.first,
@@ -468,7 +558,7 @@ impl ScopeState {
     /// and when its (incarnation, epoch) rested on that event alone it is [`TAINTED`]: evidence
     /// falls back to the highest other folded one. `None` when the mark does not rest on it.
     pub(super) fn taint(&mut self, key: u32, horizon: i64) -> Option<Tainted> {
-        if key == 0 || self.top_key != key || self.mark_flags & TAINTED != 0 {
+        if key == 0 || self.top_key != key || self.flags() & TAINTED != 0 {
             return None;
         }
         let m = self.high_water()?;
@@ -485,10 +575,15 @@ impl ScopeState {
         self.set_mark(Some(Mark { first, ..m }));
         // The scope is decided again.
         self.set_clean(Clean::default());
-        if self.mark_flags & SOLO == 0 {
+        if self.flags() & SOLO == 0 {
+            // The event may have been the only one naming the mark's holder.
+            let h = self.mark_holder();
+            self.set_mark_holder(h, self.holder_unsure() || h != NONE);
             return Some(Tainted::First(top, first));
         }
-        self.mark_flags = (self.mark_flags & HAS_BELOW) | TAINTED;
+        self.set_flags((self.flags() & (HAS_BELOW | HAS_MARK)) | TAINTED);
+        // The holders of the epoch it falls back to were not kept.
+        self.set_mark_holder(NONE, true);
         Some(Tainted::Top(top))
     }
 
@@ -504,8 +599,8 @@ impl ScopeState {
     ) {
         let top = (m.incarnation, m.epoch);
         let same = old.is_some_and(|o| (o.incarnation, o.epoch) == top);
-        let tainted = self.mark_flags & TAINTED != 0;
-        let had_below = (self.mark_flags & HAS_BELOW != 0).then_some(self.below);
+        let tainted = self.flags() & TAINTED != 0;
+        let had_below = (self.flags() & HAS_BELOW != 0).then_some(self.below);
         // The highest certain (incarnation, epoch) below the top: a tainted old top is none.
         let mut below = if same || tainted {
             had_below
@@ -515,33 +610,38 @@ impl ScopeState {
         let mut earliest: Option<&Rec> = None;
         let mut n = 0;
         let mut others = false;
+        let mut holder = NONE;
         for e in folded {
             if (e.inc, e.epoch) != top {
                 below = below.max(Some((e.inc, e.epoch)));
                 others = true;
             } else {
                 n += 1;
+                holder = merge_holder(holder, e.holder);
                 if earliest.is_none_or(|f| e.ts < f.ts) {
                     earliest = Some(e);
                 }
             }
         }
         let solo = if n == 1 { SOLO } else { 0 };
-        let mut flags = self.mark_flags & (SOLO | TAINTED);
+        let mut flags = self.flags() & (SOLO | TAINTED);
         if let Some(f) = earliest {
             if !same || tainted {
                 // A new top, or the first certain events of a tainted one: the mark rests on
-                // them, from the earliest.
+                // them, from the earliest, and its holder is theirs.
                 if same {
                     self.set_mark(Some(Mark { first: f.ts, ..m }));
                 }
                 flags = solo;
                 self.top_key = key_of(f);
+                self.set_mark_holder(holder, false);
             } else {
                 flags &= !SOLO;
                 if old.is_some_and(|o| f.ts < o.first) {
                     self.top_key = key_of(f);
                 }
+                let h = merge_holder(self.mark_holder(), holder);
+                self.set_mark_holder(h, self.holder_unsure());
             }
         }
         if flags & TAINTED != 0 && others {
@@ -550,7 +650,8 @@ impl ScopeState {
             self.set_mark(Some(Mark { first, ..m }));
         }
         self.below = below.unwrap_or_default();
-        self.mark_flags = flags | if below.is_some() { HAS_BELOW } else { 0 };
+        let kept = self.flags() & (HAS_MARK | UNSURE);
+        self.set_flags(kept | flags | if below.is_some() { HAS_BELOW } else { 0 });
     }
 
     /// Folds the committed events older than `horizon` into the high-water mark, keeps the

@@ -14,8 +14,9 @@ use fencewatch_assess::live::LiveState;
 /// deliveries set aside on arrival are kept in the state. Layout 7: applied attestations'
 /// (emitter, seq) deliveries kept behind the lowest horizon (`late_attests`). Layout 8: an
 /// emitter's recent deliveries whose seq jumped beyond its window's span kept beside it, and
-/// the times of every delivery of the seqs at the ends of its runs.
-pub const STATE_LAYOUT: u16 = 8;
+/// the times of every delivery of the seqs at the ends of its runs. Layout 9: a scope's folded
+/// mark keeps the holder of its epoch (packed with the mark's flags).
+pub const STATE_LAYOUT: u16 = 9;
 const STATE_TAG: [u8; 4] = *b"FWS\0";
 
 /// Why a checkpoint's state does not decode.

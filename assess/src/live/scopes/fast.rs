@@ -112,7 +112,8 @@ struct Epoch {
     /// The earliest in sweep order, (time, sweep index: [`MARK_IDX`] for the mark): the
     /// epoch's minimum time and the witness of what it supersedes.
     first: (i64, u32),
-    /// The holder of its kept commits (`NONE`, one, or [`MIXED`]).
+    /// The holder of its kept commits and the mark's (`NONE`, one, or [`MIXED`]; an unsure
+    /// mark's is [`MIXED`]).
     holder: u32,
     /// Whether one carries no `order`.
     unordered: bool,
@@ -190,6 +191,14 @@ impl Fast {
             let order = st.mark_order();
             let e = f.epoch_mut((m.incarnation, m.epoch), (m.first, MARK_IDX));
             e.unordered |= order.is_none();
+            // The mark's holder takes part in the epoch reuse; an unsure one sends every
+            // holder-bearing commit of its epoch to the full decision.
+            let h = if st.holder_unsure() {
+                MIXED
+            } else {
+                st.mark_holder()
+            };
+            e.holder = merge_holder(e.holder, h);
             f.max_order = f.max_order.max(order);
         }
         f
@@ -484,7 +493,8 @@ impl Fast {
     }
 }
 
-fn merge_holder(have: u32, h: u32) -> u32 {
+/// Two holders as one: `NONE` gives way, different ones are [`MIXED`].
+pub(in crate::live) fn merge_holder(have: u32, h: u32) -> u32 {
     match (have, h) {
         (NONE, h) => h,
         (have, NONE) => have,

@@ -3,9 +3,9 @@
 //! what the name and span sweeps visit: an idle scope refers to no name or span), and the
 //! totals [`Scopes::heap_bytes`] reads without a walk.
 
-use super::ScopeState;
+use super::{MIXED, ScopeState, Tainted};
 use crate::intern::{Bulk, Duplicate, Interner, reserve_for};
-use crate::rules::Rec;
+use crate::rules::{NONE, Rec};
 use serde::de::{DeserializeSeed, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -22,6 +22,29 @@ pub(in crate::live) struct Scopes {
     retained: usize,
     /// Folded grants kept over all scopes, likewise.
     cold_grants: usize,
+    /// The name ids the scopes' marks hold as their holder ([`ScopeState::mark_holder`]), with
+    /// how many marks hold each: the name sweep keeps them alive without visiting every scope.
+    /// Derived (rebuilt on restore).
+    mark_holders: MarkHolders,
+}
+
+/// Name id → how many marks hold it.
+type MarkHolders = std::collections::HashMap<u32, u32, foldhash::fast::FixedState>;
+
+/// Counts `st`'s mark holder in or out of `holders` (`add`: in).
+fn count_holder(holders: &mut MarkHolders, st: &ScopeState, add: bool) {
+    let h = st.mark_holder();
+    if h == NONE || h == MIXED {
+        return;
+    }
+    if add {
+        *holders.entry(h).or_insert(0) += 1;
+    } else if let Some(n) = holders.get_mut(&h) {
+        *n -= 1;
+        if *n == 0 {
+            holders.remove(&h);
+        }
+    }
 }
 
 impl PartialEq for Scopes {
@@ -62,6 +85,21 @@ impl Scopes {
         (id, &mut self.states[id as usize])
     }
 
+    /// [`ScopeState::taint`] of `scope`, keeping the count of mark holders.
+    pub(in crate::live) fn taint(
+        &mut self,
+        scope: &str,
+        key: u32,
+        horizon: i64,
+    ) -> Option<Tainted> {
+        let id = self.ids.get(scope)?;
+        let st = &mut self.states[id as usize];
+        count_holder(&mut self.mark_holders, st, false);
+        let t = st.taint(key, horizon);
+        count_holder(&mut self.mark_holders, st, true);
+        t
+    }
+
     /// The name of scope `id`.
     pub(in crate::live) fn name(&self, id: u32) -> &str {
         self.ids.resolve(id)
@@ -84,6 +122,7 @@ impl Scopes {
             granted,
             retained,
             cold_grants,
+            mark_holders,
             ..
         } = self;
         *retained = 0;
@@ -91,7 +130,9 @@ impl Scopes {
         active.retain(|&id| {
             let st = &mut states[id as usize];
             let before = st.folded_grants().len();
+            count_holder(mark_holders, st, false);
             st.fold(horizon, skew, key_of);
+            count_holder(mark_holders, st, true);
             let after = st.folded_grants().len();
             *cold_grants = *cold_grants - before + after;
             if before == 0 && after > 0 {
@@ -108,10 +149,11 @@ impl Scopes {
     }
 
     /// Calls `f` with every name id the scopes refer to (holders, routes and emitters of kept
-    /// events and folded grants, and the kept events' top holder), visiting only the scopes
-    /// that keep either.
+    /// events and folded grants, the kept events' top holder, the marks' holders), visiting
+    /// only the scopes that keep events or grants.
     pub(in crate::live) fn for_each_name(&self, f: &mut impl FnMut(u32)) {
         self.for_each_event(&mut |e| e.name_ids().into_iter().for_each(&mut *f));
+        self.mark_holders.keys().copied().for_each(&mut *f);
         for &id in &self.active {
             if let Some(s) = self.states[id as usize].summary() {
                 f(s.top_holder);
@@ -152,7 +194,7 @@ impl Scopes {
 
     /// Approximate resident heap bytes, in O(1): ids, states (as far as written: the spare
     /// capacity of a large vector is not touched), the scopes that keep events (their event
-    /// list, summary and allocator header), kept events and folded grants.
+    /// list, summary and allocator header), kept events and folded grants, the marks' holders.
     pub(in crate::live) fn heap_bytes(&self) -> usize {
         const ACTIVE: usize = 96;
         self.ids.heap_bytes()
@@ -160,6 +202,7 @@ impl Scopes {
             + self.active.len() * (ACTIVE + 4)
             + self.granted.len() * 4
             + (self.retained + self.cold_grants) * std::mem::size_of::<Rec>() * 5 / 4
+            + self.mark_holders.capacity() * 9
     }
 }
 
@@ -210,7 +253,9 @@ impl<'de> Deserialize<'de> for Scopes {
                 }
                 let (mut active, mut granted) = (Vec::new(), Vec::new());
                 let (mut retained, mut cold_grants) = (0, 0);
+                let mut mark_holders = MarkHolders::default();
                 for (id, st) in states.iter().enumerate() {
+                    count_holder(&mut mark_holders, st, true);
                     if !st.events().is_empty() {
                         active.push(id as u32);
                         retained += st.events().len();
@@ -227,6 +272,7 @@ impl<'de> Deserialize<'de> for Scopes {
                     granted,
                     retained,
                     cold_grants,
+                    mark_holders,
                 })
             }
         }

@@ -78,7 +78,7 @@ pub(in crate::live) fn plan(
 /// Whether commit `rec` changes no finding, from the summary alone (a scope without a
 /// [`Fast`]): no kept grant nor `order`, `rec` unordered, at the highest (incarnation, epoch)
 /// — the one of its kept commits and the mark — and no earlier than those commits, with their
-/// holder or none; or above it and later than them by more than the skew. Its grant checks
+/// holder and the mark's (known) or none; or above it and later than them by more than the skew. Its grant checks
 /// are settled by the folded grants.
 fn quiet(st: &ScopeState, rec: &Rec, skew: i64, required: bool) -> bool {
     if rec.has(HAS_ORDER) {
@@ -91,14 +91,13 @@ fn quiet(st: &ScopeState, rec: &Rec, skew: i64, required: bool) -> bool {
         Some(s) if s.grants || s.ordered => return false,
         Some(s) => (s.top, s.top_holder, s.max_ts),
     };
+    let fits = |h: u32| rec.holder == NONE || h == NONE || h == rec.holder;
     let settled = match kept.max(mark) {
         Some(t) if t > key => false,
         Some(t) if t == key => {
             rec.ts >= max_ts
-                && (kept != Some(key)
-                    || rec.holder == NONE
-                    || holder == NONE
-                    || holder == rec.holder)
+                && (kept != Some(key) || fits(holder))
+                && (mark != Some(key) || (!st.holder_unsure() && fits(st.mark_holder())))
         }
         _ => max_ts.saturating_add(skew) < rec.ts,
     };
