@@ -301,10 +301,22 @@ impl CheckpointStore {
         &mut self,
         decode: impl Fn(&mut dyn Read, u64) -> Result<T, E>,
     ) -> Result<Option<(Loaded, T)>> {
+        self.latest_decoded_at_or_below(u64::MAX, decode)
+    }
+
+    /// [`CheckpointStore::latest_decoded`] among the checkpoints at offsets up to `bound`
+    /// (newer ones are passed over unread, not counted as damaged); `Ok(None)` when none is
+    /// there, [`Error::NoValidCheckpoint`] when none there verifies and decodes.
+    pub fn latest_decoded_at_or_below<T, E: std::fmt::Display>(
+        &mut self,
+        bound: u64,
+        decode: impl Fn(&mut dyn Read, u64) -> Result<T, E>,
+    ) -> Result<Option<(Loaded, T)>> {
         self.damaged.clear();
         let mut undecodable = Vec::new();
         let mut passed_over = Vec::new();
-        for (skipped, &offset) in self.offsets.iter().rev().enumerate() {
+        let upto = self.offsets.partition_point(|&o| o <= bound);
+        for (skipped, &offset) in self.offsets[..upto].iter().rev().enumerate() {
             let path = self.path(offset);
             let (verified, bytes) = open_verified(&path, offset).map_err(io_err(&path))?;
             let pass = |reason: String| PassedOver {
@@ -322,7 +334,7 @@ impl CheckpointStore {
             };
             match decode(&mut state, bytes - HEADER_BYTES as u64) {
                 Ok(value) => {
-                    self.damaged = self.offsets[self.offsets.len() - skipped..].to_vec();
+                    self.damaged = self.offsets[upto - skipped..upto].to_vec();
                     let loaded = Loaded {
                         offset,
                         skipped_corrupt: skipped,
@@ -337,7 +349,7 @@ impl CheckpointStore {
                 }
             }
         }
-        match self.offsets.len() {
+        match upto {
             0 => Ok(None),
             skipped => Err(Error::NoValidCheckpoint {
                 dir: self.dir.clone(),

@@ -113,6 +113,22 @@ impl Registry {
         self.archive.get()
     }
 
+    /// The offset below which the evidence archive holds every row of partition `name`, when
+    /// the archive is on and lists it.
+    pub fn archive_lists(&self, name: &str) -> Option<u64> {
+        #[cfg(feature = "archive")]
+        return self
+            .archive
+            .get()
+            .filter(|a| a.lists(name))
+            .map(|a| a.archived(name));
+        #[cfg(not(feature = "archive"))]
+        {
+            let _ = name;
+            None
+        }
+    }
+
     /// Readies a partition before anything is applied to it: attaches the evidence archive.
     pub fn prepare(&self, part: &mut Partition) {
         #[cfg(feature = "archive")]

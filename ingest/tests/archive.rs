@@ -1284,3 +1284,191 @@ fn rows_of_batches_read_again_by_the_archive_are_the_rows_logged_on_the_applier(
         }
     }
 }
+
+/// Saves a checkpoint of `o` at its end, once the archive holds every row below it (as the
+/// service does).
+fn checkpoint_now(archive: &Archive, o: &mut Opened) -> u64 {
+    let next = o.wal.next_offset();
+    archive.flush_through("wal", next).unwrap();
+    let (at, state) = o.partition.encode();
+    assert_eq!(at, next);
+    local::checkpoint(&mut o.wal, &mut o.checkpoints, next, &state).unwrap();
+    next
+}
+
+/// Run 1 ingests records 0..10 and checkpoints; its archive is moved aside; run 2 ingests
+/// 10..20 into a new archive and checkpoints; the first archive is moved back. Returns the two
+/// checkpoints' offsets.
+fn archive_moved_aside_and_back(dir: &Path, popts: PartitionOptions) -> (u64, u64) {
+    let open = |dir: &Path| {
+        let archive = Arc::new(Archive::open(opts(dir)).unwrap());
+        let a = archive.clone();
+        let o = local::open_with(&dir.join("p"), contract(), popts, |p| p.attach_archive(a));
+        (archive, o.unwrap())
+    };
+    let first = {
+        let (archive, mut o) = open(dir);
+        (0..10).for_each(|i| ingest(&mut o, i));
+        checkpoint_now(&archive, &mut o)
+    };
+    std::fs::rename(dir.join("archive"), dir.join("archive.1")).unwrap();
+    let second = {
+        let (archive, mut o) = open(dir);
+        (10..20).for_each(|i| ingest(&mut o, i));
+        checkpoint_now(&archive, &mut o)
+    };
+    std::fs::rename(dir.join("archive"), dir.join("archive.2")).unwrap();
+    std::fs::rename(dir.join("archive.1"), dir.join("archive")).unwrap();
+    (first, second)
+}
+
+/// Every event's source in the archive of `dir`, each once, and how many there are.
+fn archived_sources(dir: &Path) -> (BTreeSet<String>, usize) {
+    let sources = strings(&read(dir, Table::Events), "source");
+    let n = sources.len();
+    (sources.into_iter().collect(), n)
+}
+
+/// Hostile test, session 27 (B1): an archive moved aside and back lists the partition below
+/// the checkpoint; the rows between were never archived again. Now the partition restores the
+/// checkpoint at or below the archive's offset (or rebuilds from the log's start) and replays,
+/// so every event is archived once; without either the start is refused.
+#[test]
+fn an_archive_moved_aside_and_back_is_fed_again_from_an_older_state() {
+    let all: BTreeSet<String> = (0..20u64).map(|i| format!("http:{}", i + i / 10)).collect();
+    // An older checkpoint is kept: restored, replayed from.
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = archive_moved_aside_and_back(dir.path(), popts());
+    assert!(first < second);
+    let (archive, o) = open(dir.path());
+    assert_eq!(o.restored_from, Some(first));
+    assert_eq!(o.partition.next(), second);
+    archive.flush().unwrap();
+    assert_eq!(archive.durable("wal"), second);
+    assert_eq!(archived_sources(dir.path()), (all.clone(), 20));
+    drop((archive, o));
+    // None is: the log starts at 0, the state is rebuilt from it.
+    let dir = tempfile::tempdir().unwrap();
+    let (first, _) = archive_moved_aside_and_back(dir.path(), popts());
+    std::fs::remove_dir_all(dir.path().join("p/checkpoints")).unwrap();
+    std::fs::create_dir(dir.path().join("p/checkpoints")).unwrap();
+    let _ = first;
+    // (No checkpoint at all is an ordinary fresh start from 0: the archive skips what it has.)
+    let (archive, o) = open(dir.path());
+    assert_eq!(o.restored_from, None);
+    archive.flush().unwrap();
+    assert_eq!(archived_sources(dir.path()), (all.clone(), 20));
+    drop((archive, o));
+    // Only the newer checkpoint kept, and the log no longer starting at 0: refused, nothing
+    // changed.
+    let dir = tempfile::tempdir().unwrap();
+    let small = PartitionOptions {
+        segment_bytes: 64,
+        ..popts()
+    };
+    let (first, second) = archive_moved_aside_and_back(dir.path(), small);
+    let older = dir
+        .path()
+        .join(format!("p/checkpoints/checkpoint-{first:020}.ckpt"));
+    let names: Vec<_> = std::fs::read_dir(dir.path().join("p/checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    assert!(older.exists(), "{names:?}");
+    std::fs::remove_file(&older).unwrap();
+    let archive = Arc::new(Archive::open(opts(dir.path())).unwrap());
+    let a = archive.clone();
+    let err = local::open_with(&dir.path().join("p"), contract(), small, |p| {
+        p.attach_archive(a)
+    })
+    .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&format!(
+            "rows of offsets {first}..{second} would never be archived"
+        )),
+        "{msg}"
+    );
+    assert_eq!(archive.durable("wal"), first, "nothing archived");
+}
+
+/// Hostile test, session 27 (B2): a lost manifest made every file an orphan, deleted, its
+/// rows never archived again. Now the archive is refused, its files kept.
+#[test]
+fn an_archive_without_its_manifest_is_refused_not_emptied() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (archive, mut o) = open(dir.path());
+        (0..3).for_each(|i| ingest(&mut o, i));
+        archive.flush().unwrap();
+    }
+    std::fs::remove_file(dir.path().join("archive").join(manifest::MANIFEST)).unwrap();
+    let err = Archive::open(opts(dir.path())).unwrap_err();
+    assert!(matches!(err, Error::NoManifest { files: 1, .. }), "{err}");
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("archive/events"))
+            .unwrap()
+            .count(),
+        1,
+        "kept"
+    );
+    // A new archive writes its (empty) manifest at once: files without one are not its own.
+    let fresh = tempfile::tempdir().unwrap();
+    Archive::open(opts(fresh.path())).unwrap();
+    assert!(
+        fresh
+            .path()
+            .join("archive")
+            .join(manifest::MANIFEST)
+            .exists()
+    );
+}
+
+/// Hostile test, session 27 (B3): an archive copied from another data directory was taken as
+/// this one's. Now the manifest names its data directory's id and another's is refused.
+#[test]
+fn an_archive_of_another_data_directory_is_refused() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let id_a = data_dir_id(a.path()).unwrap();
+    assert_eq!(data_dir_id(a.path()).unwrap(), id_a, "kept");
+    let id_b = data_dir_id(b.path()).unwrap();
+    assert_ne!(id_a, id_b);
+    let with_id = |dir: &Path, id: &str| ArchiveOptions {
+        data_dir_id: Some(id.to_string()),
+        ..opts(dir)
+    };
+    // Written before ids were kept: adopted.
+    {
+        let (archive, mut o) = open(a.path());
+        ingest(&mut o, 0);
+        archive.flush().unwrap();
+    }
+    assert_eq!(
+        Manifest::load(&a.path().join("archive")).unwrap().data_dir,
+        None
+    );
+    Archive::open(with_id(a.path(), &id_a)).unwrap();
+    let m = Manifest::load(&a.path().join("archive")).unwrap();
+    assert_eq!(m.data_dir.as_deref(), Some(id_a.as_str()));
+    // Copied beside b.
+    let copy = |from: &Path, to: &Path| {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                std::fs::create_dir_all(to.join(e.file_name())).unwrap();
+                for f in std::fs::read_dir(e.path()).unwrap() {
+                    let f = f.unwrap();
+                    std::fs::copy(f.path(), to.join(e.file_name()).join(f.file_name())).unwrap();
+                }
+            } else {
+                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+            }
+        }
+    };
+    copy(&a.path().join("archive"), &b.path().join("archive"));
+    let err = Archive::open(with_id(b.path(), &id_b)).unwrap_err();
+    assert!(matches!(err, Error::OtherDataDir { .. }), "{err}");
+    assert!(err.to_string().contains(&id_a), "{err}");
+    Archive::open(with_id(a.path(), &id_a)).unwrap();
+}

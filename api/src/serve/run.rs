@@ -430,6 +430,7 @@ fn open_archive(
         max_bytes: a.max_bytes,
         // Files a compaction or retention drops stay for queries that took a snapshot before.
         delete_grace: (2 * ns(config.query.timeout)).max(std::time::Duration::from_secs(60)),
+        data_dir_id: Some(fencewatch_ingest::archive::data_dir_id(&config.data_dir)?),
         ..ArchiveOptions::new(config.data_dir.join("archive"))
     };
     let archive = Archive::open(opts)?;

@@ -160,6 +160,10 @@ pub struct Manifest {
     pub windows: BTreeMap<String, WindowsArchived>,
     /// Files no longer listed, kept until their grace period passes.
     pub obsolete: Vec<Obsolete>,
+    /// The id of the data directory whose partitions' offsets these are (its `ID` file,
+    /// [`super::data_dir_id`]); absent in manifests written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<String>,
 }
 
 impl Default for Manifest {
@@ -171,6 +175,7 @@ impl Default for Manifest {
             partitions: BTreeMap::new(),
             windows: BTreeMap::new(),
             obsolete: Vec::new(),
+            data_dir: None,
         }
     }
 }
@@ -225,10 +230,15 @@ impl Manifest {
 
     /// Reads the manifest of the archive in `dir` (empty when there is none).
     pub fn load(dir: &Path) -> Result<Manifest, Error> {
+        Ok(Manifest::load_if_any(dir)?.unwrap_or_default())
+    }
+
+    /// [`Manifest::load`], `None` when the archive in `dir` has no manifest.
+    pub fn load_if_any(dir: &Path) -> Result<Option<Manifest>, Error> {
         let path = dir.join(MANIFEST);
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Manifest::default()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io(&path)(e)),
         };
         let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| Error::Bad {
@@ -241,7 +251,7 @@ impl Manifest {
                 reason: format!("format {} (this fencewatch reads {FORMAT})", m.format),
             });
         }
-        Ok(m)
+        Ok(Some(m))
     }
 
     /// Replaces the manifest of the archive in `dir` atomically and durably.

@@ -20,6 +20,14 @@
 //! depend only on the assessor's state and the record (a counterexample settles in the same
 //! push on replay), so a replay re-archives exactly what was lost. Window rows are not tied to
 //! offsets: how far they are archived is in the manifest itself.
+//!
+//! **The right archive.** The offsets in the manifest are those of one data directory's
+//! partitions: the manifest names its data directory's id ([`data_dir_id`]), and an archive of
+//! another one is refused ([`Error::OtherDataDir`]). Table files without any manifest are
+//! refused rather than deleted as leftovers ([`Error::NoManifest`]; a new archive writes its
+//! empty manifest before any file). An archive of this data directory that lists a partition
+//! below its checkpoint (moved aside and back) makes the partition restore an older
+//! checkpoint and replay from there (`partition::local`, the Kafka source), or refuses to start.
 
 mod applied;
 pub mod chunk;
@@ -28,6 +36,7 @@ pub mod log;
 mod maintain;
 pub mod manifest;
 mod open;
+mod owner;
 pub mod read;
 pub mod rows;
 mod sink;
@@ -36,6 +45,7 @@ mod writer;
 
 pub use log::CHUNK_ROWS;
 pub use maintain::Maintained;
+pub use owner::{DATA_DIR_ID, data_dir_id};
 pub use rows::{Origin, Table};
 pub use sink::Sink;
 pub use writer::{Archive, ArchiveOptions, Due, Error, Snapshot, Stats, Taken, file_properties};

@@ -70,6 +70,11 @@ impl Sink {
         self.skip_below
     }
 
+    /// Whether the archive lists the partition (it took rows of it before).
+    pub fn lists_partition(&self) -> bool {
+        self.archive.lists(&self.partition)
+    }
+
     /// Makes `live` report the counterexamples it settles (call once, before it takes events).
     pub fn attach(&self, live: &mut Live) {
         live.collect_settled();

@@ -46,6 +46,9 @@ pub struct ArchiveOptions {
     pub delete_grace: Duration,
     /// Files smaller than this are compacted.
     pub compact_below: u64,
+    /// The id of the data directory the archive belongs to ([`super::data_dir_id`]): an
+    /// archive whose manifest names another is refused; `None` checks nothing.
+    pub data_dir_id: Option<String>,
 }
 
 impl ArchiveOptions {
@@ -61,6 +64,7 @@ impl ArchiveOptions {
             max_bytes: None,
             delete_grace: Duration::from_secs(120),
             compact_below: 8 << 20,
+            data_dir_id: None,
         }
     }
 }
@@ -185,7 +189,7 @@ impl Archive {
         for d in [Some(dir.as_path()), parent].into_iter().flatten() {
             crate::wal::fsync_dir(d).map_err(io(d))?;
         }
-        let mut m = Manifest::load(dir)?;
+        let mut m = super::owner::load_checked(dir, opts.data_dir_id.as_deref())?;
         let listed: BTreeSet<&str> = m
             .files
             .iter()
@@ -241,6 +245,11 @@ impl Archive {
     /// The offset below which every row of `partition` is archived or waiting to be.
     pub fn archived(&self, partition: &str) -> u64 {
         self.lock().buffered.get(partition).copied().unwrap_or(0)
+    }
+
+    /// Whether the archive lists `partition`: it took rows of it (written or waiting).
+    pub fn lists(&self, partition: &str) -> bool {
+        self.lock().buffered.contains_key(partition)
     }
 
     /// The offset below which every row of `partition` is written and in the manifest.

@@ -3,13 +3,13 @@
 //! checkpoint and replays the log after it through [`Partition::apply`]; segments every kept
 //! checkpoint covers are deleted as checkpoints are saved ([`checkpoint`]).
 
-use super::restore::{WhenNoneUsable, restore};
+use super::restore::{WhenNoneUsable, restore, restore_at_or_below};
 use super::{Error, Partition, Result};
 use crate::batch::decode;
 use crate::checkpoint::{CheckpointStore, PassedOver};
 use crate::wal::{self, Wal, WalOptions};
 use fencewatch_assess::Contract;
-use fencewatch_assess::live::LiveOptions;
+use fencewatch_assess::live::{Live, LiveOptions};
 use std::path::{Path, PathBuf};
 
 /// The name of the local partition, in logs and in the registry.
@@ -77,8 +77,8 @@ pub fn open_with(
     let none_usable = WhenNoneUsable::Rebuild {
         first_offset: wal.first_offset(),
     };
-    let restored = restore(&mut checkpoints, contract, opts.live, none_usable)?;
-    let from = restored.from;
+    let restored = restore(&mut checkpoints, contract.clone(), opts.live, none_usable)?;
+    let mut from = restored.from;
     let end = wal.next_offset();
     if let Some(from) = from
         && end < from
@@ -91,6 +91,42 @@ pub fn open_with(
     }
     let mut partition = Partition::new(NAME, restored.live, from.unwrap_or(0));
     prepare(&mut partition);
+    // An archive that lists the partition below the checkpoint lacks the rows between (it is
+    // not the one the checkpoint was taken beside: moved aside and back, or copied): they are
+    // applied again from an older state, the newest checkpoint at or below it or, if the log
+    // starts at 0, from nothing; else the start is refused.
+    if let (Some(archived), Some(restored)) = (partition.archive_lists(), from)
+        && archived < restored
+    {
+        let first = wal.first_offset();
+        let older = restore_at_or_below(&mut checkpoints, contract.clone(), archived)?
+            .filter(|r| r.from.is_some_and(|f| f >= first));
+        let live = match older {
+            Some(r) => {
+                from = r.from;
+                r.live
+            }
+            None if first == 0 => {
+                from = None;
+                Live::new(contract, opts.live)
+            }
+            None => {
+                return Err(Error::ArchiveBehindState {
+                    partition: NAME.to_string(),
+                    archived,
+                    restored,
+                    kept: format!(", the write-ahead log starts at offset {first}"),
+                });
+            }
+        };
+        tracing::warn!(
+            archived,
+            checkpoint = restored,
+            replay_from = from.unwrap_or(0),
+            "archive: the archive holds the partition's rows only below the checkpoint; the records between are applied again from an older state, and archived"
+        );
+        partition.restart_from(live, from.unwrap_or(0));
+    }
     // The archive takes no row below what it holds: new events at offsets the log lost would
     // never be archived (nor their counterexamples' windows).
     if let Some(archived) = partition.archived_below()

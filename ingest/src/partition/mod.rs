@@ -96,6 +96,21 @@ pub enum Error {
         /// The offset below which the archive holds every row.
         archived: u64,
     },
+    /// The evidence archive lacks rows of offsets the restored state covers, and no older
+    /// state to apply them again from is kept.
+    #[error(
+        "partition {partition}: the evidence archive holds its rows only below offset {archived}, but the assessment state covers the offsets below {restored}, and neither a checkpoint at or below {archived} nor the partition's records from offset 0 are kept{kept}: the rows of offsets {archived}..{restored} would never be archived. This archive is not the one the data directory last wrote to (moved aside and back, copied, or its manifest replaced); nothing was changed. Put that archive back, or move this one (`archive` in the data directory) aside to start a new archive from offset {restored} (the old one stays readable, e.g. by DuckDB)"
+    )]
+    ArchiveBehindState {
+        /// The partition.
+        partition: String,
+        /// The offset below which the archive holds every row.
+        archived: u64,
+        /// The offset the restored checkpoint covers.
+        restored: u64,
+        /// What the source still holds, as a note (", the log starts at offset N").
+        kept: String,
+    },
     /// A file or folder could not be created, moved or synced.
     #[error("{path}: {source}")]
     Io {
@@ -194,11 +209,38 @@ impl Partition {
         self.sink = Some(sink);
     }
 
+    /// Starts again from `live`, whose state covers the offsets below `next`, keeping its
+    /// archive's sink (nothing may have been applied yet).
+    pub fn restart_from(&mut self, live: Live, next: u64) {
+        #[cfg(feature = "archive")]
+        let sink = self.sink.take();
+        *self = Partition::new(&self.name, live, next);
+        #[cfg(feature = "archive")]
+        if let Some(sink) = sink {
+            sink.attach(&mut self.live);
+            self.sink = Some(sink);
+        }
+    }
+
     /// The offset below which the evidence archive held every row of this partition when
     /// attached ([`Partition::attach_archive`]); `None` without an archive.
     pub fn archived_below(&self) -> Option<u64> {
         #[cfg(feature = "archive")]
         return self.sink.as_ref().map(crate::archive::Sink::skip_below);
+        #[cfg(not(feature = "archive"))]
+        None
+    }
+
+    /// The offset below which the evidence archive holds every row of this partition, when
+    /// it is attached and lists the partition (a new archive, or one that never took a row of
+    /// it, does not: it starts where the partition is).
+    pub fn archive_lists(&self) -> Option<u64> {
+        #[cfg(feature = "archive")]
+        return self
+            .sink
+            .as_ref()
+            .filter(|s| s.lists_partition())
+            .map(crate::archive::Sink::skip_below);
         #[cfg(not(feature = "archive"))]
         None
     }

@@ -94,6 +94,31 @@ pub fn restore(
     }
 }
 
+/// Restores the newest usable checkpoint of `store` at or below offset `bound`: when the
+/// evidence archive holds a partition's rows only below `bound` and the newest checkpoint
+/// covers more, the records between are applied again from an older state, so their rows are
+/// archived (SPEC §9). `None` when no checkpoint there is usable. Like [`restore`], under the
+/// options the checkpoint was written with.
+pub fn restore_at_or_below(
+    store: &mut CheckpointStore,
+    contract: Contract,
+    bound: u64,
+) -> Result<Option<Restored>> {
+    match store.latest_decoded_at_or_below(bound, read_state) {
+        Ok(Some((loaded, state))) => {
+            let live = Live::restore(contract, state)?;
+            Ok(Some(Restored {
+                live,
+                from: Some(loaded.offset),
+                passed_over: loaded.passed_over,
+                quarantined: None,
+            }))
+        }
+        Ok(None) | Err(checkpoint::Error::NoValidCheckpoint { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Moves every checkpoint of `store` (none of which is usable) into
 /// `<dir>/quarantine/<at>/`, syncs both folders and opens the store again, empty.
 fn quarantine(store: &mut CheckpointStore, at: i64) -> Result<Quarantined> {

@@ -25,7 +25,7 @@ pub use summaries::Published;
 
 use crate::checkpoint::CheckpointStore;
 use crate::clock::SharedClock;
-use crate::partition::restore::{WhenNoneUsable, restore};
+use crate::partition::restore::{WhenNoneUsable, restore, restore_at_or_below};
 use crate::partition::{self, Partition};
 use crate::registry::{Kind, Registry, Shared, read};
 use crate::report::metrics::PartitionLabels;
@@ -470,10 +470,34 @@ impl KafkaSource {
         };
         let contract = self.registry.contract().clone();
         let mut restored =
-            restore(&mut store, contract, self.opts.live, none_usable).map_err(fail)?;
+            restore(&mut store, contract.clone(), self.opts.live, none_usable).map_err(fail)?;
+        let name = format!("{topic}/{p}");
+        // An archive that lists the partition below the checkpoint lacks the rows between
+        // (it is not the one the checkpoint was taken beside): they are consumed and applied
+        // again from the newest checkpoint at or below it, else the partition is refused.
+        if let (Some(archived), Some(at)) = (self.registry.archive_lists(&name), restored.from)
+            && archived < at
+        {
+            restored = restore_at_or_below(&mut store, contract, archived)
+                .map_err(fail)?
+                .ok_or_else(|| {
+                    fail(crate::partition::Error::ArchiveBehindState {
+                        partition: name.clone(),
+                        archived,
+                        restored: at,
+                        kept: String::new(),
+                    })
+                })?;
+            tracing::warn!(
+                partition = %name,
+                archived,
+                checkpoint = at,
+                replay_from = restored.from.unwrap_or(0),
+                "archive: the archive holds the partition's rows only below the checkpoint; the messages between are consumed again from an older state, and archived"
+            );
+        }
         // A restart with another configuration: its options are in force from here on.
         restored.live.set_options(self.opts.live);
-        let name = format!("{topic}/{p}");
         let next = restored.from.unwrap_or(0);
         PartitionRestored {
             partition: &name,

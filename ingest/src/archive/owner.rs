@@ -1,0 +1,99 @@
+//! Whose archive it is: the data directory's id ([`data_dir_id`]) that the manifest names,
+//! and the checks made on open ([`load_checked`]; the module doc of [`crate::archive`], "The
+//! right archive").
+
+use super::error::{Error, io};
+use super::manifest::Manifest;
+use super::rows::Table;
+use std::path::Path;
+
+/// The file in a data directory that holds its id.
+pub const DATA_DIR_ID: &str = "ID";
+
+/// The id of the data directory `data_dir`, from its [`DATA_DIR_ID`] file, which is written
+/// (durably) with a new random id if there is none: an archive's manifest names it, so an
+/// archive copied from another data directory is told apart ([`Error::OtherDataDir`]).
+pub fn data_dir_id(data_dir: &Path) -> Result<String, Error> {
+    use std::hash::{BuildHasher, Hasher};
+    let path = data_dir.join(DATA_DIR_ID);
+    match std::fs::read_to_string(&path) {
+        Ok(s) if !s.trim().is_empty() => return Ok(s.trim().to_string()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(&path)(e)),
+    }
+    std::fs::create_dir_all(data_dir).map_err(io(data_dir))?;
+    // 128 bits from the standard library's per-process random hasher keys, the time and
+    // the process id.
+    let random = || std::collections::hash_map::RandomState::new().build_hasher();
+    let mut h = random();
+    h.write_i64(super::writer::now_ns());
+    h.write_u32(std::process::id());
+    let id = format!("{:016x}{:016x}", h.finish(), random().finish());
+    let tmp = data_dir.join(format!("{DATA_DIR_ID}.tmp"));
+    let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+    std::io::Write::write_all(&mut f, format!("{id}\n").as_bytes()).map_err(io(&tmp))?;
+    f.sync_all().map_err(io(&tmp))?;
+    drop(f);
+    std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    crate::wal::fsync_dir(data_dir).map_err(io(data_dir))?;
+    Ok(id)
+}
+
+/// The manifest of the archive in `dir`, checked: a new archive (no manifest, no table file)
+/// gets an empty one written at once, naming `data_dir_id`; table files without a manifest are
+/// [`Error::NoManifest`]; a manifest naming another data directory than `data_dir_id` is
+/// [`Error::OtherDataDir`], one naming none takes it.
+pub(super) fn load_checked(dir: &Path, data_dir_id: Option<&str>) -> Result<Manifest, Error> {
+    let mut m = match Manifest::load_if_any(dir)? {
+        Some(m) => m,
+        None => {
+            // A new archive: its manifest is written before any file, so files without one
+            // are not leftovers of it.
+            let files = count_table_files(dir)?;
+            if files > 0 {
+                return Err(Error::NoManifest {
+                    dir: dir.to_path_buf(),
+                    files,
+                });
+            }
+            let m = Manifest {
+                data_dir: data_dir_id.map(str::to_string),
+                ..Manifest::default()
+            };
+            m.store(dir)?;
+            m
+        }
+    };
+    if let Some(id) = data_dir_id {
+        match &m.data_dir {
+            Some(theirs) if theirs != id => {
+                return Err(Error::OtherDataDir {
+                    dir: dir.to_path_buf(),
+                    archive: theirs.clone(),
+                    data_dir: id.to_string(),
+                });
+            }
+            Some(_) => {}
+            // Written before the id was kept: this data directory's from now on.
+            None => {
+                m.data_dir = Some(id.to_string());
+                m.store(dir)?;
+            }
+        }
+    }
+    Ok(m)
+}
+
+/// Parquet files (not a flush's temporary one) in the table folders of the archive in `dir`.
+fn count_table_files(dir: &Path) -> Result<usize, Error> {
+    let mut n = 0;
+    for t in Table::ALL {
+        let d = dir.join(t.name());
+        for e in std::fs::read_dir(&d).map_err(io(&d))? {
+            let e = e.map_err(io(&d))?;
+            n += usize::from(e.file_name().to_string_lossy().ends_with(".parquet"));
+        }
+    }
+    Ok(n)
+}
