@@ -27,7 +27,8 @@ pub fn data_dir_id(data_dir: &Path) -> Result<String, Error> {
     // the process id.
     let random = || std::collections::hash_map::RandomState::new().build_hasher();
     let mut h = random();
-    h.write_i64(super::writer::now_ns());
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    h.write_u128(now.map_or(0, |d| d.as_nanos()));
     h.write_u32(std::process::id());
     let id = format!("{:016x}{:016x}", h.finish(), random().finish());
     let tmp = data_dir.join(format!("{DATA_DIR_ID}.tmp"));
