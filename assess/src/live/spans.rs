@@ -127,45 +127,43 @@ impl KeptSpan {
     }
 }
 
-/// An entry of the index: a [`KeptSpan`] and 32 bits of its span id's hash, which grow the
-/// table and pass over other spans without reading the span table (a cache miss each).
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    hash: u32,
-    kept: KeptSpan,
-}
-
-/// The kept deliveries of spans by span id: 16 bytes an entry (and a control byte) in one
-/// table for every kept event with a span, where a set per hot scope found only the
-/// deliveries of the scope a re-delivery names. Derived from the kept events: not
-/// checkpointed ([`Live`](super::Live) builds it on restore), and the entries of slots a
-/// sweep of the span table frees are dropped with them, so an entry never names a slot
-/// reused by another span. An entry whose delivery has since folded or gone is found stale
-/// where it is looked up, and replaced. Keyed by a randomly seeded hash: span ids come from
-/// clients.
+/// The kept deliveries of spans by span id, in an open-addressing table of 8-byte entries
+/// (32 bits of the span id's hash, the slot + 1; 0 is empty) probed linearly and kept at most
+/// half full, so a lookup and the insert after it read one cache line, which
+/// [`SpanIndex::warm`] fetches ahead (a table of 16-byte entries and control bytes read two,
+/// the second a miss). Where each indexed slot's delivery is kept (property, scope id) is beside
+/// it, by slot, read only when a span is found again. One table for every kept event with a
+/// span, where a set per hot scope found only the deliveries of the scope a re-delivery names.
+/// Derived from the kept events: not checkpointed ([`Live`](super::Live) builds it on
+/// restore), and the entries of slots a sweep of the span table frees are dropped with them,
+/// so an entry never names a slot reused by another span. An entry whose delivery has since
+/// folded or gone is found stale where it is looked up, and replaced. Keyed by a randomly
+/// seeded hash: span ids come from clients.
 #[derive(Default)]
 pub(super) struct SpanIndex {
-    table: hashbrown::HashTable<Entry>,
+    /// A power of two long (or empty).
+    entries: Vec<u64>,
+    /// Entries in use.
+    len: usize,
+    /// Per slot of the span table, where its delivery is kept (valid for indexed slots).
+    kept: Vec<(u32, u16)>,
     hasher: foldhash::fast::RandomState,
 }
 
 impl std::fmt::Debug for SpanIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SpanIndex")
-            .field("len", &self.table.len())
-            .finish()
+        f.debug_struct("SpanIndex").field("len", &self.len).finish()
     }
 }
 
-/// The table's hash of an entry's 32 bits: spread over 64 (its top bits pick the control
-/// tag, its low bits the bucket).
-fn spread(h: u32) -> u64 {
-    u64::from(h).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+/// An entry: `hash` and `slot`.
+fn entry(hash: u32, slot: u32) -> u64 {
+    (u64::from(hash) << 32) | (u64::from(slot) + 1)
 }
 
-/// Whether an entry is of span `id` (`hash` its hash): the hashes first, then the ids.
-fn of_span<'a>(spans: &'a Spans, id: &'a SpanId, hash: u32) -> impl Fn(&Entry) -> bool + 'a {
-    move |x| x.hash == hash && spans.get(x.kept.slot) == Some(id)
+/// The slot of a non-empty entry.
+fn slot_of(e: u64) -> u32 {
+    (e as u32).wrapping_sub(1)
 }
 
 impl SpanIndex {
@@ -180,51 +178,113 @@ impl SpanIndex {
         h.finish() as u32
     }
 
-    /// Reads, changing nothing, the part of the table a lookup of `id` reads first, so that
-    /// it is fetched ahead of the lookup (as [`Live::warm`](super::Live::warm) does for
+    /// The first position probed for `hash`.
+    fn home(&self, hash: u32) -> usize {
+        (hash as usize) & (self.entries.len() - 1)
+    }
+
+    /// Reads, changing nothing, the entry a lookup of `id` reads first, so that its cache
+    /// line is fetched ahead of the lookup (as [`Live::warm`](super::Live::warm) does for
     /// scopes): no answer depends on it.
     pub(super) fn warm(&self, id: &SpanId) {
-        let h = spread(self.hash(id));
-        std::hint::black_box(self.table.find(h, |_| false));
+        if !self.entries.is_empty() {
+            std::hint::black_box(self.entries[self.home(self.hash(id))]);
+        }
+    }
+
+    /// The position of the entry of span `id` (hash `hash`), or of the empty one where it
+    /// would go; the table is not empty.
+    fn probe(&self, spans: &Spans, id: &SpanId, hash: u32) -> usize {
+        let mask = self.entries.len() - 1;
+        let mut i = self.home(hash);
+        loop {
+            let e = self.entries[i];
+            if e == 0 || ((e >> 32) as u32 == hash && spans.get(slot_of(e)) == Some(id)) {
+                return i;
+            }
+            i = (i + 1) & mask;
+        }
     }
 
     /// Where the kept delivery of span `id` is, if one is indexed.
     pub(super) fn find(&self, spans: &Spans, id: &SpanId) -> Option<KeptSpan> {
-        let hash = self.hash(id);
-        let e = self.table.find(spread(hash), of_span(spans, id, hash))?;
-        Some(e.kept)
+        if self.len == 0 {
+            return None;
+        }
+        let e = self.entries[self.probe(spans, id, self.hash(id))];
+        (e != 0).then(|| {
+            let slot = slot_of(e);
+            let (scope, prop) = self.kept[slot as usize];
+            KeptSpan { slot, prop, scope }
+        })
     }
 
     /// Indexes `k` as the kept delivery of the span in its slot, in place of an entry of the
     /// same span.
     pub(super) fn insert(&mut self, spans: &Spans, k: KeptSpan) {
         let Some(id) = spans.get(k.slot) else { return };
-        let hash = self.hash(id);
-        let new = Entry { hash, kept: k };
-        let at = of_span(spans, id, hash);
-        match self.table.entry(spread(hash), at, |x| spread(x.hash)) {
-            hashbrown::hash_table::Entry::Occupied(mut o) => *o.get_mut() = new,
-            hashbrown::hash_table::Entry::Vacant(v) => {
-                v.insert(new);
-            }
+        if 2 * (self.len + 1) > self.entries.len() {
+            self.grow();
         }
+        let hash = self.hash(id);
+        let i = self.probe(spans, id, hash);
+        self.len += usize::from(self.entries[i] == 0);
+        self.entries[i] = entry(hash, k.slot);
+        let at = k.slot as usize;
+        if self.kept.len() <= at {
+            let more = at + 1 - self.kept.len();
+            crate::intern::reserve_for(&mut self.kept, more);
+            self.kept.resize(at + 1, (0, 0));
+        }
+        self.kept[at] = (k.scope, k.prop);
+    }
+
+    /// Doubles the table (at least 1,024 entries), placing every entry again by its hash.
+    fn grow(&mut self) {
+        let cap = (2 * self.entries.len()).max(1 << 10);
+        let old = std::mem::replace(&mut self.entries, vec![0; cap]);
+        for e in old.into_iter().filter(|&e| e != 0) {
+            self.place(e);
+        }
+    }
+
+    /// Puts entry `e` (of a span not in the table) in the first empty position from its home.
+    fn place(&mut self, e: u64) {
+        let mask = self.entries.len() - 1;
+        let mut i = self.home((e >> 32) as u32);
+        while self.entries[i] != 0 {
+            i = (i + 1) & mask;
+        }
+        self.entries[i] = e;
     }
 
     /// Drops the entries of the slots not marked `alive` (a sweep of the span table frees
     /// them).
     pub(super) fn retain_alive(&mut self, alive: &[bool]) {
-        self.table
-            .retain(|e| alive.get(e.kept.slot as usize).copied().unwrap_or(false));
+        let live: Vec<u64> = (self.entries.iter().copied())
+            .filter(|&e| e != 0 && alive.get(slot_of(e) as usize).copied().unwrap_or(false))
+            .collect();
+        let cap = (2 * live.len()).next_power_of_two().max(1 << 10);
+        self.entries.clear();
+        self.entries.resize(cap, 0);
+        self.entries.shrink_to(cap);
+        self.len = live.len();
+        for e in live {
+            self.place(e);
+        }
+        self.kept.truncate(alive.len());
     }
 
     /// Forgets every entry (to be built again).
     pub(super) fn clear(&mut self) {
-        self.table.clear();
+        self.entries.clear();
+        self.len = 0;
+        self.kept.clear();
     }
 
     /// Heap bytes of the table.
     pub(super) fn heap_bytes(&self) -> usize {
-        self.table.allocation_size()
+        self.entries.capacity() * 8 + self.kept.capacity() * std::mem::size_of::<(u32, u16)>()
     }
 }
 
@@ -482,6 +542,86 @@ pub(super) fn span_key(id: &SpanId) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The index finds every span kept, through its growth, a delivery kept again in place of
+    /// the first, and a sweep that frees slots; spans never indexed are not found.
+    #[test]
+    fn the_span_index_finds_each_kept_delivery_through_growth_and_sweeps() {
+        let id = |n: u32| {
+            let mut id = [0u8; 24];
+            id[..4].copy_from_slice(&n.to_le_bytes());
+            id[20..].copy_from_slice(&n.wrapping_mul(7).to_le_bytes());
+            id
+        };
+        let mut spans = Spans::default();
+        let mut index = SpanIndex::default();
+        let n = 5_000u32;
+        let mut slot_of_span = Vec::new();
+        for i in 0..n {
+            let slot = spans.add(&id(i), 0);
+            index.insert(
+                &spans,
+                KeptSpan {
+                    slot,
+                    prop: (i % 3) as u16,
+                    scope: i,
+                },
+            );
+            slot_of_span.push(slot);
+        }
+        assert_eq!(index.len, n as usize);
+        assert!(2 * index.len <= index.entries.len(), "at most half full");
+        // Every third span delivered again and kept in its new slot.
+        for i in (0..n).step_by(3) {
+            let slot = spans.add(&id(i), 1);
+            index.insert(
+                &spans,
+                KeptSpan {
+                    slot,
+                    prop: 7,
+                    scope: n + i,
+                },
+            );
+            slot_of_span[i as usize] = slot;
+        }
+        assert_eq!(index.len, n as usize, "replaced, not added");
+        for i in 0..n {
+            let k = index.find(&spans, &id(i)).expect("indexed");
+            assert_eq!(k.slot, slot_of_span[i as usize]);
+            let want = if i % 3 == 0 {
+                (7, n + i)
+            } else {
+                ((i % 3) as u16, i)
+            };
+            assert_eq!((k.prop, k.scope), want);
+        }
+        assert_eq!(index.find(&spans, &id(n + 1)), None);
+        // A sweep keeps the even spans' slots alive.
+        let mut alive = vec![false; spans.slots()];
+        for i in (0..n).step_by(2) {
+            alive[slot_of_span[i as usize] as usize] = true;
+        }
+        spans.sweep(&alive);
+        index.retain_alive(&alive);
+        for i in 0..n {
+            let found = index.find(&spans, &id(i)).map(|k| k.slot);
+            assert_eq!(found, (i % 2 == 0).then(|| slot_of_span[i as usize]), "{i}");
+        }
+        // Freed slots are reused by new spans, which the old entries never name.
+        for i in n..n + 100 {
+            let slot = spans.add(&id(i), 0);
+            assert_eq!(index.find(&spans, &id(i)), None);
+            index.insert(
+                &spans,
+                KeptSpan {
+                    slot,
+                    prop: 1,
+                    scope: i,
+                },
+            );
+            assert_eq!(index.find(&spans, &id(i)).map(|k| k.slot), Some(slot));
+        }
+    }
 
     #[test]
     fn a_sweep_keeps_the_newest_attestations_behind_the_horizon() {
