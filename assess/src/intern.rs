@@ -128,10 +128,40 @@ impl Interner {
 
     /// The id of `s` if interned.
     pub fn get(&self, s: &str) -> Option<u32> {
-        let hash = self.hasher.hash_one(s.as_bytes());
+        self.get_hashed(s, self.hash(s))
+    }
+
+    /// The hash [`Interner::get`] looks `s` up by.
+    pub fn hash(&self, s: &str) -> u64 {
+        self.hasher.hash_one(s.as_bytes())
+    }
+
+    /// [`Interner::get`] of `s`, whose [`Interner::hash`] is `hash`.
+    pub fn get_hashed(&self, s: &str, hash: u64) -> Option<u32> {
         self.table
             .find(hash, |e| at(&self.arena, e.start) == s.as_bytes())
             .map(|e| e.id)
+    }
+
+    /// Reads, changing nothing, one level of what a lookup of a string hashing to `hash`
+    /// reads: 0, the table's control bytes; 1, the entries whose tag matches; 2, their
+    /// strings' first bytes. A lookup chains the three, a cache miss each at a million
+    /// strings; called for many strings a level at a time, their misses overlap. No answer
+    /// depends on it (pass the value to [`std::hint::black_box`]).
+    pub fn warm_level(&self, hash: u64, level: u8) -> u32 {
+        let mut seen = 0u32;
+        let found = match level {
+            0 => self.table.find(hash, |_| false),
+            1 => self.table.find(hash, |e| {
+                seen ^= e.start;
+                false
+            }),
+            _ => self.table.find(hash, |e| {
+                seen ^= u32::from(self.arena.get(e.start as usize).copied().unwrap_or(0));
+                false
+            }),
+        };
+        seen ^ u32::from(found.is_some())
     }
 
     /// The string of an id.

@@ -63,11 +63,32 @@ impl Live {
     /// across all of them (their scope table entries, then their states, then what those
     /// point to): no answer depends on it.
     pub fn warm_all<'e>(&self, events: impl Iterator<Item = Event<'e>>) {
-        // The table lookups first, all of them, before any state is read: that is the first
-        // level (collected, not chained into the next).
-        let mut states = [None; super::scopes::WARM_MAX];
-        for (slot, ev) in states.iter_mut().zip(events) {
-            *slot = self.kept_state(&ev);
+        const MAX: usize = super::scopes::WARM_MAX;
+        // The scope ids' table lookups first, all of them, a level at a time (control
+        // bytes, entries, strings: `Interner::warm_level`), before any state is read.
+        let mut keys: [(usize, &str, u64); MAX] = [(0, "", 0); MAX];
+        let mut n = 0;
+        for ev in events.take(MAX) {
+            let Ok(p) = rules::property_of(&self.contract, &ev) else {
+                continue;
+            };
+            let (Some(scope), Some(prop)) = (ev.scope, self.state.props.get(p as usize)) else {
+                continue;
+            };
+            keys[n] = (p as usize, scope, prop.scopes.ids().hash(scope));
+            n += 1;
+        }
+        let keys = &keys[..n];
+        let mut seen = 0;
+        for level in 0..3 {
+            for &(p, _, hash) in keys {
+                seen ^= self.state.props[p].scopes.ids().warm_level(hash, level);
+            }
+        }
+        std::hint::black_box(seen);
+        let mut states = [None; MAX];
+        for (slot, &(p, scope, hash)) in states.iter_mut().zip(keys) {
+            *slot = self.state.props[p].scopes.get_hashed(scope, hash);
         }
         let states = states.iter().flatten().copied();
         std::hint::black_box(super::scopes::ScopeState::warm_all(states));

@@ -57,6 +57,16 @@ impl PartialEq for Scopes {
 impl Eq for Scopes {}
 
 impl Scopes {
+    /// The scope ids' interner, to read ahead ([`Interner::warm_level`]).
+    pub(in crate::live) fn ids(&self) -> &Interner {
+        &self.ids
+    }
+
+    /// [`Scopes::get`] of `scope`, whose [`Interner::hash`] in [`Scopes::ids`] is `hash`.
+    pub(in crate::live) fn get_hashed(&self, scope: &str, hash: u64) -> Option<&ScopeState> {
+        (self.ids.get_hashed(scope, hash)).map(|i| &self.states[i as usize])
+    }
+
     pub(in crate::live) fn get(&self, scope: &str) -> Option<&ScopeState> {
         self.ids.get(scope).map(|i| &self.states[i as usize])
     }
