@@ -151,3 +151,52 @@ fn a_mark_fallen_back_by_a_taint_leaves_holders_of_the_epoch_below_unknown() {
     assert_eq!(check_verdict, Verdict::Refuted, "w1 and w9 in epoch 1");
     assert_eq!((dup, verdict, cxs), (2, Verdict::Unknown, 0));
 }
+
+/// Hostile test, session 27: holders w1 and w2 of one epoch in window A, then w3 in window B.
+/// The reuse's representative moves to B; A stays refuted on the timeline (it was found
+/// there: the `cxs` module's former representatives). An assurance over A says what the
+/// timeline says, whether A's events are still kept or folded.
+#[test]
+fn an_assurance_over_a_former_representatives_window_says_what_the_timeline_says() {
+    for retention in [Some(600_000_000_000), None] {
+        // Windows of 1 s; A = [10 s, 11 s), B = [85 s, 86 s).
+        let c = contract_with(false, 5, "10ns", "1000000000000ns");
+        let mut l = Live::new(
+            c,
+            LiveOptions {
+                retention,
+                ..LiveOptions::default()
+            },
+        );
+        let src = l.add_source("wal");
+        let s = 1_000_000_000i64;
+        let mut events = vec![
+            by(10 * s + 1, 1, "w1", 1),
+            by(10 * s + 2, 1, "w2", 2),
+            by(85 * s, 1, "w3", 3),
+        ];
+        // Other scopes' traffic past both, observing the route.
+        for i in 0..20 {
+            events.push(commit_from((90 + i) * s, "t", 1, "f", i as u64 + 1));
+        }
+        for (i, e) in events.iter().enumerate() {
+            l.push(e, src, i as u64, 200 * s);
+        }
+        let v = l.view();
+        let runs = v.timeline(0, 10 * s, 11 * s, 100);
+        let a = runs
+            .iter()
+            .find(|r| r.start_ns == 10 * s)
+            .expect("window A");
+        // The range (at - window, at]: A's nanoseconds.
+        let over_a = v.assurance(0, 11 * s - 1, s, 200 * s);
+        assert_eq!(
+            (a.verdict, over_a.verdict),
+            (Verdict::Refuted, Verdict::Refuted),
+            "retention {retention:?}: {:?}",
+            over_a.unknown
+        );
+        let b = v.assurance(0, 86 * s - 1, s, 200 * s);
+        assert_eq!(b.verdict, Verdict::Refuted, "B, retention {retention:?}");
+    }
+}

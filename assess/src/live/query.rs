@@ -43,7 +43,8 @@ pub struct Assurance {
     /// Counterexamples whose stale event lies in the window (first 100 by time), withdrawn
     /// ones left out.
     pub counterexamples: Vec<String>,
-    /// How many counterexamples lie in the window.
+    /// How many counterexamples lie in the window (by their stale event: a window an epoch
+    /// reuse's former representative keeps refuted makes the verdict `refuted`, not this).
     pub counterexample_count: u64,
     /// Unknown reasons in the settled part, with counts.
     pub unknown: BTreeMap<Reason, u64>,
@@ -208,10 +209,22 @@ impl<'a> View<'a> {
         let mut unknown: BTreeMap<Reason, u64> = BTreeMap::new();
         let mut silent_routes = Vec::new();
         let mut unsupported_premises = Vec::new();
+        // Counterexamples the window series places in the windows wholly inside the range:
+        // an epoch reuse's former representative keeps its window refuted after a later
+        // event took over (the `cxs` module), as the timeline shows it, though the
+        // counterexample's stale event is now outside the range.
+        let mut in_windows = 0;
         if !settled_empty {
             let s = &series;
             let (w, f) = (s.width(), pc.route_freshness.0);
             let (k0, k1) = (s.index(lo.saturating_add(1)), s.index(hi));
+            let (whole0, whole1) = (
+                s.index(lo.saturating_add(w)),
+                s.index(hi.saturating_add(1)) - 1,
+            );
+            if whole0 <= whole1 {
+                in_windows = s.points_between(whole0, whole1).counterexamples;
+            }
             let mut add = |r: Reason, n: u64| {
                 if n > 0 {
                     *unknown.entry(r).or_default() += n;
@@ -263,7 +276,7 @@ impl<'a> View<'a> {
             // A counterexample whose detail is no longer kept may lie in the range.
             *unknown.entry(Reason::LateEvidence).or_default() += 1;
         }
-        let verdict = if !in_window.is_empty() || dropped > 0 {
+        let verdict = if !in_window.is_empty() || dropped > 0 || in_windows > 0 {
             Verdict::Refuted
         } else if settled_empty || !unknown.is_empty() {
             Verdict::Unknown
