@@ -1429,9 +1429,12 @@ fn an_archive_without_its_manifest_is_refused_not_emptied() {
 #[test]
 fn an_archive_of_another_data_directory_is_refused() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let id_a = data_dir_id(a.path()).unwrap();
-    assert_eq!(data_dir_id(a.path()).unwrap(), id_a, "kept");
-    let id_b = data_dir_id(b.path()).unwrap();
+    let id = |dir: &Path| data_dir_id(dir, &dir.join("archive")).unwrap();
+    let id_a = id(a.path());
+    assert_ne!(id(a.path()), id_a, "not kept until the archive is accepted");
+    keep_data_dir_id(a.path(), &id_a).unwrap();
+    assert_eq!(id(a.path()), id_a, "kept");
+    let id_b = id(b.path());
     assert_ne!(id_a, id_b);
     let with_id = |dir: &Path, id: &str| ArchiveOptions {
         data_dir_id: Some(id.to_string()),
@@ -1467,8 +1470,14 @@ fn an_archive_of_another_data_directory_is_refused() {
         }
     };
     copy(&a.path().join("archive"), &b.path().join("archive"));
+    keep_data_dir_id(b.path(), &id_b).unwrap();
     let err = Archive::open(with_id(b.path(), &id_b)).unwrap_err();
     assert!(matches!(err, Error::OtherDataDir { .. }), "{err}");
     assert!(err.to_string().contains(&id_a), "{err}");
     Archive::open(with_id(a.path(), &id_a)).unwrap();
+    // A lost id file takes the archive's (hostile test, session 28: a new id refused the
+    // data directory's own archive).
+    std::fs::remove_file(a.path().join(DATA_DIR_ID)).unwrap();
+    assert_eq!(id(a.path()), id_a);
+    Archive::open(with_id(a.path(), &id(a.path()))).unwrap();
 }

@@ -430,10 +430,15 @@ fn open_archive(
         max_bytes: a.max_bytes,
         // Files a compaction or retention drops stay for queries that took a snapshot before.
         delete_grace: (2 * ns(config.query.timeout)).max(std::time::Duration::from_secs(60)),
-        data_dir_id: Some(fencewatch_ingest::archive::data_dir_id(&config.data_dir)?),
         ..ArchiveOptions::new(config.data_dir.join("archive"))
     };
+    let id = fencewatch_ingest::archive::data_dir_id(&config.data_dir, &opts.dir)?;
+    let opts = ArchiveOptions {
+        data_dir_id: Some(id.clone()),
+        ..opts
+    };
     let archive = Archive::open(opts)?;
+    fencewatch_ingest::archive::keep_data_dir_id(&config.data_dir, &id)?;
     if archive.orphans_removed() > 0 {
         tracing::warn!(
             files = archive.orphans_removed(),

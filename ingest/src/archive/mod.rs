@@ -23,7 +23,8 @@
 //!
 //! **The right archive.** The offsets in the manifest are those of one data directory's
 //! partitions: the manifest names its data directory's id ([`data_dir_id`]), and an archive of
-//! another one is refused ([`Error::OtherDataDir`]). Table files without any manifest are
+//! another one is refused ([`Error::OtherDataDir`]); the id is written into the data directory
+//! only once its archive was accepted, and a lost id file takes the manifest's. Table files without any manifest are
 //! refused rather than deleted as leftovers ([`Error::NoManifest`]; a new archive writes its
 //! empty manifest before any file). An archive of this data directory that lists a partition
 //! below its checkpoint (moved aside and back) makes the partition restore an older
@@ -45,7 +46,7 @@ mod writer;
 
 pub use log::CHUNK_ROWS;
 pub use maintain::Maintained;
-pub use owner::{DATA_DIR_ID, data_dir_id};
+pub use owner::{DATA_DIR_ID, data_dir_id, keep_data_dir_id};
 pub use rows::{Origin, Table};
 pub use sink::Sink;
 pub use writer::{Archive, ArchiveOptions, Due, Error, Snapshot, Stats, Taken, file_properties};

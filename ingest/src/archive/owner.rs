@@ -10,10 +10,12 @@ use std::path::Path;
 /// The file in a data directory that holds its id.
 pub const DATA_DIR_ID: &str = "ID";
 
-/// The id of the data directory `data_dir`, from its [`DATA_DIR_ID`] file, which is written
-/// (durably) with a new random id if there is none: an archive's manifest names it, so an
-/// archive copied from another data directory is told apart ([`Error::OtherDataDir`]).
-pub fn data_dir_id(data_dir: &Path) -> Result<String, Error> {
+/// The id of the data directory `data_dir` whose archive is `archive_dir`: its
+/// [`DATA_DIR_ID`] file's, or, when it has none, the one the archive's manifest names (the
+/// file was lost: the archive's offsets are still checked against the log and checkpoints on
+/// start), or a new random one. Nothing is written: [`keep_data_dir_id`] writes the file once
+/// the archive was opened under the id ([`Error::OtherDataDir`] otherwise).
+pub fn data_dir_id(data_dir: &Path, archive_dir: &Path) -> Result<String, Error> {
     use std::hash::{BuildHasher, Hasher};
     let path = data_dir.join(DATA_DIR_ID);
     match std::fs::read_to_string(&path) {
@@ -22,7 +24,9 @@ pub fn data_dir_id(data_dir: &Path) -> Result<String, Error> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(io(&path)(e)),
     }
-    std::fs::create_dir_all(data_dir).map_err(io(data_dir))?;
+    if let Some(id) = Manifest::load_if_any(archive_dir)?.and_then(|m| m.data_dir) {
+        return Ok(id);
+    }
     // 128 bits from the standard library's per-process random hasher keys, the time and
     // the process id.
     let random = || std::collections::hash_map::RandomState::new().build_hasher();
@@ -30,15 +34,23 @@ pub fn data_dir_id(data_dir: &Path) -> Result<String, Error> {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
     h.write_u128(now.map_or(0, |d| d.as_nanos()));
     h.write_u32(std::process::id());
-    let id = format!("{:016x}{:016x}", h.finish(), random().finish());
+    Ok(format!("{:016x}{:016x}", h.finish(), random().finish()))
+}
+
+/// Writes `id` as the [`DATA_DIR_ID`] of `data_dir` (durably), unless it holds it already.
+pub fn keep_data_dir_id(data_dir: &Path, id: &str) -> Result<(), Error> {
+    let path = data_dir.join(DATA_DIR_ID);
+    if std::fs::read_to_string(&path).is_ok_and(|s| s.trim() == id) {
+        return Ok(());
+    }
+    std::fs::create_dir_all(data_dir).map_err(io(data_dir))?;
     let tmp = data_dir.join(format!("{DATA_DIR_ID}.tmp"));
     let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
     std::io::Write::write_all(&mut f, format!("{id}\n").as_bytes()).map_err(io(&tmp))?;
     f.sync_all().map_err(io(&tmp))?;
     drop(f);
     std::fs::rename(&tmp, &path).map_err(io(&path))?;
-    crate::wal::fsync_dir(data_dir).map_err(io(data_dir))?;
-    Ok(id)
+    crate::wal::fsync_dir(data_dir).map_err(io(data_dir))
 }
 
 /// The manifest of the archive in `dir`, checked: a new archive (no manifest, no table file)
