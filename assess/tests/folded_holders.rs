@@ -200,3 +200,69 @@ fn an_assurance_over_a_former_representatives_window_says_what_the_timeline_says
         assert_eq!(b.verdict, Verdict::Refuted, "B, retention {retention:?}");
     }
 }
+
+/// A grant of scope `s`'s `epoch` to `holder` (emitter `e`, seq `seq`).
+fn grant(ts: i64, epoch: u64, holder: &'static str, seq: u64) -> Event<'static> {
+    let mut e = by(ts, epoch, holder, seq);
+    e.kind = Kind::Grant;
+    e.route = None;
+    e
+}
+
+/// Hostile test, session 28 (F1, F2): grants arriving in order whose checks need folded
+/// detail read `holds` in serve where `check` refutes: another holder's grant of an epoch
+/// below the mark (whose grants were dropped), and a grant of the mark's epoch to another
+/// holder than its folded commits' (a holder mismatch on a folded commit). Now
+/// `unknown(late_evidence)` at the grant, never `holds`; a grant to the folded commits'
+/// holder stays quiet.
+#[test]
+fn grants_whose_checks_need_folded_detail_are_unknown_not_holds() {
+    let late = |events: &[Event<'_>]| {
+        let c = contract_with(false, 5, "10ns", "1000000ns");
+        let mut l = Live::new(
+            c.clone(),
+            LiveOptions {
+                retention: Some(0),
+                ..LiveOptions::default()
+            },
+        );
+        let src = l.add_source("wal");
+        for (i, e) in events.iter().enumerate() {
+            l.push(e, src, i as u64, 1_000_000_000);
+        }
+        l.close();
+        let v = l.view();
+        let n = v.unknown_counts(0).get(&Reason::LateEvidence).copied();
+        let mut h = History::new(c);
+        let hs = h.add_source("wal");
+        for (i, e) in events.iter().enumerate() {
+            h.push(e, hs, i as u64);
+        }
+        (
+            n,
+            v.counterexample_count(0),
+            h.finish().properties[0].verdict,
+        )
+    };
+    let with = |mut head: Vec<Event<'static>>, tail: Event<'static>| {
+        head.extend(traffic());
+        head.push(tail);
+        head
+    };
+    // F1: epoch 5 granted to A, epoch 6 committed by C (the mark), epoch 5 granted to B.
+    let f1 = with(
+        vec![grant(5, 5, "A", 1), by(20, 6, "C", 2)],
+        grant(3_000, 5, "B", 3),
+    );
+    assert_eq!(late(&f1), (Some(1), 0, Verdict::Refuted), "F1");
+    // F2: epoch 3 committed by C (the mark, holder C), then granted to B.
+    let f2 = with(vec![by(4, 3, "C", 1)], grant(3_000, 3, "B", 2));
+    assert_eq!(late(&f2), (Some(1), 0, Verdict::Refuted), "F2");
+    // The same grant to C: nothing to say, as in check.
+    let same = with(vec![by(4, 3, "C", 1)], grant(3_000, 3, "C", 2));
+    assert_eq!(
+        late(&same),
+        (None, 0, Verdict::Holds),
+        "the folded holder's grant"
+    );
+}

@@ -145,6 +145,19 @@ impl Live {
                 && st.reuse_unknown(e.inc, e.epoch, e.holder)
                 && !cxs.iter().any(|c| c.1 == n as u32)
         });
+        // A grant whose checks need folded detail (hostile test, session 28): of an epoch
+        // below the mark, whose commits' holders and grants folded (another holder's grant
+        // of it, or a commit of it by another holder, is a counterexample `check` finds); or
+        // of the mark's epoch, whose folded commits name another holder (or several, or
+        // unknown ones) no grant of it names (a holder mismatch `check` finds on a folded
+        // commit). Not refuted here: its stale event is folded.
+        let grant_late = new.filter(|&n| {
+            let e = st.events()[n];
+            e.class() == 1
+                && e.holder != NONE
+                && !cxs.iter().any(|c| c.1 == n as u32)
+                && st.grant_needs_folded(e.inc, e.epoch, e.holder)
+        });
         // Folded grants and the mark were decided when they were kept.
         cxs.retain(|c| c.1 < FOLDED_IDX);
         // A holder mismatch is final only once the watermark passed the commit: until then a
@@ -215,6 +228,15 @@ impl Live {
         for n in late {
             let e = self.state.props[p].scopes[scope].events()[n];
             self.raise_late(p, scope, &e);
+        }
+        if let Some(n) = grant_late {
+            let e = self.state.props[p].scopes[scope].events()[n];
+            self.raise(p, &e, Reason::LateEvidence, |_| {
+                format!(
+                    "a grant of epoch {} of scope `{scope}` arrived after that epoch's commits folded (or grants below the folded high-water mark were dropped): whether they were granted to their holders is not known",
+                    e.epoch
+                )
+            });
         }
         if let Some(n) = reuse_unknown {
             let e = self.state.props[p].scopes[scope].events()[n];

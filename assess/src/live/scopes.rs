@@ -330,6 +330,32 @@ impl ScopeState {
             && self.mark_holder() != holder
     }
 
+    /// Whether a grant of (`inc`, `epoch`) to `holder` (not `NONE`), arriving now, has
+    /// checks that need folded detail: its (incarnation, epoch) is below the mark as evidence
+    /// (its commits' holders and its grants may have folded), or is the mark's and the folded
+    /// commits name another holder than `holder` (or several, or unknown ones) that no grant
+    /// of it kept names.
+    pub(super) fn grant_needs_folded(&self, inc: u64, epoch: u64, holder: u32) -> bool {
+        let Some(m) = self.evidence() else {
+            return false;
+        };
+        let key = (inc, epoch);
+        let mark = (m.incarnation, m.epoch);
+        if key < mark {
+            return true;
+        }
+        if key > mark {
+            return false;
+        }
+        match self.mark_holder() {
+            _ if self.holder_unsure() => true,
+            NONE => false,
+            h if h == holder => false,
+            MIXED => true,
+            h => !self.has_grant(inc, epoch, Some(h)),
+        }
+    }
+
     /// The mark's holder as a sweep sees it: `NONE` while unsure (an unknown holder is none
     /// that [`crate::scope::reuse`] could pair with; [`ScopeState::reuse_unknown`] covers it).
     pub(super) fn mark_slot_holder(&self) -> u32 {

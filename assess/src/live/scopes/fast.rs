@@ -459,6 +459,10 @@ impl Fast {
     /// The plan for grant `rec`, or `None` for the full decision.
     fn grant(&self, st: &ScopeState, rec: &Rec, skew: i64) -> Option<Plan> {
         let key = (rec.inc, rec.epoch);
+        // Its checks may need folded detail (`ScopeState::grant_needs_folded`).
+        if rec.holder != NONE && st.grant_needs_folded(rec.inc, rec.epoch, rec.holder) {
+            return None;
+        }
         if rec.ts < self.max_ts
             || rec.ts < self.grant_max_ts
             || rec
