@@ -31,9 +31,9 @@ pub(in crate::live) struct Scopes {
 /// Name id → how many marks hold it.
 type MarkHolders = std::collections::HashMap<u32, u32, foldhash::fast::FixedState>;
 
-/// Counts `st`'s mark holder in or out of `holders` (`add`: in).
-fn count_holder(holders: &mut MarkHolders, st: &ScopeState, add: bool) {
-    let h = st.mark_holder();
+/// Counts holder `h` (a mark's, [`ScopeState::mark_holder`]) in or out of `holders`
+/// (`add`: in); `NONE` and `MIXED` are no name.
+fn count_holder(holders: &mut MarkHolders, h: u32, add: bool) {
     if h == NONE || h == MIXED {
         return;
     }
@@ -44,6 +44,15 @@ fn count_holder(holders: &mut MarkHolders, st: &ScopeState, add: bool) {
         if *n == 0 {
             holders.remove(&h);
         }
+    }
+}
+
+/// Moves the count of a mark's holder from `before` to `after`, if it changed (folding
+/// mostly keeps it: no table operation then).
+fn recount_holder(holders: &mut MarkHolders, before: u32, after: u32) {
+    if before != after {
+        count_holder(holders, before, false);
+        count_holder(holders, after, true);
     }
 }
 
@@ -104,9 +113,9 @@ impl Scopes {
     ) -> Option<Tainted> {
         let id = self.ids.get(scope)?;
         let st = &mut self.states[id as usize];
-        count_holder(&mut self.mark_holders, st, false);
+        let before = st.mark_holder();
         let t = st.taint(key, horizon);
-        count_holder(&mut self.mark_holders, st, true);
+        recount_holder(&mut self.mark_holders, before, st.mark_holder());
         t
     }
 
@@ -140,9 +149,9 @@ impl Scopes {
         active.retain(|&id| {
             let st = &mut states[id as usize];
             let before = st.folded_grants().len();
-            count_holder(mark_holders, st, false);
+            let holder = st.mark_holder();
             st.fold(horizon, skew, key_of);
-            count_holder(mark_holders, st, true);
+            recount_holder(mark_holders, holder, st.mark_holder());
             let after = st.folded_grants().len();
             *cold_grants = *cold_grants - before + after;
             if before == 0 && after > 0 {
@@ -265,7 +274,7 @@ impl<'de> Deserialize<'de> for Scopes {
                 let (mut retained, mut cold_grants) = (0, 0);
                 let mut mark_holders = MarkHolders::default();
                 for (id, st) in states.iter().enumerate() {
-                    count_holder(&mut mark_holders, st, true);
+                    count_holder(&mut mark_holders, st.mark_holder(), true);
                     if !st.events().is_empty() {
                         active.push(id as u32);
                         retained += st.events().len();
