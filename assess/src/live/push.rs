@@ -62,14 +62,15 @@ impl Live {
     /// [`Live::warm`] for the next events, up to 32 of them, a level of memory at a time
     /// across all of them (their scope table entries, then their states, then what those
     /// point to): no answer depends on it.
-    pub fn warm_all<'e>(&self, events: impl Iterator<Item = Event<'e>>) {
+    pub fn warm_all<'e, E: std::borrow::Borrow<Event<'e>>>(&self, events: impl Iterator<Item = E>) {
         const MAX: usize = super::scopes::WARM_MAX;
         // The scope ids' table lookups first, all of them, a level at a time (control
         // bytes, entries, strings: `Interner::warm_level`), before any state is read.
         let mut keys: [(usize, &str, u64); MAX] = [(0, "", 0); MAX];
         let mut n = 0;
         for ev in events.take(MAX) {
-            let Ok(p) = rules::property_of(&self.contract, &ev) else {
+            let ev = ev.borrow();
+            let Ok(p) = rules::property_of(&self.contract, ev) else {
                 continue;
             };
             let (Some(scope), Some(prop)) = (ev.scope, self.state.props.get(p as usize)) else {

@@ -147,7 +147,7 @@ fn otlp_apply(
                             }
                         }
                         live.warm_all(ahead.filter_map(|w| match w {
-                            Entry::Event(ev, _) => Some(ev.clone()),
+                            Entry::Event(ev, _) => Some(ev),
                             Entry::Malformed(_) => None,
                         }));
                     }
