@@ -437,8 +437,8 @@ fn open_archive(
         data_dir_id: Some(id.clone()),
         ..opts
     };
+    // The id is written once the local partition opened beside it (`Archive::keep_owner`).
     let archive = Archive::open(opts)?;
-    fencewatch_ingest::archive::keep_data_dir_id(&config.data_dir, &id)?;
     if archive.orphans_removed() > 0 {
         tracing::warn!(
             files = archive.orphans_removed(),

@@ -124,19 +124,36 @@ impl Live {
             }
             false
         });
+        // And a commit older than the horizon that nothing refutes and that may change what
+        // folded events are (hostile test, session 28: it may precede folded events of lower
+        // epochs, or come before an epoch's earliest time, making folded events stale or
+        // ambiguous, which `check` finds and the folded detail would be needed to place).
         if let Some(n) = new {
             let e = st.events()[n];
             if e.class() == 0
                 && e.ts < horizon.saturating_add(skew)
                 && mark.is_some()
                 && late.is_empty()
+                && !cxs.iter().any(|c| c.1 == n as u32)
             {
                 let j = st.judge(e.inc, e.epoch, e.ts, skew, horizon);
-                if j == Judgement::Late && !cxs.iter().any(|c| c.1 == n as u32) {
+                if j == Judgement::Late
+                    || (e.ts < horizon && st.late_may_change_folded(e.inc, e.epoch))
+                {
                     late.push(n);
                 }
             }
         }
+        // A commit whose `order` is not above every folded one's, in time order or not: by
+        // `order` it may precede folded events (hostile test, session 28).
+        let order_late = new.filter(|&n| {
+            let e = st.events()[n];
+            e.class() == 0
+                && late.is_empty()
+                && !cxs.iter().any(|c| c.1 == n as u32)
+                && e.order()
+                    .is_some_and(|o| st.folded_max_order().is_some_and(|m| o <= m))
+        });
         // A commit by another holder of the evidence's epoch, whose folded holders are not
         // all known (a conflicting delivery took one of them away): reuse or not is unknown.
         let reuse_unknown = new.filter(|&n| {
@@ -154,7 +171,6 @@ impl Live {
         let grant_late = new.filter(|&n| {
             let e = st.events()[n];
             e.class() == 1
-                && e.holder != NONE
                 && !cxs.iter().any(|c| c.1 == n as u32)
                 && st.grant_needs_folded(e.inc, e.epoch, e.holder)
         });
@@ -228,6 +244,15 @@ impl Live {
         for n in late {
             let e = self.state.props[p].scopes[scope].events()[n];
             self.raise_late(p, scope, &e);
+        }
+        if let Some(n) = order_late {
+            let e = self.state.props[p].scopes[scope].events()[n];
+            self.raise(p, &e, Reason::LateEvidence, |_| {
+                format!(
+                    "epoch {} of scope `{scope}` carries an `order` not above every folded event's: its order against them is not known",
+                    e.epoch
+                )
+            });
         }
         if let Some(n) = grant_late {
             let e = self.state.props[p].scopes[scope].events()[n];

@@ -138,6 +138,10 @@ struct Cold {
     /// The smallest `order` among the folded events of the mark's (incarnation, epoch);
     /// `u64::MAX` when none.
     mark_order: u64,
+    /// The greatest `order` of any folded commit or fence: a commit whose `order` is not
+    /// above it may precede folded events by `order` (SPEC §4: `order` decides where it is
+    /// given), which needs their detail.
+    max_order: Option<u64>,
     /// Whether grants below the mark were dropped: a commit of such an epoch can then not be
     /// told ungranted, and its holder not checked.
     grants_dropped: bool,
@@ -147,7 +151,10 @@ struct Cold {
 
 impl Cold {
     fn is_empty(&self) -> bool {
-        self.mark_order == u64::MAX && !self.grants_dropped && self.grants.is_empty()
+        self.mark_order == u64::MAX
+            && self.max_order.is_none()
+            && !self.grants_dropped
+            && self.grants.is_empty()
     }
 }
 
@@ -330,11 +337,12 @@ impl ScopeState {
             && self.mark_holder() != holder
     }
 
-    /// Whether a grant of (`inc`, `epoch`) to `holder` (not `NONE`), arriving now, has
-    /// checks that need folded detail: its (incarnation, epoch) is below the mark as evidence
-    /// (its commits' holders and its grants may have folded), or is the mark's and the folded
-    /// commits name another holder than `holder` (or several, or unknown ones) that no grant
-    /// of it kept names.
+    /// Whether a grant of (`inc`, `epoch`) to `holder` (or none), arriving now, has checks
+    /// that need folded detail: its (incarnation, epoch) is below the mark as evidence and it
+    /// names a holder (its commits' holders and its grants may have folded) or grants were
+    /// dropped (a dropped higher grant would make it a grant regression); or it is the mark's,
+    /// and the folded commits name another holder than `holder` (or several, or unknown ones)
+    /// that no grant of it kept names.
     pub(super) fn grant_needs_folded(&self, inc: u64, epoch: u64, holder: u32) -> bool {
         let Some(m) = self.evidence() else {
             return false;
@@ -342,9 +350,9 @@ impl ScopeState {
         let key = (inc, epoch);
         let mark = (m.incarnation, m.epoch);
         if key < mark {
-            return true;
+            return holder != NONE || self.cold.as_deref().is_some_and(|c| c.grants_dropped);
         }
-        if key > mark {
+        if key > mark || holder == NONE {
             return false;
         }
         match self.mark_holder() {
@@ -354,6 +362,17 @@ impl ScopeState {
             MIXED => true,
             h => !self.has_grant(inc, epoch, Some(h)),
         }
+    }
+
+    /// Whether a commit of (`inc`, `epoch`) older than the horizon may change what folded
+    /// events are (stale, ambiguous): when events of epochs below the mark's folded too (it may
+    /// precede them, or lower the earliest time of an epoch above them), the mark is tainted,
+    /// or it is above the mark. Folded events are all of the mark's (incarnation, epoch)
+    /// otherwise, and one of it or below changes none of them.
+    pub(super) fn late_may_change_folded(&self, inc: u64, epoch: u64) -> bool {
+        self.high_water().is_some_and(|m| {
+            self.flags() & (HAS_BELOW | TAINTED) != 0 || (inc, epoch) > (m.incarnation, m.epoch)
+        })
     }
 
     /// The mark's holder as a sweep sees it: `NONE` while unsure (an unknown holder is none
@@ -372,6 +391,11 @@ impl ScopeState {
             .as_deref()
             .map(|c| c.mark_order)
             .filter(|&o| o != u64::MAX)
+    }
+
+    /// The greatest `order` of the folded commits and fences, if any carried one.
+    pub(super) fn folded_max_order(&self) -> Option<u64> {
+        self.cold.as_deref().and_then(|c| c.max_order)
     }
 
     /// The folded grants kept (at or above the mark).
@@ -715,10 +739,14 @@ impl ScopeState {
         let cold = self.cold.get_or_insert_with(|| {
             Box::new(Cold {
                 mark_order: u64::MAX,
+                max_order: None,
                 grants_dropped: false,
                 grants: Vec::new(),
             })
         });
+        for e in events.iter().filter(folding) {
+            cold.max_order = cold.max_order.max(e.order());
+        }
         if let Some(m) = mark {
             if before != Some((m.incarnation, m.epoch)) {
                 cold.mark_order = u64::MAX;

@@ -247,6 +247,16 @@ impl Archive {
         self.lock().buffered.get(partition).copied().unwrap_or(0)
     }
 
+    /// Writes the id the archive was opened under ([`ArchiveOptions::data_dir_id`]) as the
+    /// data directory's (`data_dir`'s [`super::DATA_DIR_ID`]), once every check of the
+    /// archive against the data directory passed; nothing without an id.
+    pub fn keep_owner(&self, data_dir: &Path) -> Result<(), Error> {
+        match &self.opts.data_dir_id {
+            Some(id) => super::keep_data_dir_id(data_dir, id),
+            None => Ok(()),
+        }
+    }
+
     /// Whether the archive lists `partition`: it took rows of it (written or waiting).
     pub fn lists(&self, partition: &str) -> bool {
         self.lock().buffered.contains_key(partition)

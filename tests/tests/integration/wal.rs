@@ -312,6 +312,21 @@ fn wal_repair_behind_the_archive_refuses_start_until_the_archive_is_moved() {
     );
     assert!(stderr.contains("move its folder"), "{stderr}");
     assert_eq!(snapshot(&data), before, "start-up changed the log");
+    // The same archive beside a new data directory (hostile test, session 28): refused as
+    // well, and its id is not taken as the new directory's (it was, written before the
+    // partition's checks: following the advice kept the other directory's id).
+    let fresh = dir.path().join("fresh");
+    std::fs::create_dir_all(&fresh).unwrap();
+    let copied = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(data.join("archive"))
+        .arg(fresh.join("archive"))
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let (code, stderr) = serve_until_exit(&contract, &fresh);
+    assert!(matches!(code, Some(c) if c != 0), "started: {stderr}");
+    assert!(!fresh.join("ID").exists(), "the refused start kept an id");
     std::fs::rename(data.join("archive"), dir.path().join("old-archive")).unwrap();
     let svc = TestService::restart(parts);
     let body: String = (0..10)

@@ -438,7 +438,8 @@ impl Fast {
             && plan.stale.is_none()
             && plan.stale_incarnation.is_none()
             && plan.mismatch.is_none()
-            && st.judge(rec.inc, rec.epoch, rec.ts, skew, horizon) == Judgement::Late;
+            && ((rec.ts < horizon && st.late_may_change_folded(rec.inc, rec.epoch))
+                || st.judge(rec.inc, rec.epoch, rec.ts, skew, horizon) == Judgement::Late);
         // A counterexample recorded now (a mismatch waits while the watermark has not passed
         // it) has the events before it by time as its context.
         let records = plan.stale.is_some()
@@ -460,7 +461,7 @@ impl Fast {
     fn grant(&self, st: &ScopeState, rec: &Rec, skew: i64) -> Option<Plan> {
         let key = (rec.inc, rec.epoch);
         // Its checks may need folded detail (`ScopeState::grant_needs_folded`).
-        if rec.holder != NONE && st.grant_needs_folded(rec.inc, rec.epoch, rec.holder) {
+        if st.grant_needs_folded(rec.inc, rec.epoch, rec.holder) {
             return None;
         }
         if rec.ts < self.max_ts

@@ -87,6 +87,12 @@ pub(super) fn writer(
         quarantined,
     } = opened;
     log_recovery(torn_tail.as_ref(), &quarantined);
+    // The archive is this data directory's: every check passed (its id, its offsets against
+    // the log and the checkpoints), so the id is kept now, not before.
+    #[cfg(feature = "archive")]
+    if let Some(a) = registry.archive() {
+        a.keep_owner(&opts.data_dir).map_err(Error::Archive)?;
+    }
     PartitionRestored {
         partition: local::NAME,
         restored_from,

@@ -54,8 +54,15 @@ pub(in crate::live) fn plan(
     required: bool,
     (wm, due): (i64, bool),
 ) -> Option<Plan> {
-    // A grant older than the horizon plus the skew may be earliest among the folded ones.
-    if !st.clean().clean || (rec.class() == 1 && rec.ts < horizon.saturating_add(skew)) {
+    // A grant older than the horizon plus the skew may be earliest among the folded ones; a
+    // commit whose `order` is not above the folded ones' may precede them.
+    if !st.clean().clean
+        || (rec.class() == 1 && rec.ts < horizon.saturating_add(skew))
+        || (rec.class() == 0
+            && rec
+                .order()
+                .is_some_and(|o| st.folded_max_order().is_some_and(|m| o <= m)))
+    {
         return None;
     }
     // A mismatch of the scope that this event made due: the full decision records it now,
