@@ -66,9 +66,8 @@ fn by(ts: i64, epoch: u64, holder: &'static str, seq: u64) -> Event<'static> {
     e
 }
 
-/// Runs `events` through `serve` (lateness 10 ns, retention 0) and `check`; returns the
-/// conflicting-duplicate count and the verdict of each, and `serve`'s counterexample count.
-fn both(events: &[Event<'_>]) -> ((u64, Verdict, usize), (u64, Verdict)) {
+/// Runs `events` through `serve` (lateness 10 ns, retention 0, closed) and `check`.
+fn serve_and_check(events: &[Event<'_>]) -> (Live, fencewatch_assess::Report) {
     let c = contract_with(false, 5, "10ns", "1000000ns");
     let mut l = Live::new(
         c.clone(),
@@ -78,10 +77,20 @@ fn both(events: &[Event<'_>]) -> ((u64, Verdict, usize), (u64, Verdict)) {
         },
     );
     let src = l.add_source("wal");
+    let mut h = History::new(c);
+    let hs = h.add_source("wal");
     for (i, e) in events.iter().enumerate() {
         l.push(e, src, i as u64, 1_000_000_000);
+        h.push(e, hs, i as u64);
     }
     l.close();
+    (l, h.finish())
+}
+
+/// [`serve_and_check`]: the conflicting-duplicate count and the verdict of each, and
+/// `serve`'s counterexample count.
+fn both(events: &[Event<'_>]) -> ((u64, Verdict, usize), (u64, Verdict)) {
+    let (l, r) = serve_and_check(events);
     let v = l.view();
     let dup = |m: &std::collections::BTreeMap<Reason, u64>| {
         m.get(&Reason::ConflictingDuplicate).copied().unwrap_or(0)
@@ -91,12 +100,6 @@ fn both(events: &[Event<'_>]) -> ((u64, Verdict, usize), (u64, Verdict)) {
         v.assurance(0, 100_000, 200_000, i64::MAX / 4).verdict,
         v.counterexample_count(0),
     );
-    let mut h = History::new(c);
-    let src = h.add_source("wal");
-    for (i, e) in events.iter().enumerate() {
-        h.push(e, src, i as u64);
-    }
-    let r = h.finish();
     (
         serve,
         (dup(&r.properties[0].unknown), r.properties[0].verdict),
@@ -218,31 +221,10 @@ fn grant(ts: i64, epoch: u64, holder: &'static str, seq: u64) -> Event<'static> 
 #[test]
 fn grants_whose_checks_need_folded_detail_are_unknown_not_holds() {
     let late = |events: &[Event<'_>]| {
-        let c = contract_with(false, 5, "10ns", "1000000ns");
-        let mut l = Live::new(
-            c.clone(),
-            LiveOptions {
-                retention: Some(0),
-                ..LiveOptions::default()
-            },
-        );
-        let src = l.add_source("wal");
-        for (i, e) in events.iter().enumerate() {
-            l.push(e, src, i as u64, 1_000_000_000);
-        }
-        l.close();
+        let (l, r) = serve_and_check(events);
         let v = l.view();
         let n = v.unknown_counts(0).get(&Reason::LateEvidence).copied();
-        let mut h = History::new(c);
-        let hs = h.add_source("wal");
-        for (i, e) in events.iter().enumerate() {
-            h.push(e, hs, i as u64);
-        }
-        (
-            n,
-            v.counterexample_count(0),
-            h.finish().properties[0].verdict,
-        )
+        (n, v.counterexample_count(0), r.properties[0].verdict)
     };
     let with = |mut head: Vec<Event<'static>>, tail: Event<'static>| {
         head.extend(traffic());

@@ -245,33 +245,14 @@ impl Live {
             let e = self.state.props[p].scopes[scope].events()[n];
             self.raise_late(p, scope, &e);
         }
-        if let Some(n) = order_late {
+        let told = [
+            (order_late, Unsure::Order),
+            (grant_late, Unsure::Grant),
+            (reuse_unknown, Unsure::Holders),
+        ];
+        for (n, why) in told.into_iter().filter_map(|(n, w)| Some((n?, w))) {
             let e = self.state.props[p].scopes[scope].events()[n];
-            self.raise(p, &e, Reason::LateEvidence, |_| {
-                format!(
-                    "epoch {} of scope `{scope}` carries an `order` not above every folded event's: its order against them is not known",
-                    e.epoch
-                )
-            });
-        }
-        if let Some(n) = grant_late {
-            let e = self.state.props[p].scopes[scope].events()[n];
-            self.raise(p, &e, Reason::LateEvidence, |_| {
-                format!(
-                    "a grant of epoch {} of scope `{scope}` arrived after that epoch's commits folded (or grants below the folded high-water mark were dropped): whether they were granted to their holders is not known",
-                    e.epoch
-                )
-            });
-        }
-        if let Some(n) = reuse_unknown {
-            let e = self.state.props[p].scopes[scope].events()[n];
-            self.raise(p, &e, Reason::ConflictingDuplicate, |live| {
-                format!(
-                    "epoch {} of scope `{scope}` was used by a folded commit that turned out to be one of conflicting deliveries, so which holders used it is not known: whether `{}` reuses it is unknown",
-                    e.epoch,
-                    live.name(e.holder).unwrap_or_default()
-                )
-            });
+            self.raise(p, &e, why.reason(), |live| why.detail(live, &e, scope));
         }
         if cxs.is_empty() {
             return;
@@ -427,6 +408,43 @@ impl Live {
                 let cx = self.new_cx(p, scope, kind, (new as u32, w, mark), context.clone());
                 self.record_cx(p, cx);
             }
+        }
+    }
+}
+
+/// Why a decision leaves an event's own answer unknown beside the sweeps' reasons (hostile
+/// tests, session 28): what it would need of folded events.
+#[derive(Debug, Clone, Copy)]
+enum Unsure {
+    /// A commit whose `order` is not above every folded event's.
+    Order,
+    /// A grant whose checks need folded commits' holders or dropped grants.
+    Grant,
+    /// A commit by another holder of an epoch whose folded holders are not all known.
+    Holders,
+}
+
+impl Unsure {
+    fn reason(self) -> Reason {
+        match self {
+            Unsure::Order | Unsure::Grant => Reason::LateEvidence,
+            Unsure::Holders => Reason::ConflictingDuplicate,
+        }
+    }
+
+    fn detail(self, live: &Live, e: &Rec, scope: &str) -> String {
+        let epoch = e.epoch;
+        match self {
+            Unsure::Order => format!(
+                "epoch {epoch} of scope `{scope}` carries an `order` not above every folded event's: its order against them is not known"
+            ),
+            Unsure::Grant => format!(
+                "a grant of epoch {epoch} of scope `{scope}` arrived after that epoch's commits folded (or grants below the folded high-water mark were dropped): whether they were granted to their holders is not known"
+            ),
+            Unsure::Holders => format!(
+                "epoch {epoch} of scope `{scope}` was used by a folded commit that turned out to be one of conflicting deliveries, so which holders used it is not known: whether `{}` reuses it is unknown",
+                live.name(e.holder).unwrap_or_default()
+            ),
         }
     }
 }
