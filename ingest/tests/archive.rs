@@ -1450,9 +1450,15 @@ fn an_archive_of_another_data_directory_is_refused() {
         Manifest::load(&a.path().join("archive")).unwrap().data_dir,
         None
     );
-    Archive::open(with_id(a.path(), &id_a)).unwrap();
+    // Not on open (a start refused after it would have claimed the archive): once the
+    // start passed its checks.
+    let archive = Archive::open(with_id(a.path(), &id_a)).unwrap();
+    let m = Manifest::load(&a.path().join("archive")).unwrap();
+    assert_eq!(m.data_dir, None, "claimed on open");
+    archive.keep_owner(a.path()).unwrap();
     let m = Manifest::load(&a.path().join("archive")).unwrap();
     assert_eq!(m.data_dir.as_deref(), Some(id_a.as_str()));
+    drop(archive);
     // Copied beside b.
     let copy = |from: &Path, to: &Path| {
         std::fs::create_dir_all(to).unwrap();

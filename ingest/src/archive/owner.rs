@@ -56,9 +56,10 @@ pub fn keep_data_dir_id(data_dir: &Path, id: &str) -> Result<(), Error> {
 /// The manifest of the archive in `dir`, checked: a new archive (no manifest, no table file)
 /// gets an empty one written at once, naming `data_dir_id`; table files without a manifest are
 /// [`Error::NoManifest`]; a manifest naming another data directory than `data_dir_id` is
-/// [`Error::OtherDataDir`], one naming none takes it.
+/// [`Error::OtherDataDir`], one naming none takes it once the start passed its checks
+/// (`Archive::keep_owner`).
 pub(super) fn load_checked(dir: &Path, data_dir_id: Option<&str>) -> Result<Manifest, Error> {
-    let mut m = match Manifest::load_if_any(dir)? {
+    let m = match Manifest::load_if_any(dir)? {
         Some(m) => m,
         None => {
             // A new archive: its manifest is written before any file, so files without one
@@ -87,12 +88,9 @@ pub(super) fn load_checked(dir: &Path, data_dir_id: Option<&str>) -> Result<Mani
                     data_dir: id.to_string(),
                 });
             }
-            Some(_) => {}
-            // Written before the id was kept: this data directory's from now on.
-            None => {
-                m.data_dir = Some(id.to_string());
-                m.store(dir)?;
-            }
+            // Written before the id was kept: this data directory's once the start passed
+            // its checks (`Archive::keep_owner`).
+            Some(_) | None => {}
         }
     }
     Ok(m)

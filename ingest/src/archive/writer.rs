@@ -251,10 +251,20 @@ impl Archive {
     /// data directory's (`data_dir`'s [`super::DATA_DIR_ID`]), once every check of the
     /// archive against the data directory passed; nothing without an id.
     pub fn keep_owner(&self, data_dir: &Path) -> Result<(), Error> {
-        match &self.opts.data_dir_id {
-            Some(id) => super::keep_data_dir_id(data_dir, id),
-            None => Ok(()),
+        let Some(id) = &self.opts.data_dir_id else {
+            return Ok(());
+        };
+        // A manifest written before ids were kept names this directory from now on (not
+        // on open: a start refused after it would have claimed the archive).
+        {
+            let _flush = self.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
+            let mut m = self.lock().manifest.clone();
+            if m.data_dir.is_none() {
+                m.data_dir = Some(id.clone());
+                self.commit_manifest(&mut m)?;
+            }
         }
+        super::keep_data_dir_id(data_dir, id)
     }
 
     /// Whether the archive lists `partition`: it took rows of it (written or waiting).
