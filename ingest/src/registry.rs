@@ -117,11 +117,7 @@ impl Registry {
     /// the archive is on and lists it.
     pub fn archive_lists(&self, name: &str) -> Option<u64> {
         #[cfg(feature = "archive")]
-        return self
-            .archive
-            .get()
-            .filter(|a| a.lists(name))
-            .map(|a| a.archived(name));
+        return self.archive.get().and_then(|a| a.listed_below(name));
         #[cfg(not(feature = "archive"))]
         {
             let _ = name;

@@ -124,6 +124,8 @@ impl Live {
             }
             false
         });
+        // Whether the new event is the stale one of a counterexample found now.
+        let refuted = new.is_some_and(|n| cxs.iter().any(|c| c.1 == n as u32));
         // And a commit older than the horizon that nothing refutes and that may change what
         // folded events are (hostile test, session 28: it may precede folded events of lower
         // epochs, or come before an epoch's earliest time, making folded events stale or
@@ -134,7 +136,7 @@ impl Live {
                 && e.ts < horizon.saturating_add(skew)
                 && mark.is_some()
                 && late.is_empty()
-                && !cxs.iter().any(|c| c.1 == n as u32)
+                && !refuted
             {
                 let j = st.judge(e.inc, e.epoch, e.ts, skew, horizon);
                 if j == Judgement::Late
@@ -150,7 +152,7 @@ impl Live {
             let e = st.events()[n];
             e.class() == 0
                 && late.is_empty()
-                && !cxs.iter().any(|c| c.1 == n as u32)
+                && !refuted
                 && e.order()
                     .is_some_and(|o| st.folded_max_order().is_some_and(|m| o <= m))
         });
@@ -158,9 +160,7 @@ impl Live {
         // all known (a conflicting delivery took one of them away): reuse or not is unknown.
         let reuse_unknown = new.filter(|&n| {
             let e = st.events()[n];
-            e.class() == 0
-                && st.reuse_unknown(e.inc, e.epoch, e.holder)
-                && !cxs.iter().any(|c| c.1 == n as u32)
+            e.class() == 0 && st.reuse_unknown(e.inc, e.epoch, e.holder) && !refuted
         });
         // A grant whose checks need folded detail (hostile test, session 28): of an epoch
         // below the mark, whose commits' holders and grants folded (another holder's grant
@@ -170,9 +170,7 @@ impl Live {
         // commit). Not refuted here: its stale event is folded.
         let grant_late = new.filter(|&n| {
             let e = st.events()[n];
-            e.class() == 1
-                && !cxs.iter().any(|c| c.1 == n as u32)
-                && st.grant_needs_folded(e.inc, e.epoch, e.holder)
+            e.class() == 1 && !refuted && st.grant_needs_folded(e.inc, e.epoch, e.holder)
         });
         // Folded grants and the mark were decided when they were kept.
         cxs.retain(|c| c.1 < FOLDED_IDX);

@@ -744,14 +744,13 @@ impl ScopeState {
                 grants: Vec::new(),
             })
         });
-        for e in events.iter().filter(folding) {
-            cold.max_order = cold.max_order.max(e.order());
-        }
+        // Folding commits sets the mark: with none, nothing folded.
         if let Some(m) = mark {
             if before != Some((m.incarnation, m.epoch)) {
                 cold.mark_order = u64::MAX;
             }
             for e in events.iter().filter(folding) {
+                cold.max_order = cold.max_order.max(e.order());
                 if (e.inc, e.epoch) == (m.incarnation, m.epoch)
                     && let Some(o) = e.order()
                 {

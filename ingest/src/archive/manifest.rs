@@ -256,21 +256,27 @@ impl Manifest {
 
     /// Replaces the manifest of the archive in `dir` atomically and durably.
     pub fn store(&self, dir: &Path) -> Result<(), Error> {
-        let path = dir.join(MANIFEST);
-        let tmp = dir.join(format!("{MANIFEST}.tmp"));
         let bytes = serde_json::to_vec(self).expect("a manifest serializes");
-        let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-        f.write_all(&bytes).map_err(io(&tmp))?;
-        f.sync_all().map_err(io(&tmp))?;
-        drop(f);
-        std::fs::rename(&tmp, &path).map_err(io(&path))?;
-        sync_dir(dir)
+        replace_durably(dir, MANIFEST, &bytes)
     }
 
     /// The files of `table`.
     pub fn files_of<'m>(&'m self, table: &'m str) -> impl Iterator<Item = &'m FileEntry> + 'm {
         self.files.iter().filter(move |f| f.table == table)
     }
+}
+
+/// Replaces file `name` in `dir` with `bytes` atomically and durably: written under a
+/// temporary name, fsynced, renamed, the folder fsynced.
+pub fn replace_durably(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), Error> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+    f.write_all(bytes).map_err(io(&tmp))?;
+    f.sync_all().map_err(io(&tmp))?;
+    drop(f);
+    std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    sync_dir(dir)
 }
 
 /// Fsyncs a folder, so that a rename or a new file in it is durable.

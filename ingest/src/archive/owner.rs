@@ -3,7 +3,7 @@
 //! right archive").
 
 use super::error::{Error, io};
-use super::manifest::Manifest;
+use super::manifest::{Manifest, replace_durably};
 use super::rows::Table;
 use std::path::Path;
 
@@ -44,13 +44,11 @@ pub fn keep_data_dir_id(data_dir: &Path, id: &str) -> Result<(), Error> {
         return Ok(());
     }
     std::fs::create_dir_all(data_dir).map_err(io(data_dir))?;
-    let tmp = data_dir.join(format!("{DATA_DIR_ID}.tmp"));
-    let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-    std::io::Write::write_all(&mut f, format!("{id}\n").as_bytes()).map_err(io(&tmp))?;
-    f.sync_all().map_err(io(&tmp))?;
-    drop(f);
-    std::fs::rename(&tmp, &path).map_err(io(&path))?;
-    crate::wal::fsync_dir(data_dir).map_err(io(data_dir))
+    Ok(replace_durably(
+        data_dir,
+        DATA_DIR_ID,
+        format!("{id}\n").as_bytes(),
+    )?)
 }
 
 /// The manifest of the archive in `dir`, checked: a new archive (no manifest, no table file)
@@ -79,19 +77,16 @@ pub(super) fn load_checked(dir: &Path, data_dir_id: Option<&str>) -> Result<Mani
             m
         }
     };
-    if let Some(id) = data_dir_id {
-        match &m.data_dir {
-            Some(theirs) if theirs != id => {
-                return Err(Error::OtherDataDir {
-                    dir: dir.to_path_buf(),
-                    archive: theirs.clone(),
-                    data_dir: id.to_string(),
-                });
-            }
-            // Written before the id was kept: this data directory's once the start passed
-            // its checks (`Archive::keep_owner`).
-            Some(_) | None => {}
-        }
+    // One naming no data directory (written before the id was kept) is this one's once the
+    // start passed its checks (`Archive::keep_owner`).
+    if let (Some(id), Some(theirs)) = (data_dir_id, &m.data_dir)
+        && theirs != id
+    {
+        return Err(Error::OtherDataDir {
+            dir: dir.to_path_buf(),
+            archive: theirs.clone(),
+            data_dir: id.to_string(),
+        });
     }
     Ok(m)
 }

@@ -70,9 +70,9 @@ impl Sink {
         self.skip_below
     }
 
-    /// Whether the archive lists the partition (it took rows of it before).
-    pub fn lists_partition(&self) -> bool {
-        self.archive.lists(&self.partition)
+    /// [`Archive::listed_below`] of its partition.
+    pub fn listed_below(&self) -> Option<u64> {
+        self.archive.listed_below(&self.partition)
     }
 
     /// Makes `live` report the counterexamples it settles (call once, before it takes events).

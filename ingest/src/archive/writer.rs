@@ -267,9 +267,10 @@ impl Archive {
         super::keep_data_dir_id(data_dir, id)
     }
 
-    /// Whether the archive lists `partition`: it took rows of it (written or waiting).
-    pub fn lists(&self, partition: &str) -> bool {
-        self.lock().buffered.contains_key(partition)
+    /// The offset below which every row of `partition` is archived or waiting to be, if the
+    /// archive lists it (it took rows of it before; a new archive starts where it is).
+    pub fn listed_below(&self, partition: &str) -> Option<u64> {
+        self.lock().buffered.get(partition).copied()
     }
 
     /// The offset below which every row of `partition` is written and in the manifest.

@@ -239,8 +239,7 @@ impl Partition {
         return self
             .sink
             .as_ref()
-            .filter(|s| s.lists_partition())
-            .map(crate::archive::Sink::skip_below);
+            .and_then(crate::archive::Sink::listed_below);
         #[cfg(not(feature = "archive"))]
         None
     }

@@ -15,7 +15,8 @@ use fencewatch_assess::live::LiveState;
 /// (emitter, seq) deliveries kept behind the lowest horizon (`late_attests`). Layout 8: an
 /// emitter's recent deliveries whose seq jumped beyond its window's span kept beside it, and
 /// the times of every delivery of the seqs at the ends of its runs. Layout 9: a scope's folded
-/// mark keeps the holder of its epoch (packed with the mark's flags).
+/// mark keeps the holder of its epoch (packed with the mark's flags), its folded events' greatest
+/// `order`, and deliveries' content hashes are computed another way (`rules::content_hash`).
 pub const STATE_LAYOUT: u16 = 9;
 const STATE_TAG: [u8; 4] = *b"FWS\0";
 
