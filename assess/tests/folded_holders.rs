@@ -212,6 +212,22 @@ fn grant(ts: i64, epoch: u64, holder: &'static str, seq: u64) -> Event<'static> 
     e
 }
 
+/// [`serve_and_check`]: `serve`'s `late_evidence` count and counterexample count, `check`'s
+/// verdict.
+fn late(events: &[Event<'_>]) -> (Option<u64>, usize, Verdict) {
+    let (l, r) = serve_and_check(events);
+    let v = l.view();
+    let n = v.unknown_counts(0).get(&Reason::LateEvidence).copied();
+    (n, v.counterexample_count(0), r.properties[0].verdict)
+}
+
+/// `head`, then [`traffic`] moving the horizon past it, then `tail`.
+fn with(mut head: Vec<Event<'static>>, tail: Event<'static>) -> Vec<Event<'static>> {
+    head.extend(traffic());
+    head.push(tail);
+    head
+}
+
 /// Hostile test, session 28 (F1, F2): grants arriving in order whose checks need folded
 /// detail read `holds` in serve where `check` refutes: another holder's grant of an epoch
 /// below the mark (whose grants were dropped), and a grant of the mark's epoch to another
@@ -220,17 +236,6 @@ fn grant(ts: i64, epoch: u64, holder: &'static str, seq: u64) -> Event<'static> 
 /// holder stays quiet.
 #[test]
 fn grants_whose_checks_need_folded_detail_are_unknown_not_holds() {
-    let late = |events: &[Event<'_>]| {
-        let (l, r) = serve_and_check(events);
-        let v = l.view();
-        let n = v.unknown_counts(0).get(&Reason::LateEvidence).copied();
-        (n, v.counterexample_count(0), r.properties[0].verdict)
-    };
-    let with = |mut head: Vec<Event<'static>>, tail: Event<'static>| {
-        head.extend(traffic());
-        head.push(tail);
-        head
-    };
     // F1: epoch 5 granted to A, epoch 6 committed by C (the mark), epoch 5 granted to B.
     let f1 = with(
         vec![grant(5, 5, "A", 1), by(20, 6, "C", 2)],
@@ -293,4 +298,33 @@ fn grants_whose_checks_need_folded_detail_are_unknown_not_holds() {
     // check, nothing (the premises property test holds serve to exactness there too).
     let quiet = with(vec![by(5, 1, "A", 1), by(30, 1, "A", 2)], by(5, 1, "A", 3));
     assert_eq!(late(&quiet), (None, 0, Verdict::Holds), "the folded epoch");
+}
+
+/// Hostile test, session 29: a resource recreated (a new incarnation) whose `order` started
+/// over read `unknown(late_evidence)` in time order, where `check` says `holds`: `order`
+/// orders commits within one scope and incarnation (SPEC §1, §4), so a later incarnation's
+/// commits are not compared with the folded ones' orders. Within the folded events' latest
+/// incarnation they still are (N1's rule).
+#[test]
+fn a_new_incarnation_restarting_its_order_is_not_late() {
+    let ordered = |ts, inc, epoch, seq, order| {
+        let mut e = by(ts, epoch, "A", seq);
+        e.incarnation = fencewatch_assess::event::Incarnation(inc);
+        e.order = Some(fencewatch_assess::event::Order(order));
+        e
+    };
+    // Incarnation 0 folded at order 200; incarnation 1 starts over at order 1.
+    let reset = with(vec![ordered(5, 0, 3, 1, 200)], ordered(3_000, 1, 1, 2, 1));
+    assert_eq!(late(&reset), (None, 0, Verdict::Holds), "a new incarnation");
+    // Both incarnations folded, the later at order 50: its next commit above that is quiet,
+    // one below it precedes the folded epoch-1 commit by order (stale in check).
+    let both = vec![ordered(5, 0, 3, 1, 200), ordered(100, 1, 1, 2, 50)];
+    let above = with(both.clone(), ordered(3_000, 1, 2, 3, 60));
+    assert_eq!(
+        late(&above),
+        (None, 0, Verdict::Holds),
+        "above the incarnation's orders"
+    );
+    let below = with(both, ordered(3_000, 1, 2, 3, 40));
+    assert_eq!(late(&below), (Some(1), 0, Verdict::Refuted), "below them");
 }

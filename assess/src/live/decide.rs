@@ -154,7 +154,7 @@ impl Live {
                 && late.is_empty()
                 && !refuted
                 && e.order()
-                    .is_some_and(|o| st.folded_max_order().is_some_and(|m| o <= m))
+                    .is_some_and(|o| st.order_may_precede_folded(e.inc, o))
         });
         // A commit by another holder of the evidence's epoch, whose folded holders are not
         // all known (a conflicting delivery took one of them away): reuse or not is unknown.

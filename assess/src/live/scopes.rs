@@ -138,10 +138,11 @@ struct Cold {
     /// The smallest `order` among the folded events of the mark's (incarnation, epoch);
     /// `u64::MAX` when none.
     mark_order: u64,
-    /// The greatest `order` of any folded commit or fence: a commit whose `order` is not
-    /// above it may precede folded events by `order` (SPEC §4: `order` decides where it is
-    /// given), which needs their detail.
-    max_order: Option<u64>,
+    /// The greatest incarnation of the folded commits and fences with an `order`, and their
+    /// greatest `order` in it: a commit of it not above that (or of an earlier incarnation)
+    /// may precede folded events by `order` (SPEC §4: `order` decides where given, within a
+    /// scope and incarnation), which needs their detail; one of a later incarnation cannot.
+    max_order: Option<(u64, u64)>,
     /// Whether grants below the mark were dropped: a commit of such an epoch can then not be
     /// told ungranted, and its holder not checked.
     grants_dropped: bool,
@@ -393,9 +394,14 @@ impl ScopeState {
             .filter(|&o| o != u64::MAX)
     }
 
-    /// The greatest `order` of the folded commits and fences, if any carried one.
-    pub(super) fn folded_max_order(&self) -> Option<u64> {
-        self.cold.as_deref().and_then(|c| c.max_order)
+    /// Whether a commit of incarnation `inc` with `order` may precede folded commits or fences
+    /// by `order` (`Cold::max_order`): of the folded ones' greatest incarnation and not above
+    /// their greatest `order`, or of an earlier incarnation.
+    pub(super) fn order_may_precede_folded(&self, inc: u64, order: u64) -> bool {
+        match self.cold.as_deref().and_then(|c| c.max_order) {
+            Some((folded_inc, max)) => inc < folded_inc || (inc == folded_inc && order <= max),
+            None => false,
+        }
     }
 
     /// The folded grants kept (at or above the mark).
@@ -750,7 +756,7 @@ impl ScopeState {
                 cold.mark_order = u64::MAX;
             }
             for e in events.iter().filter(folding) {
-                cold.max_order = cold.max_order.max(e.order());
+                cold.max_order = cold.max_order.max(e.order().map(|o| (e.inc, o)));
                 if (e.inc, e.epoch) == (m.incarnation, m.epoch)
                     && let Some(o) = e.order()
                 {

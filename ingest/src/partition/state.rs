@@ -17,7 +17,9 @@ use fencewatch_assess::live::LiveState;
 /// the times of every delivery of the seqs at the ends of its runs. Layout 9: a scope's folded
 /// mark keeps the holder of its epoch (packed with the mark's flags), its folded events' greatest
 /// `order`, and deliveries' content hashes are computed another way (`rules::content_hash`).
-pub const STATE_LAYOUT: u16 = 9;
+/// Layout 10: that greatest `order` is kept with the incarnation it belongs to (the folded
+/// events' latest).
+pub const STATE_LAYOUT: u16 = 10;
 const STATE_TAG: [u8; 4] = *b"FWS\0";
 
 /// Why a checkpoint's state does not decode.

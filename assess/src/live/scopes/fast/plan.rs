@@ -61,7 +61,7 @@ pub(in crate::live) fn plan(
         || (rec.class() == 0
             && rec
                 .order()
-                .is_some_and(|o| st.folded_max_order().is_some_and(|m| o <= m)))
+                .is_some_and(|o| st.order_may_precede_folded(rec.inc, o)))
     {
         return None;
     }
