@@ -422,6 +422,53 @@ fn span_ids_fall_out_with_the_horizon() {
     );
 }
 
+/// Spans kept by events inside the horizon are never swept (a sweep would free nothing: it is
+/// put off, session 29), every one still found; once those events fold, the table is swept
+/// back to what is kept.
+#[test]
+fn span_ids_kept_through_growth_then_fall_out() {
+    let mut l = Live::new(
+        contract_with(false, 5, "1ms", "1000000000ns"),
+        LiveOptions::default(),
+    );
+    let src = l.add_source("otlp");
+    let kept = 200_000u64;
+    // 1 ns apart: all inside the 1 ms lateness.
+    for i in 0..kept {
+        let (span, scope) = nth(i);
+        let mut e = commit(1_000 + i as i64, 1);
+        e.scope = Some(&scope);
+        assert_eq!(
+            l.push_span(&e, &span, src, i, i64::MAX / 2),
+            Pushed::Assessed
+        );
+    }
+    assert_eq!(l.spans_held(), kept as usize, "every kept event's span");
+    let (span, scope) = nth(0);
+    let mut e = commit(1_000, 1);
+    e.scope = Some(&scope);
+    assert_eq!(
+        l.push_span(&e, &span, src, kept, i64::MAX / 2),
+        Pushed::Duplicate
+    );
+    // Then 10 µs apart, far past the lateness: the first ones fold, and so on.
+    let last = 2 * kept;
+    for i in kept..=last {
+        let (span, scope) = nth(i);
+        let mut e = commit(1_000_000_000 + i as i64 * 10_000, 1);
+        e.scope = Some(&scope);
+        assert_eq!(
+            l.push_span(&e, &span, src, i + 1, i64::MAX / 2),
+            Pushed::Assessed
+        );
+    }
+    assert!(
+        l.spans_held() <= 2 * 65_536,
+        "{} span ids held",
+        l.spans_held()
+    );
+}
+
 #[test]
 fn spans_no_scope_keeps_fall_out_with_the_horizon() {
     let mut l = Live::new(

@@ -13,7 +13,8 @@
 //! format to a fresh partition without an archive (timed), then the other, in alternating
 //! order, so both see the same neighbours; it prints each round's ns an event, the medians
 //! and the median of the rounds' OTLP/NDJSON ratios. Under callgrind, one round of one
-//! format: `apply_cost EVENTS 1 ndjson|otlp`.
+//! format: `apply_cost EVENTS 1 ndjson|otlp`, which also prints the longest time one batch's
+//! applying took (what its answer waited for).
 
 use fencewatch_assess::Contract;
 use fencewatch_assess::live::{Live, LiveOptions};
@@ -99,23 +100,27 @@ fn otlp_payload(ndjson: &[u8], b: usize) -> Vec<u8> {
 }
 
 /// Applies every payload to a fresh partition in groups of 64 (as the WAL source decodes
-/// them); the applying's seconds, and what was accepted.
-fn apply(payloads: &[Vec<u8>]) -> (f64, u64) {
+/// them); the applying's seconds, what was accepted, and the longest one batch took (s): a
+/// batch's answer waits for it (a table grown whole stopped the applier for 168 ms at 2M
+/// spans, session 29).
+fn apply(payloads: &[Vec<u8>]) -> (f64, u64, f64) {
     let contract = Contract::parse("c.toml", CONTRACT).expect("a contract");
     let mut p = Partition::new("wal", Live::new(contract, LiveOptions::default()), 0);
-    let (mut base, mut secs, mut accepted) = (0u64, 0.0, 0u64);
+    let (mut base, mut secs, mut accepted, mut longest) = (0u64, 0.0, 0u64, 0f64);
     for group in payloads.chunks(64) {
         let group = DecodedGroup::decode(group.to_vec(), 1 << 20);
-        let t = Instant::now();
         for (b, items) in group.batches() {
             let len = items.len() as u64;
+            let t = Instant::now();
             let a = p.apply_kept(base, len, b, items, None, 1 << 20);
+            let took = t.elapsed().as_secs_f64();
+            secs += took;
+            longest = longest.max(took);
             accepted += a.expect("applied").accepted;
             base += len;
         }
-        secs += t.elapsed().as_secs_f64();
     }
-    (secs, accepted)
+    (secs, accepted, longest)
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -147,14 +152,18 @@ fn main() {
         } else {
             &nd_payloads
         };
-        let (s, a) = apply(p);
-        println!("{which}: {:.0} ns/event ({a} accepted)", s / n * 1e9);
+        let (s, a, longest) = apply(p);
+        println!(
+            "{which}: {:.0} ns/event ({a} accepted), longest batch {:.1} ms",
+            s / n * 1e9,
+            longest * 1e3
+        );
         return;
     }
     let (mut nd, mut ot, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..rounds {
         let run = |p: &[Vec<u8>]| {
-            let (s, a) = apply(p);
+            let (s, a, _) = apply(p);
             assert_eq!(a as f64, n, "every event accepted");
             s / n * 1e9
         };

@@ -85,6 +85,11 @@ impl Spans {
         self.len() as u64 > self.sweep_at
     }
 
+    /// Puts the due sweep off until the table holds twice what it holds now.
+    pub(super) fn put_off_sweep(&mut self) {
+        self.sweep_at = (2 * self.len()).max(SWEEP_MIN) as u64;
+    }
+
     /// The number of slots, for the marks of a sweep.
     pub(super) fn slots(&self) -> usize {
         self.ids.len()
@@ -127,27 +132,96 @@ impl KeptSpan {
     }
 }
 
-/// The kept deliveries of spans by span id, in an open-addressing table of 8-byte entries
+/// The kept deliveries of spans by span id, in open-addressing tables of 8-byte entries
 /// (32 bits of the span id's hash, the slot + 1; 0 is empty) probed linearly and kept at most
-/// half full, so a lookup and the insert after it read one cache line, which
+/// half full ([`grow_above`]), so a lookup and the insert after it read one cache line, which
 /// [`SpanIndex::warm`] fetches ahead (a table of 16-byte entries and control bytes read two,
 /// the second a miss). Where each indexed slot's delivery is kept (property, scope id) is beside
-/// it, by slot, read only when a span is found again. One table for every kept event with a
+/// it, by slot, read only when a span is found again. One index for every kept event with a
 /// span, where a set per hot scope found only the deliveries of the scope a re-delivery names.
 /// Derived from the kept events: not checkpointed ([`Live`](super::Live) builds it on
 /// restore), and the entries of slots a sweep of the span table frees are dropped with them,
 /// so an entry never names a slot reused by another span. An entry whose delivery has since
 /// folded or gone is found stale where it is looked up, and replaced. Keyed by a randomly
 /// seeded hash: span ids come from clients.
+///
+/// The entries are split over [`SEGMENTS`] tables by the hash's top bits, each grown (doubled,
+/// every entry placed again) on its own: one table of every entry stopped the applier while
+/// it was placed again, 168 ms at 2M spans (every batch's answer waiting: the longest
+/// request of `serve_bench`'s OTLP runs, ~200 ms at each doubling), where a segment's growth
+/// takes a sixty-fourth of that.
 #[derive(Default)]
 pub(super) struct SpanIndex {
-    /// A power of two long (or empty).
-    entries: Vec<u64>,
-    /// Entries in use.
+    /// By the top bits of the hash ([`segment_of`]); empty until the first insert.
+    segments: Vec<Segment>,
+    /// Entries in use, over the segments.
     len: usize,
     /// Per slot of the span table, where its delivery is kept (valid for indexed slots).
     kept: Vec<(u32, u16)>,
     hasher: foldhash::fast::RandomState,
+}
+
+/// The tables a [`SpanIndex`] is split over (a power of two).
+const SEGMENTS: usize = 64;
+/// A segment's least length once it holds an entry.
+const SEGMENT_MIN: usize = 64;
+
+/// One table of a [`SpanIndex`].
+#[derive(Default)]
+struct Segment {
+    /// A power of two long (or empty).
+    entries: Vec<u64>,
+    /// Entries in use.
+    len: usize,
+}
+
+impl Segment {
+    /// The first position probed for `hash` (the table is not empty).
+    fn home(&self, hash: u32) -> usize {
+        (hash as usize) & (self.entries.len() - 1)
+    }
+
+    /// The position of the entry of span `id` (hash `hash`), or of the empty one where it
+    /// would go; the table is not empty.
+    fn probe(&self, spans: &Spans, id: &SpanId, hash: u32) -> usize {
+        let mask = self.entries.len() - 1;
+        let mut i = self.home(hash);
+        loop {
+            let e = self.entries[i];
+            if e == 0 || ((e >> 32) as u32 == hash && spans.get(slot_of(e)) == Some(id)) {
+                return i;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Puts entry `e` (of a span not in the table) in the first empty position from its home.
+    fn place(&mut self, e: u64) {
+        let mask = self.entries.len() - 1;
+        let mut i = self.home((e >> 32) as u32);
+        while self.entries[i] != 0 {
+            i = (i + 1) & mask;
+        }
+        self.entries[i] = e;
+    }
+
+    /// Makes the table `cap` long (a power of two, above twice its entries) and places
+    /// `entries` in it.
+    fn rebuild(&mut self, cap: usize, entries: impl IntoIterator<Item = u64>) {
+        self.entries = vec![0; cap];
+        self.len = 0;
+        for e in entries {
+            self.place(e);
+            self.len += 1;
+        }
+    }
+
+    /// Doubles the table (at least [`SEGMENT_MIN`] entries), placing every entry again.
+    fn grow(&mut self) {
+        let cap = (2 * self.entries.len()).max(SEGMENT_MIN);
+        let old = std::mem::take(&mut self.entries);
+        self.rebuild(cap, old.into_iter().filter(|&e| e != 0));
+    }
 }
 
 impl std::fmt::Debug for SpanIndex {
@@ -166,6 +240,19 @@ fn slot_of(e: u64) -> u32 {
     (e as u32).wrapping_sub(1)
 }
 
+/// The fill, in 128ths, above which segment `at` grows: from 3/8 to 1/2 over the segments, so
+/// that their growths, reached at about one total count by uniform hashes, come one after the
+/// other over a third more entries rather than in a few batches (64 growths of ~2.6 ms at
+/// 2M spans landed within ten batches, up to 35 ms in one).
+fn grow_above(at: usize) -> usize {
+    48 + at * 16 / SEGMENTS
+}
+
+/// The segment of a hash: its top bits (a segment's position takes its low ones).
+fn segment_of(hash: u32) -> usize {
+    (hash >> (32 - SEGMENTS.trailing_zeros())) as usize
+}
+
 impl SpanIndex {
     /// 32 bits of `id`'s hash, its three words written whole (hashing the array wrote its
     /// length and then its bytes: ~50 instructions).
@@ -178,31 +265,20 @@ impl SpanIndex {
         h.finish() as u32
     }
 
-    /// The first position probed for `hash`.
-    fn home(&self, hash: u32) -> usize {
-        (hash as usize) & (self.entries.len() - 1)
+    /// The segment of `hash`, if it holds a table.
+    fn segment(&self, hash: u32) -> Option<&Segment> {
+        self.segments
+            .get(segment_of(hash))
+            .filter(|s| !s.entries.is_empty())
     }
 
     /// Reads, changing nothing, the entry a lookup of `id` reads first, so that its cache
     /// line is fetched ahead of the lookup (as [`Live::warm`](super::Live::warm) does for
     /// scopes): no answer depends on it.
     pub(super) fn warm(&self, id: &SpanId) {
-        if !self.entries.is_empty() {
-            std::hint::black_box(self.entries[self.home(self.hash(id))]);
-        }
-    }
-
-    /// The position of the entry of span `id` (hash `hash`), or of the empty one where it
-    /// would go; the table is not empty.
-    fn probe(&self, spans: &Spans, id: &SpanId, hash: u32) -> usize {
-        let mask = self.entries.len() - 1;
-        let mut i = self.home(hash);
-        loop {
-            let e = self.entries[i];
-            if e == 0 || ((e >> 32) as u32 == hash && spans.get(slot_of(e)) == Some(id)) {
-                return i;
-            }
-            i = (i + 1) & mask;
+        let hash = self.hash(id);
+        if let Some(s) = self.segment(hash) {
+            std::hint::black_box(s.entries[s.home(hash)]);
         }
     }
 
@@ -211,7 +287,9 @@ impl SpanIndex {
         if self.len == 0 {
             return None;
         }
-        let e = self.entries[self.probe(spans, id, self.hash(id))];
+        let hash = self.hash(id);
+        let s = self.segment(hash)?;
+        let e = s.entries[s.probe(spans, id, hash)];
         (e != 0).then(|| {
             let slot = slot_of(e);
             let (scope, prop) = self.kept[slot as usize];
@@ -223,13 +301,20 @@ impl SpanIndex {
     /// same span.
     pub(super) fn insert(&mut self, spans: &Spans, k: KeptSpan) {
         let Some(id) = spans.get(k.slot) else { return };
-        if 2 * (self.len + 1) > self.entries.len() {
-            self.grow();
-        }
         let hash = self.hash(id);
-        let i = self.probe(spans, id, hash);
-        self.len += usize::from(self.entries[i] == 0);
-        self.entries[i] = entry(hash, k.slot);
+        if self.segments.is_empty() {
+            self.segments.resize_with(SEGMENTS, Segment::default);
+        }
+        let at = segment_of(hash);
+        let s = &mut self.segments[at];
+        if (s.len + 1) * 128 > s.entries.len() * grow_above(at) {
+            s.grow();
+        }
+        let i = s.probe(spans, id, hash);
+        let new = usize::from(s.entries[i] == 0);
+        s.len += new;
+        self.len += new;
+        s.entries[i] = entry(hash, k.slot);
         let at = k.slot as usize;
         if self.kept.len() <= at {
             let more = at + 1 - self.kept.len();
@@ -239,52 +324,38 @@ impl SpanIndex {
         self.kept[at] = (k.scope, k.prop);
     }
 
-    /// Doubles the table (at least 1,024 entries), placing every entry again by its hash.
-    fn grow(&mut self) {
-        let cap = (2 * self.entries.len()).max(1 << 10);
-        let old = std::mem::replace(&mut self.entries, vec![0; cap]);
-        for e in old.into_iter().filter(|&e| e != 0) {
-            self.place(e);
-        }
-    }
-
-    /// Puts entry `e` (of a span not in the table) in the first empty position from its home.
-    fn place(&mut self, e: u64) {
-        let mask = self.entries.len() - 1;
-        let mut i = self.home((e >> 32) as u32);
-        while self.entries[i] != 0 {
-            i = (i + 1) & mask;
-        }
-        self.entries[i] = e;
-    }
-
     /// Drops the entries of the slots not marked `alive` (a sweep of the span table frees
     /// them).
     pub(super) fn retain_alive(&mut self, alive: &[bool]) {
-        let live: Vec<u64> = (self.entries.iter().copied())
-            .filter(|&e| e != 0 && alive.get(slot_of(e) as usize).copied().unwrap_or(false))
-            .collect();
-        let cap = (2 * live.len()).next_power_of_two().max(1 << 10);
-        self.entries.clear();
-        self.entries.resize(cap, 0);
-        self.entries.shrink_to(cap);
-        self.len = live.len();
-        for e in live {
-            self.place(e);
+        let is_alive =
+            |e: &u64| *e != 0 && alive.get(slot_of(*e) as usize).copied().unwrap_or(false);
+        self.len = 0;
+        for s in &mut self.segments {
+            let live: Vec<u64> = s.entries.iter().copied().filter(is_alive).collect();
+            if live.is_empty() {
+                *s = Segment::default();
+                continue;
+            }
+            let cap = (2 * live.len()).next_power_of_two().max(SEGMENT_MIN);
+            s.rebuild(cap, live);
+            self.len += s.len;
         }
         self.kept.truncate(alive.len());
     }
 
     /// Forgets every entry (to be built again).
     pub(super) fn clear(&mut self) {
-        self.entries.clear();
+        self.segments.clear();
         self.len = 0;
         self.kept.clear();
     }
 
-    /// Heap bytes of the table.
+    /// Heap bytes of the index.
     pub(super) fn heap_bytes(&self) -> usize {
-        self.entries.capacity() * 8 + self.kept.capacity() * std::mem::size_of::<(u32, u16)>()
+        let tables: usize = self.segments.iter().map(|s| s.entries.capacity() * 8).sum();
+        tables
+            + self.segments.capacity() * std::mem::size_of::<Segment>()
+            + self.kept.capacity() * std::mem::size_of::<(u32, u16)>()
     }
 }
 
@@ -570,7 +641,18 @@ mod tests {
             slot_of_span.push(slot);
         }
         assert_eq!(index.len, n as usize);
-        assert!(2 * index.len <= index.entries.len(), "at most half full");
+        let half_full = |index: &SpanIndex| {
+            index.segments.iter().all(|s| 2 * s.len <= s.entries.len())
+                && index.segments.iter().map(|s| s.len).sum::<usize>() == index.len
+        };
+        assert!(half_full(&index), "each segment at most half full");
+        // Spread over the segments: none holds more than twice its share, so that none
+        // grows by more than a small part of the index at once.
+        let largest = index.segments.iter().map(|s| s.len).max().unwrap_or(0);
+        assert!(
+            largest <= 2 * (n as usize) / SEGMENTS,
+            "largest segment {largest}"
+        );
         // Every third span delivered again and kept in its new slot.
         for i in (0..n).step_by(3) {
             let slot = spans.add(&id(i), 1);
@@ -603,6 +685,8 @@ mod tests {
         }
         spans.sweep(&alive);
         index.retain_alive(&alive);
+        assert!(half_full(&index), "after the sweep");
+        assert_eq!(index.len, n.div_ceil(2) as usize);
         for i in 0..n {
             let found = index.find(&spans, &id(i)).map(|k| k.slot);
             assert_eq!(found, (i % 2 == 0).then(|| slot_of_span[i as usize]), "{i}");

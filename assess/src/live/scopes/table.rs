@@ -202,6 +202,11 @@ impl Scopes {
         }
     }
 
+    /// The events [`Scopes::for_each_event`] visits, at most: kept events and folded grants.
+    pub(in crate::live) fn events_held(&self) -> usize {
+        self.retained + self.cold_grants
+    }
+
     /// Counts one more event kept by scope `id`, its first if `first` (it keeps events now).
     pub(in crate::live) fn note_kept(&mut self, id: u32, first: bool) {
         self.retained += 1;
