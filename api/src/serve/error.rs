@@ -70,7 +70,7 @@ pub enum ApiError {
     },
     /// The body's `Content-Encoding` is not one the service decodes.
     #[error(
-        "unsupported Content-Encoding `{got}`: send the body as it is, or with gzip or deflate"
+        "unsupported Content-Encoding `{got}`: send the body as it is, or with gzip, deflate or zstd"
     )]
     UnsupportedEncoding {
         /// The `Content-Encoding` of the request.

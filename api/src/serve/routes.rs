@@ -629,7 +629,7 @@ fn body_format(headers: &HeaderMap) -> Result<Option<Format>, ApiError> {
     responses((status = 200, description = "Durable and assessed: `accepted`, `duplicates`, `first_offset`, `next_offset`", body = Value),
               (status = 400, description = "Nothing stored: an empty body, a JSON array that is not well-formed JSON, a body that does not decompress", content_type = "application/problem+json", body = Value),
               (status = 413, description = "Body over the limit (after decompression); nothing stored", content_type = "application/problem+json", body = Value),
-              (status = 415, description = "Not NDJSON or JSON, or a Content-Encoding other than gzip or deflate", content_type = "application/problem+json", body = Value),
+              (status = 415, description = "Not NDJSON or JSON, or a Content-Encoding other than gzip, deflate or zstd", content_type = "application/problem+json", body = Value),
               (status = 422, description = "Some lines malformed (`malformed`, the first 100 in `errors`, `errors_not_listed`); the others durable and assessed", content_type = "application/problem+json", body = Value),
               (status = 503, description = "Nothing stored, retry (`Retry-After`): ingest saturated (`max_pending_bytes`), too many connections, not ready or shutting down", content_type = "application/problem+json", body = Value)))]
 async fn ingest(

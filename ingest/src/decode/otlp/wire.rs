@@ -397,6 +397,7 @@ fn common_key_value<'a>(kv: &Msg<'a>) -> Option<(&'a [u8], Val<'a>)> {
 
 /// Adds an attribute (a `KeyValue` field) to `level`: only `fencing.*` keys are kept, their
 /// known names matched as bytes.
+#[inline(always)]
 fn attribute<'a>(m: &mut Msg<'a>, wt: WireType, level: &mut Level<'a>) -> R<()> {
     let kv = m.message(wt, "KeyValue")?;
     let (key, value, known) = match common_key_value(&kv) {
