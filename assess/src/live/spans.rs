@@ -3,7 +3,8 @@
 //! string, no hash, no allocation per event. Rendered `<source>:<trace_id>/<span_id>` in
 //! lower-case hex. Swept like the name table: when it holds twice the ids alive after the last
 //! sweep (at least 65,536), every slot no kept event or counterexample refers to is freed and
-//! reused.
+//! reused — unless those events are too many for a sweep to free a quarter
+//! (`Live::sweep_spans`): it is put off to the next doubling then.
 //!
 //! A [`SpanIndex`] finds, by span id, the kept delivery of a span wherever it is kept (SPEC §8:
 //! the span source is one more duplicate key under §4's Duplicates rule, whatever scope or
