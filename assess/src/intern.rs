@@ -1,4 +1,4 @@
-//! A compact string interner: one byte arena, one offset per id, one hash table of ids.
+//! A compact string interner: one byte arena, one offset per id, hash tables of ids.
 //! About 13 bytes of overhead per distinct string beyond its bytes at a million strings (a
 //! length byte, a 4-byte offset, and a 9-byte table slot at 7/8 to 7/16 load).
 
@@ -11,12 +11,48 @@ use std::hash::BuildHasher;
 /// string's position next to its id, so a lookup reads the table's control bytes (whose 7-bit
 /// tag rules out most other strings), one entry and the bytes: three memory accesses, which
 /// matter when a million scopes do not fit in cache.
-#[derive(Debug, Default, Clone)]
+///
+/// The ids are split over [`SEGMENTS`] tables by bits of their hash that neither a table's
+/// bucket (low bits) nor its tag (top bits) uses, each grown on its own at a staggered fill
+/// ([`grows_at`]): one table, grown whole (every string hashed again), stopped its caller for
+/// 438 ms at 3.7M ids and 729 ms at 7.3M (`examples/intern_growth.rs`) — a `serve` taking on
+/// millions of scopes answered nothing meanwhile.
+#[derive(Debug, Clone)]
 pub struct Interner {
     arena: Vec<u8>,
     starts: Vec<u32>,
-    table: HashTable<Entry>,
+    tables: Box<[HashTable<Entry>; SEGMENTS]>,
     hasher: foldhash::fast::FixedState,
+}
+
+impl Default for Interner {
+    fn default() -> Interner {
+        Interner {
+            arena: Vec::new(),
+            starts: Vec::new(),
+            tables: Box::new(std::array::from_fn(|_| HashTable::new())),
+            hasher: foldhash::fast::FixedState::default(),
+        }
+    }
+}
+
+/// The tables an [`Interner`] is split over (a power of two).
+const SEGMENTS: usize = 64;
+
+/// The table of a hash: six bits from its middle (a table's bucket takes the low bits, its
+/// tag the top seven).
+#[inline(always)]
+fn segment_of(hash: u64) -> usize {
+    ((hash >> 32) as usize) & (SEGMENTS - 1)
+}
+
+/// Whether table `at`, holding `len` ids in room for `capacity`, grows before taking one
+/// more: at 3/4 of its room for the first table up to all of it for the last, so that tables
+/// filled alike by uniform hashes grow one after the other over a third more ids, not all
+/// within a few calls (hashbrown grows a table when it is full).
+#[inline(always)]
+fn grows_at(at: usize, len: usize, capacity: usize) -> bool {
+    len >= capacity * (3 * SEGMENTS + at) / (4 * SEGMENTS)
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -91,17 +127,21 @@ impl Interner {
         Interner::default()
     }
 
-    /// Room for `n` more strings of `bytes` bytes in all, without growing on the way.
+    /// Room for `n` more strings of `bytes` bytes in all (their tables' share of `n` each,
+    /// and a margin).
     pub fn reserve(&mut self, n: usize, bytes: usize) {
         self.arena.reserve_exact(bytes);
         self.starts.reserve_exact(n);
         let Interner {
             arena,
-            table,
+            tables,
             hasher,
             ..
         } = self;
-        table.reserve(n, |e| hasher.hash_one(at(arena, e.start)));
+        let share = n.div_ceil(SEGMENTS) + n.div_ceil(4 * SEGMENTS);
+        for table in tables.iter_mut() {
+            table.reserve(share, |e| hasher.hash_one(at(arena, e.start)));
+        }
     }
 
     /// The id of `s`, adding it when new.
@@ -110,9 +150,11 @@ impl Interner {
         let Interner {
             arena,
             starts,
-            table,
+            tables,
             hasher,
         } = self;
+        let seg = segment_of(hash);
+        let table = &mut tables[seg];
         if let Some(e) = table.find(hash, |e| at(arena, e.start) == s.as_bytes()) {
             return e.id;
         }
@@ -120,9 +162,11 @@ impl Interner {
         let start = append(arena, s);
         reserve_for(starts, 1);
         starts.push(start);
-        table.insert_unique(hash, Entry { start, id }, |e| {
-            hasher.hash_one(at(arena, e.start))
-        });
+        let rehash = |e: &Entry| hasher.hash_one(at(arena, e.start));
+        if grows_at(seg, table.len(), table.capacity()) {
+            table.reserve(table.capacity().max(1), rehash);
+        }
+        table.insert_unique(hash, Entry { start, id }, rehash);
         id
     }
 
@@ -138,7 +182,7 @@ impl Interner {
 
     /// [`Interner::get`] of `s`, whose [`Interner::hash`] is `hash`.
     pub fn get_hashed(&self, s: &str, hash: u64) -> Option<u32> {
-        self.table
+        self.tables[segment_of(hash)]
             .find(hash, |e| at(&self.arena, e.start) == s.as_bytes())
             .map(|e| e.id)
     }
@@ -150,13 +194,14 @@ impl Interner {
     /// depends on it (pass the value to [`std::hint::black_box`]).
     pub fn warm_level(&self, hash: u64, level: u8) -> u32 {
         let mut seen = 0u32;
+        let table = &self.tables[segment_of(hash)];
         let found = match level {
-            0 => self.table.find(hash, |_| false),
-            1 => self.table.find(hash, |e| {
+            0 => table.find(hash, |_| false),
+            1 => table.find(hash, |e| {
                 seen ^= e.start;
                 false
             }),
-            _ => self.table.find(hash, |e| {
+            _ => table.find(hash, |e| {
                 seen ^= u32::from(self.arena.get(e.start as usize).copied().unwrap_or(0));
                 false
             }),
@@ -180,10 +225,10 @@ impl Interner {
     }
 
     /// Heap bytes held: the arena and offsets as far as they are written (their spare
-    /// capacity is not touched, so not resident), the whole hash table (its slots are written
-    /// all over).
+    /// capacity is not touched, so not resident), the whole hash tables (their slots are
+    /// written all over).
     pub fn heap_bytes(&self) -> usize {
-        let buckets = buckets(self.table.capacity());
+        let buckets: usize = self.tables.iter().map(|t| buckets(t.capacity())).sum();
         self.arena.len() + self.starts.len() * 4 + buckets * (std::mem::size_of::<Entry>() + 1)
     }
 }
@@ -347,9 +392,6 @@ impl Bulk {
     pub fn finish(self) -> Result<Interner, Duplicate> {
         let Bulk { arena, starts } = self;
         let hasher = foldhash::fast::FixedState::default();
-        let mut table: HashTable<Entry> = HashTable::with_capacity(starts.len());
-        // A hash's probe starts at `hash & mask`.
-        let mask = buckets(table.capacity()).saturating_sub(1) as u64;
         let hashed: Vec<(u64, Entry)> = starts
             .iter()
             .enumerate()
@@ -361,50 +403,52 @@ impl Bulk {
                 (hasher.hash_one(at(&arena, start)), entry)
             })
             .collect();
-        // One counting-sort pass by the top 12 bits of the start bucket: the pass writes to
-        // 4096 places at once (which stay in cache), and each group's slots span at most a
-        // 4096th of the table, which stays in cache while the group is inserted.
-        let shift = (64 - mask.leading_zeros()).saturating_sub(12);
-        let group = |hash: u64| ((hash & mask) >> shift) as usize;
-        let mut next = vec![0usize; ((mask >> shift) + 2) as usize];
+        // One counting-sort pass by table, then each table's ids sorted by the bucket their
+        // probe starts at (a table is a sixty-fourth of the whole: it stays in cache while it
+        // is filled front to back) and hash: equal strings, whose hashes are equal, end up
+        // side by side.
+        let mut next = vec![0usize; SEGMENTS + 1];
         for &(hash, _) in &hashed {
-            next[group(hash) + 1] += 1;
+            next[segment_of(hash) + 1] += 1;
         }
         for g in 1..next.len() {
             next[g] += next[g - 1];
         }
+        let bounds = next.clone();
         let mut order = vec![(0u64, Entry { start: 0, id: 0 }); hashed.len()];
         for &(hash, entry) in &hashed {
-            let slot = &mut next[group(hash)];
+            let slot = &mut next[segment_of(hash)];
             order[*slot] = (hash, entry);
             *slot += 1;
         }
         drop(hashed);
-        // Each group (its end is where its cursor stopped) sorted in cache by start bucket
-        // and hash: equal strings, whose hashes are equal, end up side by side.
-        let mut from = 0;
-        for &to in &next[..next.len() - 1] {
-            order[from..to].sort_unstable_by_key(|&(hash, _)| (hash & mask, hash));
-            from = to;
-        }
-        for run in order.chunk_by(|a, b| a.0 == b.0).filter(|r| r.len() > 1) {
-            for (i, (_, a)) in run.iter().enumerate() {
-                let text = at(&arena, a.start);
-                if run[i + 1..]
-                    .iter()
-                    .any(|(_, b)| at(&arena, b.start) == text)
-                {
-                    return Err(Duplicate(String::from_utf8_lossy(text).into_owned()));
+        let mut tables: Box<[HashTable<Entry>; SEGMENTS]> =
+            Box::new(std::array::from_fn(|_| HashTable::new()));
+        for (seg, table) in tables.iter_mut().enumerate() {
+            let ids = &mut order[bounds[seg]..bounds[seg + 1]];
+            *table = HashTable::with_capacity(ids.len());
+            // A hash's probe starts at `hash & mask`.
+            let mask = buckets(table.capacity()).saturating_sub(1) as u64;
+            ids.sort_unstable_by_key(|&(hash, _)| (hash & mask, hash));
+            for run in ids.chunk_by(|a, b| a.0 == b.0).filter(|r| r.len() > 1) {
+                for (i, (_, a)) in run.iter().enumerate() {
+                    let text = at(&arena, a.start);
+                    if run[i + 1..]
+                        .iter()
+                        .any(|(_, b)| at(&arena, b.start) == text)
+                    {
+                        return Err(Duplicate(String::from_utf8_lossy(text).into_owned()));
+                    }
                 }
             }
-        }
-        for (hash, entry) in order {
-            table.insert_unique(hash, entry, |e| hasher.hash_one(at(&arena, e.start)));
+            for &(hash, entry) in ids.iter() {
+                table.insert_unique(hash, entry, |e| hasher.hash_one(at(&arena, e.start)));
+            }
         }
         Ok(Interner {
             arena,
             starts,
-            table,
+            tables,
             hasher,
         })
     }
@@ -469,7 +513,9 @@ mod tests {
                 assert_eq!(bulk.resolve(id as u32), s);
             }
             assert_eq!(bulk.get("order-x"), None);
-            assert_eq!(bulk.heap_bytes(), one_by_one.heap_bytes());
+            // Its tables sized once for what they hold: never larger than those grown one id
+            // at a time (which may have grown early: `grows_at`).
+            assert!(bulk.heap_bytes() <= one_by_one.heap_bytes(), "{n}");
             // It goes on as any interner: known strings keep their ids, new ones come next.
             assert_eq!(bulk.intern("new"), n as u32);
             if n > 0 {

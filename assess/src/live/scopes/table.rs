@@ -458,7 +458,8 @@ mod tests {
         assert_eq!(bytes, postcard::to_stdvec(&(ids, &scopes.states)).unwrap());
         let back: Scopes = postcard::from_bytes(&bytes).unwrap();
         assert_eq!(back, scopes);
-        assert_eq!(back.heap_bytes(), scopes.heap_bytes());
+        // The restored ids' tables are sized once: never larger than those grown one by one.
+        assert!(back.heap_bytes() <= scopes.heap_bytes());
         let mut a = back.active.clone();
         let mut b = scopes.active.clone();
         a.sort_unstable();
