@@ -30,10 +30,15 @@ impl Default for Interner {
         Interner {
             arena: Vec::new(),
             starts: Vec::new(),
-            tables: Box::new(std::array::from_fn(|_| HashTable::new())),
+            tables: empty_tables(),
             hasher: foldhash::fast::FixedState::default(),
         }
     }
+}
+
+/// [`SEGMENTS`] empty tables (none allocates until it takes an id).
+fn empty_tables() -> Box<[HashTable<Entry>; SEGMENTS]> {
+    Box::new(std::array::from_fn(|_| HashTable::new()))
 }
 
 /// The tables an [`Interner`] is split over (a power of two).
@@ -422,8 +427,7 @@ impl Bulk {
             *slot += 1;
         }
         drop(hashed);
-        let mut tables: Box<[HashTable<Entry>; SEGMENTS]> =
-            Box::new(std::array::from_fn(|_| HashTable::new()));
+        let mut tables = empty_tables();
         for (seg, table) in tables.iter_mut().enumerate() {
             let ids = &mut order[bounds[seg]..bounds[seg + 1]];
             *table = HashTable::with_capacity(ids.len());
