@@ -143,6 +143,18 @@ pub fn committed(brokers: &str, group: &str, topic: &str, partitions: i32) -> Ve
     }
 }
 
+/// The first offset the broker still holds of `topic`'s partition `p` (its log start).
+pub fn log_start(brokers: &str, topic: &str, p: i32) -> i64 {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .expect("a consumer");
+    consumer
+        .fetch_watermarks(topic, p, Duration::from_secs(10))
+        .expect("the partition's watermarks")
+        .0
+}
+
 /// A `tansu` broker (a Kafka-compatible broker, in memory) on a free 127.0.0.1 port, killed
 /// when dropped. `cargo install tansu --locked --features dynostore` puts it on the path
 /// (`.ci/run` does); tests that start one begin with `require!(Tansu)`.

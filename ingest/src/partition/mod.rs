@@ -359,11 +359,26 @@ impl Partition {
         offset: u64,
         source: &str,
         reason: &str,
+        received_at: i64,
+    ) -> Option<Applied> {
+        self.reject_through(offset, offset + 1, source, reason, received_at)
+    }
+
+    /// Counts the items at offsets `offset..end` of `source` as one malformed event for
+    /// `reason` (messages the broker deleted before they were read: whatever they held is
+    /// lost), unless the state is past `offset` already; the partition moves to `end`.
+    pub fn reject_through(
+        &mut self,
+        offset: u64,
+        end: u64,
+        source: &str,
+        reason: &str,
         #[cfg_attr(not(feature = "archive"), allow(unused_variables))] received_at: i64,
     ) -> Option<Applied> {
         if offset < self.next {
             return None;
         }
+        let end = end.max(offset + 1);
         let id = self.live.add_source(source);
         self.live
             .push_malformed(id, offset, None, reason.to_string());
@@ -371,7 +386,7 @@ impl Partition {
         if let Some(sink) = &mut self.sink {
             let src = crate::archive::rows::Src::At(source, offset);
             sink.malformed(received_at, src, offset, None, reason, b"");
-            sink.record(&mut self.live, offset + 1);
+            sink.record(&mut self.live, end);
         }
         let mut out = Applied::default();
         out.malformed(
@@ -383,7 +398,7 @@ impl Partition {
                 ts: None,
             },
         );
-        self.moved_to(offset + 1);
+        self.moved_to(end);
         Some(out)
     }
 

@@ -70,6 +70,8 @@ pub const KAFKA_ASSIGNED_PARTITIONS: &str = "fencewatch_kafka_assigned_partition
 pub const KAFKA_REBALANCES: &str = "fencewatch_kafka_rebalances";
 /// Counter: malformed messages copied to the dead-letter topic or file.
 pub const KAFKA_DEAD_LETTERED: &str = "fencewatch_kafka_dead_lettered_messages";
+/// Counter: Kafka messages deleted by the broker (retention) before they were read.
+pub const KAFKA_LOST: &str = "fencewatch_kafka_lost_messages";
 /// Counter: Kafka messages consumed.
 pub const KAFKA_MESSAGES: &str = "fencewatch_kafka_messages";
 /// Gauge: 1 while a Kafka broker answers, 0 when all are down.
@@ -225,6 +227,8 @@ pub struct Metrics {
     pub kafka_rebalances: Counter,
     /// See [`KAFKA_DEAD_LETTERED`].
     pub kafka_dead_lettered: Counter,
+    /// See [`KAFKA_LOST`].
+    pub kafka_lost: Counter,
     /// See [`KAFKA_MESSAGES`].
     pub kafka_messages: Counter,
     /// See [`KAFKA_CONNECTED`].
@@ -279,6 +283,7 @@ impl Metrics {
             kafka_assigned_partitions: Gauge::default(),
             kafka_rebalances: Counter::default(),
             kafka_dead_lettered: Counter::default(),
+            kafka_lost: Counter::default(),
             kafka_messages: Counter::default(),
             kafka_connected: Gauge::default(),
             premise_supported: Family::default(),
@@ -422,6 +427,11 @@ impl Metrics {
             KAFKA_DEAD_LETTERED,
             "Malformed Kafka messages dead-lettered",
             m.kafka_dead_lettered.clone(),
+        );
+        r.register(
+            KAFKA_LOST,
+            "Kafka messages deleted by the broker (retention) before they were read, each range one malformed event",
+            m.kafka_lost.clone(),
         );
         r.register(
             KAFKA_MESSAGES,

@@ -274,6 +274,43 @@ impl InternalEvent for KafkaMessagesConsumed {
     }
 }
 
+/// Kafka messages at offsets `from..end` of a partition, deleted by the broker before they
+/// were read (or skipped, and the broker's log start could not be read: `checked` false).
+#[derive(Debug, Clone, Copy)]
+pub struct KafkaMessagesLost<'a> {
+    /// `topic/partition`.
+    pub partition: &'a str,
+    /// The first offset lost.
+    pub from: u64,
+    /// The offset after the last.
+    pub end: u64,
+    /// Whether the broker said that its log now starts at or beyond `end`.
+    pub checked: &'a Result<(), String>,
+}
+
+impl InternalEvent for KafkaMessagesLost<'_> {
+    fn emit(self, metrics: &Metrics) {
+        let count = self.end.saturating_sub(self.from);
+        match self.checked {
+            Ok(()) => tracing::error!(
+                partition = self.partition,
+                from = self.from,
+                end = self.end,
+                count,
+                "kafka: messages deleted by the broker before they were read; counted as one malformed event (unknown(malformed_event))"
+            ),
+            Err(e) => tracing::error!(
+                partition = self.partition,
+                from = self.from,
+                end = self.end,
+                error = %e,
+                "kafka: offsets skipped and the broker's log start unreadable; counted as lost, one malformed event"
+            ),
+        }
+        metrics.kafka_lost.inc_by(count);
+    }
+}
+
 /// A malformed Kafka message copied with its reason to the dead-letter topic or file.
 #[derive(Debug, Clone, Copy)]
 pub struct DeadLettered<'a> {

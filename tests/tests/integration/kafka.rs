@@ -2,7 +2,7 @@
 //! (`rdkafka::mocking::MockCluster`, in this process, on real TCP ports): the fast tests.
 //! Real-broker tests (tansu, a Python producer) are in `broker.rs`.
 
-use fencewatch_tests::kafka::{committed, produce};
+use fencewatch_tests::kafka::{committed, log_start, produce};
 use fencewatch_tests::service::{TestService, now_ns};
 use fencewatch_tests::{ORDERS_CONTRACT, commit_line, xorshift};
 use rdkafka::mocking::MockCluster;
@@ -476,13 +476,10 @@ fn a_message_keyed_by_something_else_than_its_scope_is_misrouted() {
     });
 }
 
-#[test]
-fn a_partition_whose_end_went_back_is_read_again_from_its_beginning() {
-    // A first cluster: 40 events, checkpointed at offset 40.
-    let first = MockCluster::new(1).unwrap();
-    first.create_topic(TOPIC, 1, 1).unwrap();
-    let now = now_ns();
-    let old: Vec<_> = (0..40i64)
+/// `n` commits of scopes `a0`..`a4` with rising epochs, from event `from` on (one a second,
+/// two minutes before `now`).
+fn rising(now: i64, from: i64, n: i64) -> Vec<(String, String)> {
+    (from..from + n)
         .map(|i| {
             let scope = format!("a{}", i % 5);
             commit(
@@ -492,7 +489,160 @@ fn a_partition_whose_end_went_back_is_read_again_from_its_beginning() {
                 "orders-api.transition",
             )
         })
+        .collect()
+}
+
+/// Produces 45,000 valid commits (~7 MiB) to partition 0 of the mock broker, which keeps 5 MiB
+/// of a partition and deletes its oldest message sets beyond, as retention does; returns where
+/// the partition's log starts then, asserted beyond `beyond`.
+fn fill_past_the_mock_retention(brokers: &str, now: i64, beyond: i64) -> i64 {
+    let filler: Vec<_> = (0..45_000i64)
+        .map(|i| {
+            let scope = format!("filler-{i:08}");
+            commit(
+                now - 60 * SEC + i * 1000,
+                &scope,
+                1,
+                "orders-api.transition",
+            )
+        })
         .collect();
+    produce(brokers, TOPIC, &filler);
+    let start = log_start(brokers, TOPIC, 0);
+    assert!(
+        start > beyond,
+        "the mock broker deleted too little: its log starts at {start}"
+    );
+    start
+}
+
+/// `fencewatch serve` on `brokers` with a short session and quick archive flushes.
+fn lost_args<'a>(brokers: &'a str, config: &'a str) -> Vec<&'a str> {
+    let mut args = kafka_args(brokers, "fw");
+    args.extend(["--config", config, "--archive-flush-interval", "100ms"]);
+    args
+}
+
+#[test]
+fn messages_deleted_before_they_were_read_are_lost_evidence_not_a_silent_holds() {
+    // 20 commits, read and checkpointed at offset 20.
+    let mock = MockCluster::new(1).unwrap();
+    mock.create_topic(TOPIC, 1, 1).unwrap();
+    let brokers = mock.bootstrap_servers();
+    let now = now_ns();
+    produce(&brokers, TOPIC, &rising(now, 0, 20));
+    let dir = tempfile::tempdir().unwrap();
+    let config = fast_session(dir.path());
+    let args = lost_args(&brokers, &config);
+    let svc = TestService::start(dir.path(), CONTRACT, &args);
+    svc.wait_for("the first 20 assessed", 60, |s| observations(s) == 20);
+    let (status, log) = svc.terminate();
+    assert!(status.success(), "{log}");
+    // While it is stopped: a stale commit (a1 held epoch 17), then more than the broker keeps:
+    // the stale commit is deleted before it was read.
+    produce(
+        &brokers,
+        TOPIC,
+        &[commit(now - 95 * SEC, "a1", 2, "orders-api.transition")],
+    );
+    let start = fill_past_the_mock_retention(&brokers, now, 21);
+    let svc = TestService::start(dir.path(), CONTRACT, &args);
+    let kept = 20 + (45_021 - start) as u64;
+    svc.wait_for("what the broker kept assessed", 120, |s| {
+        observations(s) == kept
+    });
+    // The offsets between the checkpoint and the log's start are lost evidence: counted,
+    // logged, and one malformed event, so the verdict cannot read `holds` over them.
+    let lost = (start - 20) as f64;
+    svc.wait_for("the loss counted", 10, |s| {
+        s.metric("fencewatch_kafka_lost_messages_total") == Some(lost)
+    });
+    let malformed =
+        "fencewatch_unknown_evidence{property=\"order-mutation\",reason=\"malformed_event\"}";
+    assert_eq!(svc.metric(malformed), Some(1.0));
+    assert_eq!(
+        svc.metric("fencewatch_events_rejected_total{source=\"kafka\",reason=\"malformed\"}"),
+        Some(1.0)
+    );
+    let page = svc.get("/v1/counterexamples").json();
+    assert_eq!(
+        page["counterexamples"].as_array().unwrap().len(),
+        0,
+        "{page}"
+    );
+    let (status, log) = svc.terminate();
+    assert!(status.success(), "{log}");
+    assert!(
+        log.contains("kafka: messages deleted by the broker before they were read")
+            && log.contains(&format!("from=20 end={start}")),
+        "{log}"
+    );
+    // A restart counts nothing again: the checkpoint holds the loss.
+    let svc = TestService::start(dir.path(), CONTRACT, &args);
+    svc.wait_for("assigned", 60, |s| {
+        s.metric("fencewatch_kafka_assigned_partitions") == Some(1.0)
+    });
+    assert_eq!(svc.metric(malformed), Some(1.0));
+    assert_eq!(
+        svc.metric("fencewatch_kafka_lost_messages_total"),
+        Some(0.0)
+    );
+}
+
+/// An archive put back from before its partition's checkpoint (here: copied at offset 20, the
+/// checkpoint at 40) is caught up from the newest checkpoint at or below it; when the broker
+/// no longer holds that checkpoint's messages, the start is refused, naming both offsets,
+/// rather than counting as lost what the newer checkpoint held.
+#[test]
+fn an_archive_behind_its_checkpoint_past_the_brokers_retention_refuses_the_start() {
+    let mock = MockCluster::new(1).unwrap();
+    mock.create_topic(TOPIC, 1, 1).unwrap();
+    let brokers = mock.bootstrap_servers();
+    let now = now_ns();
+    let dir = tempfile::tempdir().unwrap();
+    let config = fast_session(dir.path());
+    let args = lost_args(&brokers, &config);
+    let archive = dir.path().join("data").join("archive");
+    let at_20 = dir.path().join("archive-at-20");
+    for from in [0, 20] {
+        produce(&brokers, TOPIC, &rising(now, from, 20));
+        let svc = TestService::start(dir.path(), CONTRACT, &args);
+        let n = from as u64 + 20;
+        svc.wait_for("assessed", 60, |s| observations(s) == n);
+        let (status, log) = svc.terminate();
+        assert!(status.success(), "{log}");
+        if from == 0 {
+            let copied = std::process::Command::new("cp")
+                .arg("-r")
+                .arg(&archive)
+                .arg(&at_20)
+                .status()
+                .unwrap();
+            assert!(copied.success());
+        }
+    }
+    std::fs::rename(&archive, dir.path().join("archive-at-40")).unwrap();
+    std::fs::rename(&at_20, &archive).unwrap();
+    let start = fill_past_the_mock_retention(&brokers, now, 40);
+    let mut svc = TestService::start_listening(dir.path(), CONTRACT, &args);
+    let (status, log) = svc.wait_exit(60).expect("the start refused");
+    assert!(!status.success(), "{log}");
+    assert!(
+        log.contains("the evidence archive holds its rows only below offset 20")
+            && log.contains(&format!(
+                "the checkpoint at offset 20 is, but the broker holds the partition only from offset {start}"
+            )),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_partition_whose_end_went_back_is_read_again_from_its_beginning() {
+    // A first cluster: 40 events, checkpointed at offset 40.
+    let first = MockCluster::new(1).unwrap();
+    first.create_topic(TOPIC, 1, 1).unwrap();
+    let now = now_ns();
+    let old = rising(now, 0, 40);
     produce(&first.bootstrap_servers(), TOPIC, &old);
     let dir = tempfile::tempdir().unwrap();
     let brokers = first.bootstrap_servers();

@@ -478,16 +478,25 @@ impl KafkaSource {
         if let (Some(archived), Some(at)) = (self.registry.archive_lists(&name), restored.from)
             && archived < at
         {
+            let behind = |kept| {
+                fail(crate::partition::Error::ArchiveBehindState {
+                    partition: name.clone(),
+                    archived,
+                    restored: at,
+                    kept,
+                })
+            };
             restored = restore_at_or_below(&mut store, contract, archived)
                 .map_err(fail)?
-                .ok_or_else(|| {
-                    fail(crate::partition::Error::ArchiveBehindState {
-                        partition: name.clone(),
-                        archived,
-                        restored: at,
-                        kept: String::new(),
-                    })
-                })?;
+                .ok_or_else(|| behind(String::new()))?;
+            // Applied again only if the broker still holds those messages: past its retention,
+            // they would be counted as lost though the newer checkpoint held them.
+            let from = restored.from.unwrap_or(0);
+            if let Some(start) = self.log_start(topic, p).ok().filter(|&lo| lo > from) {
+                return Err(behind(format!(
+                    " (the checkpoint at offset {from} is, but the broker holds the partition only from offset {start})"
+                )));
+            }
             tracing::warn!(
                 partition = %name,
                 archived,

@@ -17,7 +17,7 @@ use crate::partition::{Applied, Partition};
 use crate::registry::{Shared, read, write};
 use crate::report::{
     CheckpointSaved, DeadLettered, EventsIngested, EventsRejected, InternalEvent,
-    KafkaMessagesConsumed,
+    KafkaMessagesConsumed, KafkaMessagesLost,
 };
 use rdkafka::consumer::base_consumer::PartitionQueue;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
@@ -251,6 +251,8 @@ impl KafkaSource {
         polled: &[Result<BorrowedMessage<'_>, KafkaError>],
     ) {
         let (mut ok, mut bad) = (0, 0);
+        let next = read(part).next();
+        let mut deleted = self.deleted_before(next, polled).into_iter().peekable();
         {
             let mut part = write(part);
             for r in polled {
@@ -262,6 +264,21 @@ impl KafkaSource {
                         continue;
                     }
                 };
+                while let Some(d) = deleted.next_if(|d| d.end <= msg.offset() as u64) {
+                    if part
+                        .reject_through(d.from, d.end, name, &d.reason(), timestamp_ns(msg))
+                        .is_some()
+                    {
+                        bad += 1;
+                        KafkaMessagesLost {
+                            partition: name,
+                            from: d.from,
+                            end: d.end,
+                            checked: &d.checked,
+                        }
+                        .emit(&self.metrics);
+                    }
+                }
                 let Some(applied) = self.apply(&mut part, name, msg) else {
                     continue;
                 };
@@ -301,10 +318,7 @@ impl KafkaSource {
         msg: &BorrowedMessage<'_>,
     ) -> Option<Applied> {
         let offset = u64::try_from(msg.offset()).ok()?;
-        let received_at = msg
-            .timestamp()
-            .to_millis()
-            .map_or(i64::MAX, |ms| ms.saturating_mul(1_000_000));
+        let received_at = timestamp_ns(msg);
         let Some(body) = msg.payload() else {
             return part.reject(offset, name, "empty message (no payload)", received_at);
         };
@@ -317,6 +331,73 @@ impl KafkaSource {
             body,
         };
         part.apply(offset, 1, &batch, self.opts.max_line_bytes)
+    }
+
+    /// The offsets the broker deleted before they were read, among the gaps before the
+    /// messages of `polled` (the partition applied those below `next`): ranges each followed
+    /// by a polled message. A gap in a partition's offsets is ordinary (transaction markers,
+    /// compaction); it is a loss when the broker's log now starts beyond the gap's first
+    /// offset: retention deleted what had not been read (fencewatch was stopped, or fell
+    /// behind, for longer than the topic's retention), and librdkafka went on from the log's
+    /// start (`auto.offset.reset`). The log's start is asked of the broker only when a batch
+    /// has a gap. A partition that has applied nothing yet starts where the log starts: what
+    /// was deleted before was never part of its evidence.
+    fn deleted_before(
+        &self,
+        next: u64,
+        polled: &[Result<BorrowedMessage<'_>, KafkaError>],
+    ) -> Vec<Deleted> {
+        let mut gaps = Vec::new();
+        let mut expected = next;
+        let mut at = None;
+        for msg in polled.iter().filter_map(|r| r.as_ref().ok()) {
+            let Ok(o) = u64::try_from(msg.offset()) else {
+                continue;
+            };
+            if o > expected && expected > 0 {
+                gaps.push((expected, o));
+            }
+            expected = expected.max(o + 1);
+            at.get_or_insert((msg.topic().to_string(), msg.partition()));
+        }
+        let Some((topic, p)) = at.filter(|_| !gaps.is_empty()) else {
+            return Vec::new();
+        };
+        let start = self.log_start(&topic, p);
+        gaps.into_iter()
+            .filter_map(|(from, to)| match &start {
+                Ok(lo) => (*lo > from).then(|| Deleted {
+                    from,
+                    end: to.min(*lo),
+                    checked: Ok(()),
+                }),
+                // Unchecked, the gap is taken as lost: `unknown` rather than a `holds` that
+                // could miss a stale commit.
+                Err(e) => Some(Deleted {
+                    from,
+                    end: to,
+                    checked: Err(e.clone()),
+                }),
+            })
+            .collect()
+    }
+
+    /// The first offset the broker still holds of partition `(topic, p)` (three tries).
+    pub(super) fn log_start(&self, topic: &str, p: i32) -> Result<u64, String> {
+        let consumer = self
+            .consumer
+            .0
+            .get()
+            .and_then(std::sync::Weak::upgrade)
+            .ok_or_else(|| "the consumer is closing".to_string())?;
+        let mut last = String::new();
+        for _ in 0..3 {
+            match consumer.fetch_watermarks(topic, p, Duration::from_secs(5)) {
+                Ok((lo, _)) => return Ok(u64::try_from(lo).unwrap_or(0)),
+                Err(e) => last = e.to_string(),
+            }
+        }
+        Err(last)
     }
 
     /// Copies a malformed message to the dead-letter topic or file; a file that cannot be
@@ -338,6 +419,39 @@ impl KafkaSource {
             .emit(&self.metrics),
             Ok(false) => {}
             Err(e) => self.fail(&e),
+        }
+    }
+}
+
+/// A message's Kafka timestamp in ns (`i64::MAX` without one).
+fn timestamp_ns(msg: &BorrowedMessage<'_>) -> i64 {
+    msg.timestamp()
+        .to_millis()
+        .map_or(i64::MAX, |ms| ms.saturating_mul(1_000_000))
+}
+
+/// Offsets `from..end` of a partition that the broker deleted before they were read, or that
+/// could not be checked (`checked`: why).
+#[derive(Debug)]
+struct Deleted {
+    from: u64,
+    end: u64,
+    checked: Result<(), String>,
+}
+
+impl Deleted {
+    /// The malformed event's reason.
+    fn reason(&self) -> String {
+        let n = self.end - self.from;
+        match &self.checked {
+            Ok(()) => format!(
+                "{n} message(s) at offsets {}..{} were deleted by the broker (the topic's retention) before they were read: the events they held are lost",
+                self.from, self.end
+            ),
+            Err(e) => format!(
+                "offsets {}..{} were skipped and the broker's log start could not be read ({e}): the {n} message(s) there may be lost",
+                self.from, self.end
+            ),
         }
     }
 }
