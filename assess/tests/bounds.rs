@@ -11,7 +11,7 @@
 mod common;
 
 use common::contract_with;
-use fencewatch_assess::event::{Epoch, Event, Kind};
+use fencewatch_assess::event::{Epoch, Event, Kind, Seq};
 use fencewatch_assess::live::{
     Live, LiveOptions, MAX_NAME_BYTES, OTHER_UNDECLARED_ROUTES, UNDECLARED_ROUTES_KEPT,
 };
@@ -76,6 +76,48 @@ fn undeclared_routes_are_counted_by_name_up_to_a_bound() {
     assert_eq!(l.view().unknown_counts(0)[&Reason::UndeclaredRoute], n);
     // The names themselves go once their events fold.
     assert!(l.names_interned() < 70_000);
+}
+
+#[test]
+fn a_table_growing_with_emitters_is_not_swept_at_each_doubling() {
+    // 80,000 emitters (pods restarted, each a new id) send one heartbeat each and go idle:
+    // their names stay (an emitter is kept), so a sweep would free nothing; it is put off
+    // while the emitters hold three quarters of the names. The horizon's moves walk only the
+    // emitters with deliveries in their window.
+    let mut l = live(Some(100));
+    let src = l.add_source("http");
+    let n = 80_000u64;
+    for i in 0..n {
+        let emitter = format!("pod-{i}");
+        let mut h = Event::new(Kind::Heartbeat, EventTime(i as i64 * 10));
+        h.route = Some("r1");
+        h.emitter = Some(&emitter);
+        h.seq = Some(Seq(0));
+        l.push(&h, src, i, i64::MAX / 2);
+    }
+    assert!(l.names_interned() as u64 > n, "{}", l.names_interned());
+    assert_eq!(l.name_sweeps(), 0);
+    assert!(
+        l.emitters_with_deliveries() < 100,
+        "{}",
+        l.emitters_with_deliveries()
+    );
+    // Names that fall out are still swept: commits naming new holders, beside the emitters.
+    for i in 0..100_000 {
+        let holder = format!("holder-{i}");
+        let mut c = Event::new(Kind::Commit, EventTime((n + i) as i64 * 10));
+        c.scope = Some("s");
+        c.epoch = Some(Epoch(1 + i / 1000));
+        c.route = Some("r1");
+        c.holder = Some(&holder);
+        l.push(&c, src, n + i, i64::MAX / 2);
+    }
+    assert!(l.name_sweeps() > 0);
+    assert!(
+        (l.names_interned() as u64) < 2 * n + 10,
+        "{} names",
+        l.names_interned()
+    );
 }
 
 #[test]

@@ -174,6 +174,9 @@ impl Live {
             }
             return Seen::Aside;
         }
+        if e.recent.is_empty() {
+            self.recent_emitters.push(rec.emitter);
+        }
         e.recent.insert(
             rec.seq,
             Delivery {

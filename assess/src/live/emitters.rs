@@ -472,6 +472,11 @@ impl SeqWindow {
             })
     }
 
+    /// Whether no delivery is kept (in the ring or beside it).
+    pub(super) fn is_empty(&self) -> bool {
+        self.slots.is_empty() && self.far.len() == 0
+    }
+
     fn slot(&self, seq: u64) -> Option<usize> {
         let i = usize::try_from(seq.checked_sub(self.base)?).ok()?;
         (i < self.slots.len() && self.slots[i].ts != i64::MIN).then_some(i)

@@ -59,14 +59,19 @@ impl Live {
                 Some(Linked::Unkept(id)) if unkept.holds_attestation(&id)
             )
         };
-        let late = &mut state.late_attests;
-        for (&em, e) in &mut state.emitters {
+        let (late, emitters) = (&mut state.late_attests, &mut state.emitters);
+        // Only the emitters whose window keeps deliveries: an idle one has nothing to forget.
+        self.recent_emitters.retain(|&em| {
+            let Some(e) = emitters.get_mut(&em) else {
+                return false;
+            };
             e.recent.forget_before(min_horizon, |seq, d| {
                 if attestation(em, seq, &d) {
                     late.insert(em, seq, d);
                 }
             });
-        }
+            !e.recent.is_empty()
+        });
         (state.late_attests).bound(|d| d.scope == super::premises::ATTESTED && !d.conflicted);
         // With the deliveries they were keyed by, as long as those are kept: an attestation's
         // span stays noted behind the horizon (`UnkeptSpans`), and so does what it did, to be
