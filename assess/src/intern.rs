@@ -42,7 +42,7 @@ fn empty_tables() -> Box<[HashTable<Entry>; SEGMENTS]> {
 }
 
 /// The tables an [`Interner`] is split over (a power of two).
-const SEGMENTS: usize = 64;
+pub(crate) const SEGMENTS: usize = 64;
 
 /// The table of a hash: six bits from its middle (a table's bucket takes the low bits, its
 /// tag the top seven).

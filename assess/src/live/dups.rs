@@ -95,7 +95,7 @@ impl Live {
 
     fn settle_seq_key(&mut self, prop: Option<usize>, rec: &Rec, ev: &Event<'_>) -> Seen {
         let hash = rules::content_hash(ev, prop.map_or(UNATTRIBUTED, |p| p as u16));
-        let e = self.state.emitters.entry(rec.emitter).or_default();
+        let e = self.state.emitters.get_or_default(rec.emitter);
         if let Some(p) = prop {
             e.props.insert(p as u16);
         }

@@ -36,6 +36,7 @@ mod query;
 mod render;
 mod resettle;
 mod scopes;
+mod segmap;
 mod spans;
 mod state;
 mod summary;

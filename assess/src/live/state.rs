@@ -12,7 +12,7 @@ use crate::rules::{OWN_PROVENANCE, Rec, RouteIds};
 use crate::scope::{self, Slot};
 use crate::time::EventTime;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 /// Names (holders, routes, emitters) longer than this are kept shortened: their first bytes,
 /// their length and a 128-bit hash of the whole (the `names` module).
@@ -200,7 +200,7 @@ pub struct LiveState {
     /// The own provenance records refer to ([`Rec::span`]).
     pub(super) spans: Spans,
     pub(super) props: Vec<Prop>,
-    pub(super) emitters: HashMap<u32, Emitter, foldhash::fast::FixedState>,
+    pub(super) emitters: super::segmap::SegMap<u32, Emitter>,
     pub(super) max_ts: Option<i64>,
     pub(super) valid: u64,
     pub(super) malformed: u64,
@@ -289,7 +289,7 @@ pub struct Live {
     pub(super) contract: Contract,
     pub(super) compiled: Compiled,
     pub(super) state: LiveState,
-    pub(super) name_ids: HashMap<String, u32, foldhash::fast::FixedState>,
+    pub(super) name_ids: super::segmap::SegMap<String, u32>,
     /// The front of `name_ids` for short names (the `names` module), cleared whenever a sweep
     /// frees a name.
     pub(super) name_cache: crate::intern::NameCache,
@@ -392,7 +392,7 @@ impl Live {
             progress: Vec::new(),
             spans: Spans::default(),
             props,
-            emitters: HashMap::default(),
+            emitters: Default::default(),
             max_ts: None,
             valid: 0,
             malformed: 0,
@@ -430,7 +430,7 @@ impl Live {
                 *f = true;
             }
         }
-        let name_ids: HashMap<String, u32, foldhash::fast::FixedState> = state
+        let name_ids: super::segmap::SegMap<String, u32> = state
             .names
             .iter()
             .enumerate()
