@@ -560,6 +560,11 @@ fn messages_deleted_before_they_were_read_are_lost_evidence_not_a_silent_holds()
     let malformed =
         "fencewatch_unknown_evidence{property=\"order-mutation\",reason=\"malformed_event\"}";
     assert_eq!(svc.metric(malformed), Some(1.0));
+    // Consumed: the messages the broker kept, not the lost range.
+    assert_eq!(
+        svc.metric("fencewatch_kafka_messages_total"),
+        Some((45_021 - start) as f64)
+    );
     assert_eq!(
         svc.metric("fencewatch_events_rejected_total{source=\"kafka\",reason=\"malformed\"}"),
         Some(1.0)

@@ -492,10 +492,18 @@ impl KafkaSource {
             // Applied again only if the broker still holds those messages: past its retention,
             // they would be counted as lost though the newer checkpoint held them.
             let from = restored.from.unwrap_or(0);
-            if let Some(start) = self.log_start(topic, p).ok().filter(|&lo| lo > from) {
-                return Err(behind(format!(
-                    " (the checkpoint at offset {from} is, but the broker holds the partition only from offset {start})"
-                )));
+            match self.log_start(topic, p) {
+                Ok(start) if start > from => {
+                    return Err(behind(format!(
+                        " (the checkpoint at offset {from} is, but the broker holds the partition only from offset {start})"
+                    )));
+                }
+                Ok(_) => {}
+                // Unchecked here: messages the broker no longer holds are counted as lost
+                // when the partition is read (the worker's check).
+                Err(e) => {
+                    tracing::warn!(partition = %name, error = %e, "kafka: the broker's log start could not be read; replaying from the older checkpoint unchecked")
+                }
             }
             tracing::warn!(
                 partition = %name,

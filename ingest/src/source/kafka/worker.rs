@@ -250,7 +250,7 @@ impl KafkaSource {
         part: &Shared,
         polled: &[Result<BorrowedMessage<'_>, KafkaError>],
     ) {
-        let (mut ok, mut bad) = (0, 0);
+        let (mut ok, mut bad, mut lost) = (0, 0, 0);
         let next = read(part).next();
         let mut deleted = self.deleted_before(next, polled).into_iter().peekable();
         {
@@ -264,12 +264,17 @@ impl KafkaSource {
                         continue;
                     }
                 };
-                while let Some(d) = deleted.next_if(|d| d.end <= msg.offset() as u64) {
-                    if part
-                        .reject_through(d.from, d.end, name, &d.reason(), timestamp_ns(msg))
-                        .is_some()
+                while let Some(mut d) = deleted.next_if(|d| d.end <= msg.offset() as u64) {
+                    // Read before the lock: a stray batch of the partition (`apply_stray`)
+                    // may have moved it since.
+                    d.from = d.from.max(part.next());
+                    if d.from < d.end
+                        && part
+                            .reject_through(d.from, d.end, name, &d.reason(), timestamp_ns(msg))
+                            .is_some()
                     {
                         bad += 1;
+                        lost += 1;
                         KafkaMessagesLost {
                             partition: name,
                             from: d.from,
@@ -294,7 +299,11 @@ impl KafkaSource {
             // Messages came: a broker answers (errors alone prove nothing).
             self.status.connected.store(true, Ordering::Release);
         }
-        KafkaMessagesConsumed { count: ok + bad }.emit(&self.metrics);
+        // A lost range is one malformed event, but no message consumed.
+        KafkaMessagesConsumed {
+            count: ok + bad - lost,
+        }
+        .emit(&self.metrics);
         EventsIngested {
             source: "kafka",
             count: ok,
