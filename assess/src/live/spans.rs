@@ -426,17 +426,41 @@ pub(super) fn least_beyond<K: Ord>(mut keys: Vec<K>, keep: usize) -> Vec<K> {
 
 /// The deliveries of spans no scope keeps, by span id, until their time falls behind the
 /// lowest horizon of the properties (as the (emitter, seq) deliveries do), and the newest
-/// [`ATTESTATION_SPANS`] attestations behind it: a table of 64-byte entries, swept when it
-/// holds twice the entries alive after the last sweep (at least 65,536). Keyed by a randomly
-/// seeded hash: span ids come from clients. Checkpointed with
-/// the state, as its entries in span-id order (and the table built again, under a new seed,
+/// [`ATTESTATION_SPANS`] attestations behind it: tables of 64-byte entries, swept when they
+/// hold twice the entries alive after the last sweep (at least 65,536). Keyed by a randomly
+/// seeded hash: span ids come from clients; 64 tables by six middle bits of it, each grown
+/// alone by hashbrown (one table grown whole stopped the applier 183 ms at 1.8M heartbeat
+/// spans inside the horizon, `examples/unkept_growth`). Checkpointed with
+/// the state, as its entries in span-id order (and the tables built again, under a new seed,
 /// on restore): a re-delivery after a restart is compared with a first delivery applied
 /// before the checkpoint as it would have been without the restart.
-#[derive(Default, Clone)]
+#[derive(Clone)]
 pub(super) struct UnkeptSpans {
-    table: hashbrown::HashTable<Unkept>,
+    tables: Box<[hashbrown::HashTable<Unkept>; SEGMENTS]>,
+    len: usize,
+    /// No entry's time is below this: a sweep with nothing behind the horizon is put off
+    /// without walking the tables (they grow with heartbeats inside the horizon).
+    oldest: i64,
     hasher: foldhash::fast::RandomState,
     sweep_at: usize,
+}
+
+impl Default for UnkeptSpans {
+    fn default() -> UnkeptSpans {
+        UnkeptSpans {
+            tables: Box::new(std::array::from_fn(|_| hashbrown::HashTable::new())),
+            len: 0,
+            oldest: i64::MAX,
+            hasher: Default::default(),
+            sweep_at: 0,
+        }
+    }
+}
+
+/// The table of an unkept span's hash: six bits from its middle (a table's bucket takes the
+/// low bits, its tag the top seven).
+fn unkept_table(hash: u64) -> usize {
+    ((hash >> 32) as usize) & (SEGMENTS - 1)
 }
 
 /// [`UnkeptSpans`] as a checkpoint holds it.
@@ -448,7 +472,7 @@ struct SavedUnkept {
 
 impl Serialize for UnkeptSpans {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut entries: Vec<Unkept> = self.table.iter().copied().collect();
+        let mut entries: Vec<Unkept> = self.entries().copied().collect();
         entries.sort_unstable_by_key(|e| e.id);
         SavedUnkept {
             entries,
@@ -477,10 +501,10 @@ impl<'de> Deserialize<'de> for UnkeptSpans {
 impl PartialEq for UnkeptSpans {
     fn eq(&self, other: &UnkeptSpans) -> bool {
         self.sweep_at == other.sweep_at
-            && self.table.len() == other.table.len()
-            && (self.table.iter()).all(|e| {
-                (other.table.find(other.hash(&e.id), |x| x.id == e.id)).is_some_and(|x| x == e)
-            })
+            && self.len == other.len
+            && self
+                .entries()
+                .all(|e| other.find(&e.id).is_some_and(|x| x == e))
     }
 }
 
@@ -489,7 +513,7 @@ impl Eq for UnkeptSpans {}
 impl std::fmt::Debug for UnkeptSpans {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UnkeptSpans")
-            .field("len", &self.table.len())
+            .field("len", &self.len)
             .finish()
     }
 }
@@ -499,39 +523,47 @@ impl UnkeptSpans {
         self.hasher.hash_one(id)
     }
 
+    /// Every entry, table by table.
+    fn entries(&self) -> impl Iterator<Item = &Unkept> {
+        self.tables.iter().flat_map(|t| t.iter())
+    }
+
+    fn find(&self, id: &SpanId) -> Option<&Unkept> {
+        let h = self.hash(id);
+        self.tables[unkept_table(h)].find(h, |e| e.id == *id)
+    }
+
     /// The delivery of span `id` at or after `horizon` (or an attestation's, [`noted`]), if one
     /// was noted.
     pub(super) fn get_mut(&mut self, id: &SpanId, horizon: i64) -> Option<&mut Unkept> {
         let h = self.hash(id);
-        self.table
+        self.tables[unkept_table(h)]
             .find_mut(h, |e| e.id == *id)
             .filter(|e| noted(e, horizon))
     }
 
     /// Whether an attestation's delivery of span `id` is noted (at any time).
     pub(super) fn holds_attestation(&self, id: &SpanId) -> bool {
-        (self.table.find(self.hash(id), |e| e.id == *id))
-            .is_some_and(|e| e.kind == Kind::Attestation)
+        self.find(id).is_some_and(|e| e.kind == Kind::Attestation)
     }
 
     /// Notes `e`, in place of an earlier delivery of its span (one behind the horizon).
     pub(super) fn insert(&mut self, e: Unkept) {
+        self.oldest = self.oldest.min(e.ts);
         let h = self.hash(&e.id);
         let hasher = &self.hasher;
-        match self
-            .table
-            .entry(h, |x| x.id == e.id, |x| hasher.hash_one(x.id))
-        {
+        match self.tables[unkept_table(h)].entry(h, |x| x.id == e.id, |x| hasher.hash_one(x.id)) {
             hashbrown::hash_table::Entry::Occupied(mut o) => *o.get_mut() = e,
             hashbrown::hash_table::Entry::Vacant(v) => {
                 v.insert(e);
+                self.len += 1;
             }
         }
     }
 
     /// Whether a sweep is due.
     pub(super) fn needs_sweep(&self) -> bool {
-        self.table.len() > self.sweep_at.max(SWEEP_MIN)
+        self.len > self.sweep_at.max(SWEEP_MIN)
     }
 
     /// Drops the deliveries behind `horizon` but the newest [`ATTESTATION_SPANS`] attestations.
@@ -541,33 +573,41 @@ impl UnkeptSpans {
 
     /// [`UnkeptSpans::sweep`], keeping `attestations` behind the horizon.
     fn sweep_keeping(&mut self, horizon: i64, attestations: usize) {
-        self.table.retain(|e| noted(e, horizon));
-        let behind: Vec<(i64, SpanId)> = (self.table.iter())
+        if self.oldest >= horizon {
+            self.sweep_at = 2 * self.len;
+            return;
+        }
+        for t in self.tables.iter_mut() {
+            t.retain(|e| noted(e, horizon));
+        }
+        let behind: Vec<(i64, SpanId)> = (self.entries())
             .filter(|e| e.ts < horizon)
             .map(|e| (e.ts, e.id))
             .collect();
         // The oldest go (by time, then span id: exactly `attestations` stay).
         for (_, id) in least_beyond(behind, attestations) {
-            if let Ok(e) = self
-                .table
-                .find_entry(self.hasher.hash_one(id), |e| e.id == id)
-            {
+            let h = self.hasher.hash_one(id);
+            if let Ok(e) = self.tables[unkept_table(h)].find_entry(h, |e| e.id == id) {
                 e.remove();
             }
         }
         let hasher = &self.hasher;
-        (self.table).shrink_to(self.table.len() * 2, |x| hasher.hash_one(x.id));
-        self.sweep_at = 2 * self.table.len();
+        for t in self.tables.iter_mut() {
+            t.shrink_to(t.len() * 2, |x| hasher.hash_one(x.id));
+        }
+        self.len = self.tables.iter().map(hashbrown::HashTable::len).sum();
+        self.oldest = self.entries().map(|e| e.ts).min().unwrap_or(i64::MAX);
+        self.sweep_at = 2 * self.len;
     }
 
     /// Deliveries noted.
     pub(super) fn len(&self) -> usize {
-        self.table.len()
+        self.len
     }
 
-    /// Heap bytes of the table.
+    /// Heap bytes of the tables.
     pub(super) fn heap_bytes(&self) -> usize {
-        self.table.allocation_size()
+        self.tables.iter().map(|t| t.allocation_size()).sum()
     }
 }
 
@@ -760,8 +800,11 @@ mod tests {
             t.get_mut(&[4; 24], horizon).is_some(),
             "an attestation behind it"
         );
+        // Nothing behind an older horizon: put off, nothing walked or dropped.
+        t.sweep_keeping(1, 0);
+        assert_eq!((t.len(), t.sweep_at), (12, 24));
         t.sweep_keeping(horizon, 3);
-        let mut left: Vec<u8> = t.table.iter().map(|e| e.id[0]).collect();
+        let mut left: Vec<u8> = t.entries().map(|e| e.id[0]).collect();
         left.sort_unstable();
         assert_eq!(
             left,
@@ -770,6 +813,11 @@ mod tests {
         );
         t.sweep_keeping(horizon, 0);
         assert_eq!(t.len(), 2);
+        // The oldest left is at the horizon: a sweep there is put off; one past it drops it.
+        assert_eq!(t.oldest, 100);
+        t.sweep_keeping(101, 0);
+        assert_eq!(t.len(), 1);
+        assert!(t.get_mut(&[12; 24], 101).is_some());
     }
 
     #[test]
