@@ -7,10 +7,10 @@
 
 mod common;
 
-use common::{STEP, count_arg_or, fill_idle_scopes, idle_live};
+use common::{STEP, Stalls, count_arg_or, fill_idle_scopes, idle_live};
 use fencewatch_assess::EventTime;
 use fencewatch_assess::event::{Event, Kind, Seq};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 fn main() {
     let scopes = count_arg_or(3_000_000);
@@ -22,7 +22,7 @@ fn main() {
     fill_idle_scopes(&mut live, scopes);
     let src = live.add_source("names");
     let t0 = 1_000_000_000 + (scopes as i64 + 2000) * STEP;
-    let (mut longest, mut slow) = (Duration::ZERO, 0);
+    let mut stalls = Stalls::default();
     let started = Instant::now();
     for i in 0..names {
         let emitter = format!("pod-{i:012}");
@@ -30,19 +30,12 @@ fn main() {
         ev.route = Some("r");
         ev.emitter = Some(&emitter);
         ev.seq = Some(Seq(0));
-        let t = Instant::now();
-        live.push(&ev, src, i as u64, i64::MAX / 2);
-        let took = t.elapsed();
-        longest = longest.max(took);
-        if took > Duration::from_millis(20) && std::env::var_os("SHOW").is_some() {
-            eprintln!("push {i}: {:.1} ms", took.as_secs_f64() * 1e3);
-        }
-        slow += usize::from(took > Duration::from_millis(5));
+        stalls.time(i, || live.push(&ev, src, i as u64, i64::MAX / 2));
     }
     println!(
-        "scopes {scopes}, names {names}: {:.2} s, longest push {:.1} ms, {slow} over 5 ms, names kept {}",
+        "scopes {scopes}, names {names}: {:.2} s, {}, names kept {}",
         started.elapsed().as_secs_f64(),
-        longest.as_secs_f64() * 1e3,
+        stalls.summary(),
         live.names_interned()
     );
 }

@@ -6,16 +6,16 @@
 
 mod common;
 
-use common::{count_arg_or, idle_live};
+use common::{Stalls, count_arg_or, idle_live};
 use fencewatch_assess::EventTime;
 use fencewatch_assess::event::{Event, Kind};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 fn main() {
     let n = count_arg_or(2_000_000);
     let mut live = idle_live();
     let src = live.add_source("otlp");
-    let (mut longest, mut slow) = (Duration::ZERO, 0);
+    let mut stalls = Stalls::default();
     let started = Instant::now();
     for i in 0..n {
         let mut id = [0u8; 24];
@@ -23,18 +23,11 @@ fn main() {
         id[16..].copy_from_slice(&(i as u64).to_le_bytes());
         let mut ev = Event::new(Kind::Heartbeat, EventTime(1_000_000_000 + i as i64 * 100));
         ev.route = Some("r");
-        let t = Instant::now();
-        live.push_span(&ev, &id, src, i as u64, i64::MAX / 2);
-        let took = t.elapsed();
-        if took > Duration::from_millis(20) && std::env::var_os("SHOW").is_some() {
-            eprintln!("push {i}: {:.1} ms", took.as_secs_f64() * 1e3);
-        }
-        longest = longest.max(took);
-        slow += usize::from(took > Duration::from_millis(5));
+        stalls.time(i, || live.push_span(&ev, &id, src, i as u64, i64::MAX / 2));
     }
     println!(
-        "spans {n}: {:.2} s, longest push {:.1} ms, {slow} over 5 ms",
+        "spans {n}: {:.2} s, {}",
         started.elapsed().as_secs_f64(),
-        longest.as_secs_f64() * 1e3,
+        stalls.summary()
     );
 }

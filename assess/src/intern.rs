@@ -36,8 +36,8 @@ impl Default for Interner {
     }
 }
 
-/// [`SEGMENTS`] empty tables (none allocates until it takes an id).
-fn empty_tables() -> Box<[HashTable<Entry>; SEGMENTS]> {
+/// [`SEGMENTS`] empty tables (none allocates until it takes an entry).
+pub(crate) fn empty_tables<T>() -> Box<[HashTable<T>; SEGMENTS]> {
     Box::new(std::array::from_fn(|_| HashTable::new()))
 }
 
@@ -45,9 +45,9 @@ fn empty_tables() -> Box<[HashTable<Entry>; SEGMENTS]> {
 pub(crate) const SEGMENTS: usize = 64;
 
 /// The table of a hash: six bits from its middle (a table's bucket takes the low bits, its
-/// tag the top seven).
+/// tag the top seven). Also how the live assessor's split tables pick theirs.
 #[inline(always)]
-fn segment_of(hash: u64) -> usize {
+pub(crate) fn segment_of(hash: u64) -> usize {
     ((hash >> 32) as usize) & (SEGMENTS - 1)
 }
 

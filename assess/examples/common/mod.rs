@@ -80,3 +80,36 @@ pub(crate) fn fill_idle_scopes(live: &mut Live, n: usize) {
     hb.route = Some("r");
     live.push(&hb, src, n as u64, i64::MAX / 2);
 }
+
+/// The longest of timed calls and how many took over 5 ms; with `SHOW` set in the
+/// environment, each over 20 ms is listed on stderr as it happens.
+#[derive(Default)]
+pub(crate) struct Stalls {
+    pub(crate) longest: std::time::Duration,
+    pub(crate) slow: usize,
+}
+
+impl Stalls {
+    /// Runs `f` (call `i`), timing it.
+    pub(crate) fn time<T>(&mut self, i: usize, f: impl FnOnce() -> T) -> T {
+        use std::time::{Duration, Instant};
+        let t = Instant::now();
+        let out = f();
+        let took = t.elapsed();
+        if took > Duration::from_millis(20) && std::env::var_os("SHOW").is_some() {
+            eprintln!("push {i}: {:.1} ms", took.as_secs_f64() * 1e3);
+        }
+        self.longest = self.longest.max(took);
+        self.slow += usize::from(took > Duration::from_millis(5));
+        out
+    }
+
+    /// `longest push L ms, N over 5 ms`.
+    pub(crate) fn summary(&self) -> String {
+        format!(
+            "longest push {:.1} ms, {} over 5 ms",
+            self.longest.as_secs_f64() * 1e3,
+            self.slow
+        )
+    }
+}

@@ -45,10 +45,11 @@ impl<K: PartialEq + Eq + Hash, V: PartialEq> PartialEq for SegMap<K, V> {
 
 impl<K: Eq + Hash, V: Eq> Eq for SegMap<K, V> {}
 
-/// The table of a key: six bits from the middle of its hash (a table's bucket takes the low
-/// bits, its tag the top seven).
+/// The table of a key: six bits from the middle of its hash, as the interner picks its
+/// tables ([`crate::intern::segment_of`]; the table's own hash of the key takes the low bits
+/// for the bucket, the top seven for the tag).
 fn segment_of<Q: Hash + ?Sized>(k: &Q) -> usize {
-    ((FixedState::default().hash_one(k) >> 32) as usize) & (SEGMENTS - 1)
+    crate::intern::segment_of(FixedState::default().hash_one(k))
 }
 
 impl<K: Eq + Hash, V> SegMap<K, V> {
@@ -82,13 +83,8 @@ impl<K: Eq + Hash, V> SegMap<K, V> {
         self.get(k).is_some()
     }
 
-    /// The table of `k`.
-    fn table_for(&mut self, k: &K) -> &mut HashMap<K, V, FixedState> {
-        &mut self.tables[segment_of(k)]
-    }
-
     pub(super) fn insert(&mut self, k: K, v: V) -> Option<V> {
-        let old = self.table_for(&k).insert(k, v);
+        let old = self.tables[segment_of(&k)].insert(k, v);
         self.len += usize::from(old.is_none());
         old
     }
@@ -98,12 +94,14 @@ impl<K: Eq + Hash, V> SegMap<K, V> {
     where
         V: Default,
     {
-        let at = segment_of(&k);
-        if !self.tables[at].contains_key(&k) {
-            self.len += 1;
-            return self.table_for(&k).entry(k).or_default();
+        use std::collections::hash_map::Entry;
+        match self.tables[segment_of(&k)].entry(k) {
+            Entry::Occupied(o) => o.into_mut(),
+            Entry::Vacant(v) => {
+                self.len += 1;
+                v.insert(V::default())
+            }
         }
-        self.tables[at].get_mut(&k).expect("present")
     }
 
     pub(super) fn remove<Q: Hash + Eq + ?Sized>(&mut self, k: &Q) -> Option<V>

@@ -428,7 +428,8 @@ pub(super) fn least_beyond<K: Ord>(mut keys: Vec<K>, keep: usize) -> Vec<K> {
 /// lowest horizon of the properties (as the (emitter, seq) deliveries do), and the newest
 /// [`ATTESTATION_SPANS`] attestations behind it: tables of 64-byte entries, swept when they
 /// hold twice the entries alive after the last sweep (at least 65,536). Keyed by a randomly
-/// seeded hash: span ids come from clients; 64 tables by six middle bits of it, each grown
+/// seeded hash: span ids come from clients; 64 tables by six middle bits of it (as the
+/// interner's, `intern::segment_of`), each grown
 /// alone by hashbrown (one table grown whole stopped the applier 183 ms at 1.8M heartbeat
 /// spans inside the horizon, `examples/unkept_growth`). Checkpointed with
 /// the state, as its entries in span-id order (and the tables built again, under a new seed,
@@ -436,7 +437,7 @@ pub(super) fn least_beyond<K: Ord>(mut keys: Vec<K>, keep: usize) -> Vec<K> {
 /// before the checkpoint as it would have been without the restart.
 #[derive(Clone)]
 pub(super) struct UnkeptSpans {
-    tables: Box<[hashbrown::HashTable<Unkept>; SEGMENTS]>,
+    tables: Box<[hashbrown::HashTable<Unkept>; crate::intern::SEGMENTS]>,
     len: usize,
     /// No entry's time is below this: a sweep with nothing behind the horizon is put off
     /// without walking the tables (they grow with heartbeats inside the horizon).
@@ -448,19 +449,13 @@ pub(super) struct UnkeptSpans {
 impl Default for UnkeptSpans {
     fn default() -> UnkeptSpans {
         UnkeptSpans {
-            tables: Box::new(std::array::from_fn(|_| hashbrown::HashTable::new())),
+            tables: crate::intern::empty_tables(),
             len: 0,
             oldest: i64::MAX,
             hasher: Default::default(),
             sweep_at: 0,
         }
     }
-}
-
-/// The table of an unkept span's hash: six bits from its middle (a table's bucket takes the
-/// low bits, its tag the top seven).
-fn unkept_table(hash: u64) -> usize {
-    ((hash >> 32) as usize) & (SEGMENTS - 1)
 }
 
 /// [`UnkeptSpans`] as a checkpoint holds it.
@@ -530,14 +525,14 @@ impl UnkeptSpans {
 
     fn find(&self, id: &SpanId) -> Option<&Unkept> {
         let h = self.hash(id);
-        self.tables[unkept_table(h)].find(h, |e| e.id == *id)
+        self.tables[crate::intern::segment_of(h)].find(h, |e| e.id == *id)
     }
 
     /// The delivery of span `id` at or after `horizon` (or an attestation's, [`noted`]), if one
     /// was noted.
     pub(super) fn get_mut(&mut self, id: &SpanId, horizon: i64) -> Option<&mut Unkept> {
         let h = self.hash(id);
-        self.tables[unkept_table(h)]
+        self.tables[crate::intern::segment_of(h)]
             .find_mut(h, |e| e.id == *id)
             .filter(|e| noted(e, horizon))
     }
@@ -552,7 +547,11 @@ impl UnkeptSpans {
         self.oldest = self.oldest.min(e.ts);
         let h = self.hash(&e.id);
         let hasher = &self.hasher;
-        match self.tables[unkept_table(h)].entry(h, |x| x.id == e.id, |x| hasher.hash_one(x.id)) {
+        match self.tables[crate::intern::segment_of(h)].entry(
+            h,
+            |x| x.id == e.id,
+            |x| hasher.hash_one(x.id),
+        ) {
             hashbrown::hash_table::Entry::Occupied(mut o) => *o.get_mut() = e,
             hashbrown::hash_table::Entry::Vacant(v) => {
                 v.insert(e);
@@ -587,7 +586,7 @@ impl UnkeptSpans {
         // The oldest go (by time, then span id: exactly `attestations` stay).
         for (_, id) in least_beyond(behind, attestations) {
             let h = self.hasher.hash_one(id);
-            if let Ok(e) = self.tables[unkept_table(h)].find_entry(h, |e| e.id == id) {
+            if let Ok(e) = self.tables[crate::intern::segment_of(h)].find_entry(h, |e| e.id == id) {
                 e.remove();
             }
         }
