@@ -228,6 +228,10 @@ impl Otlp {
     /// request without fencing items stores nothing.
     pub async fn take(&self, request: Request, held: Reservation) -> Result<Taken, Failure> {
         let now = self.wal.clock().now().0;
+        if let Request::Mapped(..) = request {
+            // Mapped as it was read (OTLP/gRPC): what is left is no CPU work.
+            return self.store(Prepared::of(request, now), held).await;
+        }
         let permit = self.mapping_permit().await;
         let prepared = tokio::task::spawn_blocking(move || {
             let prepared = Prepared::of(request, now);

@@ -183,6 +183,21 @@ impl Queued {
         self.tx.send(self.job).map_err(|_| SubmitError::Stopped)?;
         Ok(self.answer)
     }
+
+    /// Queues the batch if the queue has room (never waits): `Err` gives it back when the
+    /// queue is full, to [`Queued::send`] off the async workers.
+    pub fn try_send(self) -> Result<Result<Pending, SubmitError>, Queued> {
+        use crossbeam_channel::TrySendError;
+        match self.tx.try_send(self.job) {
+            Ok(()) => Ok(Ok(self.answer)),
+            Err(TrySendError::Disconnected(_)) => Ok(Err(SubmitError::Stopped)),
+            Err(TrySendError::Full(job)) => Err(Queued {
+                tx: self.tx,
+                job,
+                answer: self.answer,
+            }),
+        }
+    }
 }
 
 /// Where a queued batch's answer arrives: `.await` it, or [`Pending::wait`] from a thread.
@@ -491,5 +506,48 @@ mod tests {
         assert_eq!(wal.durability().next_offset.load(Ordering::Acquire), 3);
         wal.close();
         writer.join().unwrap();
+    }
+
+    /// `try_send` queues while there is room, gives the batch back whole when the queue is
+    /// full (its answer still arrives once [`Queued::send`] queues it), and says `Stopped`
+    /// when the writer is gone.
+    #[test]
+    fn try_send_queues_gives_back_when_full_and_fails_when_stopped() {
+        let (tx, rx) = bounded::<Job>(1);
+        let queued = |items: u32| {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let job = Job {
+                items,
+                payload: vec![items as u8],
+                reply,
+                _held: None,
+            };
+            Queued {
+                tx: tx.clone(),
+                job,
+                answer: Pending(answer),
+            }
+        };
+        let first = queued(1).try_send().expect("room").expect("queued");
+        let back = queued(2).try_send().expect_err("the queue is full");
+        assert_eq!((back.job.items, &back.job.payload[..]), (2, &[2u8][..]));
+        // The writer takes the first: the batch given back is queued now, and answered.
+        let job = rx.recv().unwrap();
+        assert_eq!(job.items, 1);
+        let ok = || {
+            Ok(Ingested {
+                first_offset: 0,
+                next_offset: 1,
+                applied: Default::default(),
+            })
+        };
+        job.reply.send(ok()).unwrap();
+        assert!(first.wait().is_ok());
+        let second = back.send().expect("room again");
+        rx.recv().unwrap().reply.send(ok()).unwrap();
+        assert!(second.wait().is_ok());
+        drop(rx);
+        let stopped = queued(3).try_send().expect("not full");
+        assert!(matches!(stopped, Err(SubmitError::Stopped)), "{stopped:?}");
     }
 }
