@@ -288,7 +288,11 @@ impl<S: Export1> tonic::server::UnaryService<Bytes> for ExportCall<S> {
             let held = held.unwrap_or_else(|| export.otlp.wal.budget().reserve());
             let body = request.into_inner();
             let encoded = body.len();
+            // Mapped as it is read, a request a core at a time (`Otlp::mapping_permits`): the
+            // mapped items are counted against the budget when it is stored, just after.
+            let permit = export.otlp.mapping_permit().await;
             let req = Request::parse(S::SIGNAL, body, false).map_err(status_of)?;
+            drop(permit);
             let t = export.take(req, encoded, held).await?;
             Ok(tonic::Response::new(S::response(t)))
         })

@@ -28,8 +28,9 @@ pub const LOGS: &str = "/v1/logs";
 const PROTOBUF: &str = "application/x-protobuf";
 const JSON: &str = "application/json";
 /// A protobuf body sent as it is and up to this size (an SDK's batch of 512 spans is ~200
-/// KiB) is mapped on the async worker that read it, in well under a millisecond (~0.3 µs a
-/// span); a larger, compressed or OTLP/JSON body is mapped on a blocking thread. Handing a
+/// KiB) is mapped on the async worker that read it: well under a millisecond for an SDK's
+/// batch (~0.3 µs a span), 5–10 ms end to end for the hostile bodies measured (README, "Where
+/// it runs"); a larger, compressed or OTLP/JSON body is mapped on a blocking thread. Handing a
 /// request to a blocking thread and back took two thread wake-ups per request: `serve_bench`
 /// OTLP, median of six interleaved rounds, 499k → 546k spans/s (session 31).
 const INLINE_BYTES: usize = 512 << 10;

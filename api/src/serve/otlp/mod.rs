@@ -186,7 +186,8 @@ pub struct Prepared {
 
 impl Prepared {
     /// Maps `request` (consuming it) and encodes its WAL payload, received at `now` (ns): CPU
-    /// work, to do off the async workers.
+    /// work for a request parsed into opentelemetry-proto's types (OTLP/JSON), none for one
+    /// mapped as it was read ([`Request::Mapped`]).
     pub fn of(request: Request, now: i64) -> Prepared {
         let signal = request.signal();
         let mapped = request.map();

@@ -3,6 +3,7 @@
 
 use super::{KEYS, Key, PREFIX};
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
+use std::collections::HashSet;
 
 /// An attribute's value as the mapping reads it, borrowed from the request: a string, an
 /// integer, or another kind of value (a wrong type for every `fencing.*` field).
@@ -32,9 +33,18 @@ impl<'a> Val<'a> {
 pub(super) struct Level<'a> {
     values: [Option<Option<Val<'a>>>; KEYS.len()],
     pub(super) repeated: Option<&'a str>,
-    /// The unknown `fencing.*` keys seen, to tell when one is repeated.
+    /// The unknown `fencing.*` keys seen, to tell when one is repeated: a list while there
+    /// are few ([`UNKNOWN_LISTED`]), then a set (an item of a hostile body can carry tens of
+    /// thousands: searching the list for each was quadratic, about a second for 512 KiB).
     unknown: Vec<&'a str>,
+    // Boxed: one word in every level (a level per span), the set only for an item that
+    // needs one.
+    #[allow(clippy::box_collection)]
+    unknown_set: Option<Box<HashSet<&'a str>>>,
 }
+
+/// How many unknown `fencing.*` keys a level lists before it keeps them in a set.
+const UNKNOWN_LISTED: usize = 16;
 
 impl<'a> Level<'a> {
     pub(super) fn of(attrs: &'a [KeyValue]) -> Level<'a> {
@@ -67,10 +77,28 @@ impl<'a> Level<'a> {
 
     /// The next attribute, a `fencing.*` key of no field.
     pub(super) fn add_unknown(&mut self, key: &'a str) {
-        if self.unknown.contains(&key) {
-            self.repeated.get_or_insert(key);
-        } else {
-            self.unknown.push(key);
+        // Only the first repeated key is kept: after it, nothing more to tell.
+        if self.repeated.is_some() {
+            return;
+        }
+        let seen = match &mut self.unknown_set {
+            Some(set) => !set.insert(key),
+            None if self.unknown.len() < UNKNOWN_LISTED => {
+                let seen = self.unknown.contains(&key);
+                if !seen {
+                    self.unknown.push(key);
+                }
+                seen
+            }
+            None => {
+                let mut set: HashSet<&'a str> = self.unknown.drain(..).collect();
+                let seen = !set.insert(key);
+                self.unknown_set = Some(Box::new(set));
+                seen
+            }
+        };
+        if seen {
+            self.repeated = Some(key);
         }
     }
 
@@ -225,4 +253,40 @@ fn key_index_bytes_agrees_with_a_search() {
         }
     }
     assert!(tried > 1000);
+}
+
+/// The first repeated unknown key is the one a search of every key seen before finds, with
+/// few unknown keys or many (beyond the list, a set), known keys repeated among them or not.
+#[cfg(test)]
+#[test]
+fn the_first_repeated_unknown_key_is_found_in_a_list_or_a_set() {
+    let keys: Vec<String> = (0..200).map(|i| format!("fencing.x{i}")).collect();
+    let naive = |seq: &[&str]| -> Option<String> {
+        seq.iter()
+            .enumerate()
+            .find(|(i, k)| seq[..*i].contains(k))
+            .map(|(_, k)| k.to_string())
+    };
+    for n in [0usize, 1, 15, 16, 17, 40, 199] {
+        for repeat in [None, Some(0), Some(n / 2), Some(n.saturating_sub(1))] {
+            let mut seq: Vec<&str> = keys[..n].iter().map(String::as_str).collect();
+            if let Some(r) = repeat.filter(|&r| r < n) {
+                seq.push(keys[r].as_str());
+                seq.push(keys[n - 1 - r].as_str());
+            }
+            seq.extend(keys[n..].iter().take(5).map(String::as_str));
+            let mut level = Level::default();
+            for k in &seq {
+                level.add(k, None);
+            }
+            assert_eq!(
+                level.repeated.map(str::to_string),
+                naive(&seq),
+                "{n} keys, repeat {repeat:?}"
+            );
+            if repeat.is_none() && n > UNKNOWN_LISTED {
+                assert!(level.unknown_set.is_some(), "{n} distinct keys: a set");
+            }
+        }
+    }
 }

@@ -22,7 +22,7 @@ use crate::report::{Durability, Metrics};
 use crossbeam_channel::{Sender, bounded};
 use fencewatch_assess::live::LiveOptions;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -175,19 +175,33 @@ pub struct Queued {
     tx: Sender<Job>,
     job: Job,
     answer: Pending,
+    waiting: Arc<AtomicUsize>,
 }
 
 impl Queued {
     /// Queues the batch, waiting while the queue is full.
     pub fn send(self) -> Result<Pending, SubmitError> {
-        self.tx.send(self.job).map_err(|_| SubmitError::Stopped)?;
+        use crossbeam_channel::TrySendError;
+        let job = match self.tx.try_send(self.job) {
+            Ok(()) => return Ok(self.answer),
+            Err(TrySendError::Disconnected(_)) => return Err(SubmitError::Stopped),
+            Err(TrySendError::Full(job)) => job,
+        };
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        let sent = self.tx.send(job);
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        sent.map_err(|_| SubmitError::Stopped)?;
         Ok(self.answer)
     }
 
-    /// Queues the batch if the queue has room (never waits): `Err` gives it back when the
-    /// queue is full, to [`Queued::send`] off the async workers.
+    /// Queues the batch if the queue has room and no sender waits for room (never waits):
+    /// `Err` gives it back, to [`Queued::send`] off the async workers — behind those waiting,
+    /// not ahead of them.
     pub fn try_send(self) -> Result<Result<Pending, SubmitError>, Queued> {
         use crossbeam_channel::TrySendError;
+        if self.waiting.load(Ordering::Acquire) > 0 {
+            return Err(self);
+        }
         match self.tx.try_send(self.job) {
             Ok(()) => Ok(Ok(self.answer)),
             Err(TrySendError::Disconnected(_)) => Ok(Err(SubmitError::Stopped)),
@@ -195,6 +209,7 @@ impl Queued {
                 tx: self.tx,
                 job,
                 answer: self.answer,
+                waiting: self.waiting,
             }),
         }
     }
@@ -239,6 +254,9 @@ impl Writer {
 #[derive(Debug)]
 pub struct WalSource {
     tx: Mutex<Option<Sender<Job>>>,
+    /// Senders waiting for room in the queue ([`Queued::send`]): while any waits, a new
+    /// batch queues behind them ([`Queued::try_send`] gives it back).
+    waiting: Arc<AtomicUsize>,
     ready: Ready,
     durability: Durability,
     stopped: tokio::sync::Notify,
@@ -263,6 +281,7 @@ impl WalSource {
         let (tx, rx) = bounded(QUEUE);
         let source = Arc::new(WalSource {
             tx: Mutex::new(Some(tx)),
+            waiting: Arc::default(),
             ready,
             durability: Durability::default(),
             stopped: tokio::sync::Notify::new(),
@@ -378,6 +397,7 @@ impl WalSource {
             tx,
             job,
             answer: Pending(answer),
+            waiting: self.waiting.clone(),
         })
     }
 
@@ -509,11 +529,12 @@ mod tests {
     }
 
     /// `try_send` queues while there is room, gives the batch back whole when the queue is
-    /// full (its answer still arrives once [`Queued::send`] queues it), and says `Stopped`
-    /// when the writer is gone.
+    /// full (its answer still arrives once [`Queued::send`] queues it) or when a sender waits
+    /// for room, and says `Stopped` when the writer is gone.
     #[test]
     fn try_send_queues_gives_back_when_full_and_fails_when_stopped() {
         let (tx, rx) = bounded::<Job>(1);
+        let waiting = Arc::new(AtomicUsize::new(0));
         let queued = |items: u32| {
             let (reply, answer) = tokio::sync::oneshot::channel();
             let job = Job {
@@ -526,6 +547,7 @@ mod tests {
                 tx: tx.clone(),
                 job,
                 answer: Pending(answer),
+                waiting: waiting.clone(),
             }
         };
         let first = queued(1).try_send().expect("room").expect("queued");
@@ -546,6 +568,25 @@ mod tests {
         let second = back.send().expect("room again");
         rx.recv().unwrap().reply.send(ok()).unwrap();
         assert!(second.wait().is_ok());
+        // A sender waits for room: a new batch queues behind it, though there is room now.
+        waiting.store(1, Ordering::Release);
+        let behind = queued(4).try_send().expect_err("behind a waiting sender");
+        waiting.store(0, Ordering::Release);
+        let third = behind.try_send().expect("room").expect("queued");
+        rx.recv().unwrap().reply.send(ok()).unwrap();
+        assert!(third.wait().is_ok());
+        // A sender that waited leaves the count as it found it.
+        let (full, waited) = (queued(5).send().expect("room"), queued(6));
+        let sender = std::thread::spawn(move || waited.send());
+        while waiting.load(Ordering::Acquire) == 0 {
+            std::thread::yield_now();
+        }
+        rx.recv().unwrap().reply.send(ok()).unwrap();
+        assert!(full.wait().is_ok());
+        let sixth = sender.join().unwrap().expect("queued once there was room");
+        assert_eq!(rx.recv().unwrap().items, 6);
+        assert_eq!(waiting.load(Ordering::Acquire), 0);
+        drop(sixth);
         drop(rx);
         let stopped = queued(3).try_send().expect("not full");
         assert!(matches!(stopped, Err(SubmitError::Stopped)), "{stopped:?}");
