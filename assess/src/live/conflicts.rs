@@ -58,12 +58,33 @@ impl Dated for Conflict {
 
 /// A table of rare entries kept until their time ([`Dated`]) falls behind the lowest
 /// horizon: swept when it holds twice the entries alive after the last sweep (at least
-/// 1,024). The conflicts here, the order keys and links of the `aside` module.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// 1,024), unless no entry is behind the horizon (a lower bound on their times says so
+/// without walking them: a table growing inside the horizon, as links do under a flood of
+/// equal re-deliveries, was walked at each doubling to drop nothing). The conflicts here,
+/// the order keys and links of the `aside` module. Entries are added by [`Aging::insert`];
+/// a change through `map` may only move an entry's time later.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) struct Aging<K: Ord, V> {
     pub(super) map: BTreeMap<K, V>,
     sweep_at: usize,
+    /// No entry's time is below this (`i64::MIN`: not known, as after a restore). Not
+    /// checkpointed: the same bytes as before it.
+    #[serde(skip, default = "unknown_oldest")]
+    oldest: i64,
 }
+
+fn unknown_oldest() -> i64 {
+    i64::MIN
+}
+
+/// What the table holds: its bound on the entries' times is not part of it.
+impl<K: Ord, V: PartialEq> PartialEq for Aging<K, V> {
+    fn eq(&self, other: &Aging<K, V>) -> bool {
+        self.map == other.map && self.sweep_at == other.sweep_at
+    }
+}
+
+impl<K: Ord, V: Eq> Eq for Aging<K, V> {}
 
 const SWEEP_MIN: usize = 1 << 10;
 
@@ -72,6 +93,7 @@ impl<K: Ord, V> Default for Aging<K, V> {
         Aging {
             map: BTreeMap::new(),
             sweep_at: SWEEP_MIN,
+            oldest: i64::MAX,
         }
     }
 }
@@ -91,19 +113,102 @@ impl<K: Ord, V: Dated> Aging<K, V> {
         self.map.len() > self.sweep_at
     }
 
+    /// Adds (or replaces) the entry of `key`.
+    pub(super) fn insert(&mut self, key: K, value: V) {
+        self.oldest = self.oldest.min(value.time());
+        self.map.insert(key, value);
+    }
+
     /// Drops the entries behind `horizon`.
     pub(super) fn sweep(&mut self, horizon: i64) {
         self.sweep_keeping(horizon, |_| false);
     }
 
-    /// Drops the entries behind `horizon` but those whose key `keep` holds.
+    /// Drops the entries behind `horizon` but those whose key `keep` holds. With none behind
+    /// it, only the next sweep is put off (what a walk would leave).
     pub(super) fn sweep_keeping(&mut self, horizon: i64, keep: impl Fn(&K) -> bool) {
-        self.map.retain(|k, v| v.time() >= horizon || keep(k));
+        if self.oldest < horizon {
+            self.map.retain(|k, v| v.time() >= horizon || keep(k));
+            self.oldest = self.map.values().map(Dated::time).min().unwrap_or(i64::MAX);
+        }
         self.sweep_at = (2 * self.map.len()).max(SWEEP_MIN);
     }
 
     /// Approximate heap bytes.
     pub(super) fn heap_bytes(&self) -> usize {
         self.map.len() * (std::mem::size_of::<(K, V)>() + 16)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// How many times an entry's time was read: a walk reads every entry's.
+        static READ: Cell<usize> = const { Cell::new(0) };
+    }
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    struct At(i64);
+
+    impl Dated for At {
+        fn time(&self) -> i64 {
+            READ.with(|r| r.set(r.get() + 1));
+            self.0
+        }
+    }
+
+    fn reads_of(f: impl FnOnce()) -> usize {
+        let before = READ.with(Cell::get);
+        f();
+        READ.with(Cell::get) - before
+    }
+
+    /// A table growing inside the horizon is not walked at each doubling; once an entry
+    /// falls behind, the sweep drops it (and keeps what `keep` holds); a restored table,
+    /// whose bound is not known, walks as before. Either way it holds what a walk leaves.
+    #[test]
+    fn a_sweep_with_nothing_behind_the_horizon_is_put_off() {
+        let mut t: Aging<u32, At> = Aging::default();
+        let mut walked = 0;
+        for k in 0..3000u32 {
+            t.insert(k, At(100 + i64::from(k)));
+            if t.needs_sweep() {
+                walked += reads_of(|| t.sweep(100));
+            }
+        }
+        assert_eq!(walked, 0, "nothing behind the horizon: no entry read");
+        assert_eq!((t.map.len(), t.oldest), (3000, 100));
+        assert_eq!(t.sweep_at, 4102, "put off to the next doubling: 2 x 2051");
+        // Walked: the first ten are behind 110, the odd ones of them kept.
+        assert!(reads_of(|| t.sweep_keeping(110, |k| k % 2 == 1)) >= 3000);
+        assert_eq!(t.map.len(), 2995);
+        assert_eq!(t.oldest, 101, "recomputed over what is left");
+        assert_eq!(t.sweep_at, 2 * 2995);
+        // The bound is not checkpointed (the same bytes as without it): restored, it is not
+        // known, and the next sweep walks.
+        let bytes = postcard::to_allocvec(&t).unwrap();
+        #[derive(Serialize)]
+        struct Before<'a> {
+            map: &'a BTreeMap<u32, At>,
+            sweep_at: usize,
+        }
+        let before = Before {
+            map: &t.map,
+            sweep_at: t.sweep_at,
+        };
+        assert_eq!(bytes, postcard::to_allocvec(&before).unwrap());
+        let mut back: Aging<u32, At> = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!((back.oldest, &back), (i64::MIN, &t));
+        assert!(reads_of(|| back.sweep(100)) >= 2995, "not known: walked");
+        assert_eq!(back.oldest, 101);
+        back.sweep(111);
+        assert_eq!(
+            back.map.len(),
+            2995 - 6,
+            "101, 103, 105, 107, 109 and 110 behind 111"
+        );
     }
 }

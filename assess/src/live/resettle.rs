@@ -29,7 +29,7 @@ impl Live {
             hi: a.max(b),
             props,
         };
-        self.state.conflicts.map.insert(key, c);
+        self.state.conflicts.insert(key, c);
     }
 
     /// Places `conflicting_duplicate` for `rec`, a further delivery (of property `p`) of
@@ -142,7 +142,7 @@ impl Live {
                     prop: p as u16,
                     conflicted: false,
                 };
-                self.state.aside_orders.map.insert(hash, n);
+                self.state.aside_orders.insert(hash, n);
             }
             Some(n) => {
                 self.settle_noted(p, rec, hash, n, content);
@@ -234,7 +234,7 @@ impl Live {
         ts: i64,
         linked: Linked,
     ) {
-        let links = &mut self.state.links.map;
+        let links = &mut self.state.links;
         let link = Dropped { ts, linked };
         if let Some((em, s)) = seq {
             links.insert(LinkKey::Seq(em, s), link);
