@@ -138,6 +138,15 @@ def build(kind, out):
                                       span(2, 1, now - 1_000_000_000)]).SerializeToString())
     elif kind == "errored":
         data = request([span(5, 7, now, status=tr.Status.STATUS_CODE_ERROR)]).SerializeToString()
+    elif kind == "large":
+        # Over 512 KiB on the wire, not compressed: a stale commit among 600 padded spans
+        # that carry no fencing.kind (ignored).
+        plain = [tr.Span(trace_id=bytes([0x33] * 16), span_id=(n + 1).to_bytes(8, "big"),
+                         name="GET /", end_time_unix_nano=now,
+                         attributes=[kv("pad", "y" * 1000)]) for n in range(600)]
+        data = request([span(1, 2, now - 2_000_000_000)] + plain
+                       + [span(2, 1, now - 1_000_000_000)]).SerializeToString()
+        assert len(data) > 512 * 1024, len(data)
     elif kind == "big":
         # Many spans, compressing well: small on the wire, over the limit decompressed.
         data = gzip.compress(request([span(1, 2, now, extra=[("pad", "x" * 1000)])

@@ -128,8 +128,16 @@ impl<K: Ord, V: Dated> Aging<K, V> {
     /// it, only the next sweep is put off (what a walk would leave).
     pub(super) fn sweep_keeping(&mut self, horizon: i64, keep: impl Fn(&K) -> bool) {
         if self.oldest < horizon {
-            self.map.retain(|k, v| v.time() >= horizon || keep(k));
-            self.oldest = self.map.values().map(Dated::time).min().unwrap_or(i64::MAX);
+            let mut oldest = i64::MAX;
+            self.map.retain(|k, v| {
+                let t = v.time();
+                let kept = t >= horizon || keep(k);
+                if kept {
+                    oldest = oldest.min(t);
+                }
+                kept
+            });
+            self.oldest = oldest;
         }
         self.sweep_at = (2 * self.map.len()).max(SWEEP_MIN);
     }

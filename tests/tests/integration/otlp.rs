@@ -427,6 +427,27 @@ fn grpc_answers_as_http_does() {
     assert_eq!(svc.cx_ids().len(), 1);
 }
 
+/// A message beyond the size mapped on the async worker (512 KiB) is mapped on a blocking
+/// thread, and answered as a smaller one: its stale commit found, its plain spans ignored.
+#[test]
+fn grpc_a_message_beyond_512_kib_is_answered_as_a_smaller_one() {
+    require!(Python3, OtelSdk);
+    let dir = tempfile::tempdir().unwrap();
+    let (svc, grpc) = grpc_service(dir.path(), &[]);
+    let now = now_ns().to_string();
+    let r = python(&["grpc-raw", grpc.as_str(), "large", now.as_str()], None);
+    assert_eq!(
+        (r["code"].as_str(), r["rejected"].as_i64()),
+        (Some("OK"), Some(0)),
+        "{r}"
+    );
+    assert_eq!(svc.cx_ids().len(), 1, "epoch 1 after epoch 2 is stale");
+    assert_eq!(
+        svc.metric("fencewatch_otlp_items_ignored_total{signal=\"traces\"}"),
+        Some(600.0)
+    );
+}
+
 #[test]
 fn counterexamples_link_to_their_traces_in_the_api_and_on_the_page() {
     require!(Python3, OtelSdk, Chromium);

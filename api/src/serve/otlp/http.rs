@@ -33,7 +33,7 @@ const JSON: &str = "application/json";
 /// it runs"); a larger, compressed or OTLP/JSON body is mapped on a blocking thread. Handing a
 /// request to a blocking thread and back took two thread wake-ups per request: `serve_bench`
 /// OTLP, median of six interleaved rounds, 499k → 546k spans/s (session 31).
-const INLINE_BYTES: usize = 512 << 10;
+pub(super) const INLINE_BYTES: usize = 512 << 10;
 
 /// The two routes.
 pub fn router(otlp: Otlp) -> Router {

@@ -275,6 +275,11 @@ fn the_first_repeated_unknown_key_is_found_in_a_list_or_a_set() {
                 seq.push(keys[n - 1 - r].as_str());
             }
             seq.extend(keys[n..].iter().take(5).map(String::as_str));
+            // A known key among them, repeated once it is past the list.
+            seq.insert(seq.len() / 2, "fencing.scope");
+            if n > UNKNOWN_LISTED {
+                seq.push("fencing.scope");
+            }
             let mut level = Level::default();
             for k in &seq {
                 level.add(k, None);
@@ -284,8 +289,12 @@ fn the_first_repeated_unknown_key_is_found_in_a_list_or_a_set() {
                 naive(&seq),
                 "{n} keys, repeat {repeat:?}"
             );
-            if repeat.is_none() && n > UNKNOWN_LISTED {
-                assert!(level.unknown_set.is_some(), "{n} distinct keys: a set");
+            if n > UNKNOWN_LISTED && naive(&seq[..seq.len() - 1]).is_none() {
+                assert!(
+                    level.unknown_set.is_some(),
+                    "{n} distinct unknown keys: a set"
+                );
+                assert_eq!(level.repeated, Some("fencing.scope"));
             }
         }
     }

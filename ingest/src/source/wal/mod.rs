@@ -195,8 +195,8 @@ impl Queued {
     }
 
     /// Queues the batch if the queue has room and no sender waits for room (never waits):
-    /// `Err` gives it back, to [`Queued::send`] off the async workers — behind those waiting,
-    /// not ahead of them.
+    /// `Err` gives it back, to [`Queued::send`] off the async workers, where it competes with
+    /// those waiting for the next free slot instead of taking each one ahead of them.
     pub fn try_send(self) -> Result<Result<Pending, SubmitError>, Queued> {
         use crossbeam_channel::TrySendError;
         if self.waiting.load(Ordering::Acquire) > 0 {
