@@ -22,7 +22,10 @@
 //!    request; `grpc` sends the same requests over OTLP/gRPC (the trace service on
 //!    `--otlp-grpc-listen`, one channel per connection, the client encoding each request).
 //!    `--bin old,new --rounds N` repeats the runs with each binary in turn, N rounds
-//!    interleaved, and summarises the medians and the archive's on/off ratios.
+//!    interleaved (the binaries' order reversed every other round, so that neither always
+//!    runs first), and summarises the medians, the archive's on/off ratios and each binary's
+//!    per-round ratio to the first one's (what to compare on a noisy machine: the same build
+//!    swings by 20% and more from one minute to the next, a round's two runs less).
 //! 2. **Visibility**: on the last service, with a background load at `--load` times the best
 //!    measured rate, `--trials` times: post one batch whose last event completes a stale commit
 //!    on a fresh scope (epoch 2 at t, then epoch 1 at t + 1s), note the instant the `2xx`
@@ -680,7 +683,7 @@ struct Run<'a> {
 /// of each archive setting and, with both, the on/off ratio of each round and their median.
 fn summary(args: &Args, results: &[(usize, usize, usize, String, bool, f64)]) -> String {
     let mut out = String::from(
-        "| binary | format, conns | archive on: median events/s | archive off | on/off per round | on/off median |\n| --- | --- | --- | --- | --- | --- |\n",
+        "| binary | format, conns | archive on: median events/s | archive off | on/off per round | on/off median | ÷ first binary per round | ÷ first median |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for (b, bin) in args.bin.iter().enumerate() {
         for &c in &args.connections {
@@ -693,6 +696,43 @@ fn summary(args: &Args, results: &[(usize, usize, usize, String, bool, f64)]) ->
                         .collect()
                 };
                 let (on, off) = (of(true), of(false));
+                // Against the first binary, round by round (archive on where it ran).
+                let vs_first: Vec<f64> = {
+                    let setting = !on.is_empty();
+                    let first: Vec<(usize, f64)> = results
+                        .iter()
+                        .filter(|r| r.1 == 0 && r.2 == c && &r.3 == f && r.4 == setting)
+                        .map(|r| (r.0, r.5))
+                        .collect();
+                    let mine = if setting { &on } else { &off };
+                    if b == 0 {
+                        Vec::new()
+                    } else {
+                        mine.iter()
+                            .filter_map(|&(round, e)| {
+                                let o = first.iter().find(|r| r.0 == round)?;
+                                Some(e / o.1)
+                            })
+                            .collect()
+                    }
+                };
+                let list = |v: &[f64]| {
+                    if v.is_empty() {
+                        "-".to_string()
+                    } else {
+                        v.iter()
+                            .map(|r| format!("{r:.2}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                };
+                let med_of = |v: &[f64]| {
+                    if v.is_empty() {
+                        "-".to_string()
+                    } else {
+                        format!("{:.2}", median(v.to_vec()))
+                    }
+                };
                 let ratios: Vec<f64> = on
                     .iter()
                     .filter_map(|&(round, e)| {
@@ -709,7 +749,7 @@ fn summary(args: &Args, results: &[(usize, usize, usize, String, bool, f64)]) ->
                     }
                 };
                 out.push_str(&format!(
-                    "| {} | {f} {c} | {} | {} | {} | {} |\n",
+                    "| {} | {f} {c} | {} | {} | {} | {} | {} | {} |\n",
                     bin.display(),
                     med(&on),
                     med(&off),
@@ -723,6 +763,8 @@ fn summary(args: &Args, results: &[(usize, usize, usize, String, bool, f64)]) ->
                     } else {
                         format!("{:.2}", median(ratios.clone()))
                     },
+                    list(&vs_first),
+                    med_of(&vs_first),
                 ));
             }
         }
@@ -737,7 +779,12 @@ fn main() {
     let mut results = Vec::new();
     let many = args.bin.len() > 1 || args.rounds > 1;
     for round in 1..=args.rounds.max(1) {
-        for (b, bin) in args.bin.iter().enumerate() {
+        let mut order: Vec<usize> = (0..args.bin.len()).collect();
+        if round % 2 == 0 {
+            order.reverse();
+        }
+        for b in order {
+            let bin = &args.bin[b];
             let label = match (args.rounds > 1, args.bin.len() > 1) {
                 (true, true) => format!("round {round}, {}: ", bin.display()),
                 (true, false) => format!("round {round}: "),
