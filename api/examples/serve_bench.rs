@@ -688,33 +688,27 @@ fn summary(args: &Args, results: &[(usize, usize, usize, String, bool, f64)]) ->
     for (b, bin) in args.bin.iter().enumerate() {
         for &c in &args.connections {
             for f in &args.formats {
-                let of = |on: bool| -> Vec<(usize, f64)> {
+                let of = |bin: usize, on: bool| -> Vec<(usize, f64)> {
                     results
                         .iter()
-                        .filter(|r| r.1 == b && r.2 == c && &r.3 == f && r.4 == on)
+                        .filter(|r| r.1 == bin && r.2 == c && &r.3 == f && r.4 == on)
                         .map(|r| (r.0, r.5))
                         .collect()
                 };
-                let (on, off) = (of(true), of(false));
+                // Each round's events/s in `a` over those in `b`, where both ran.
+                let per_round = |a: &[(usize, f64)], b: &[(usize, f64)]| -> Vec<f64> {
+                    a.iter()
+                        .filter_map(|&(round, e)| Some(e / b.iter().find(|r| r.0 == round)?.1))
+                        .collect()
+                };
+                let (on, off) = (of(b, true), of(b, false));
+                let ratios = per_round(&on, &off);
                 // Against the first binary, round by round (archive on where it ran).
-                let vs_first: Vec<f64> = {
-                    let setting = !on.is_empty();
-                    let first: Vec<(usize, f64)> = results
-                        .iter()
-                        .filter(|r| r.1 == 0 && r.2 == c && &r.3 == f && r.4 == setting)
-                        .map(|r| (r.0, r.5))
-                        .collect();
-                    let mine = if setting { &on } else { &off };
-                    if b == 0 {
-                        Vec::new()
-                    } else {
-                        mine.iter()
-                            .filter_map(|&(round, e)| {
-                                let o = first.iter().find(|r| r.0 == round)?;
-                                Some(e / o.1)
-                            })
-                            .collect()
-                    }
+                let setting = !on.is_empty();
+                let vs_first = if b == 0 {
+                    Vec::new()
+                } else {
+                    per_round(if setting { &on } else { &off }, &of(0, setting))
                 };
                 let list = |v: &[f64]| {
                     if v.is_empty() {
@@ -733,14 +727,6 @@ fn summary(args: &Args, results: &[(usize, usize, usize, String, bool, f64)]) ->
                         format!("{:.2}", median(v.to_vec()))
                     }
                 };
-                let ratios: Vec<f64> = on
-                    .iter()
-                    .filter_map(|&(round, e)| {
-                        let o = off.iter().find(|r| r.0 == round)?;
-                        Some(e / o.1)
-                    })
-                    .collect();
-                let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
                 let med = |v: &[(usize, f64)]| {
                     if v.is_empty() {
                         "-".to_string()
@@ -753,16 +739,8 @@ fn summary(args: &Args, results: &[(usize, usize, usize, String, bool, f64)]) ->
                     bin.display(),
                     med(&on),
                     med(&off),
-                    if shown.is_empty() {
-                        "-".to_string()
-                    } else {
-                        shown.join(", ")
-                    },
-                    if ratios.is_empty() {
-                        "-".to_string()
-                    } else {
-                        format!("{:.2}", median(ratios.clone()))
-                    },
+                    list(&ratios),
+                    med_of(&ratios),
                     list(&vs_first),
                     med_of(&vs_first),
                 ));

@@ -288,19 +288,8 @@ impl<S: Export1> tonic::server::UnaryService<Bytes> for ExportCall<S> {
             let held = held.unwrap_or_else(|| export.otlp.wal.budget().reserve());
             let body = request.into_inner();
             let encoded = body.len();
-            // Mapped as it is read, a request a core at a time (`Otlp::mapping_permits`): the
-            // mapped items are counted against the budget when it is stored, just after. On
-            // this async worker up to the size OTLP/HTTP maps here, on a blocking thread beyond.
-            let permit = export.otlp.mapping_permit().await;
-            let req = if encoded <= super::http::INLINE_BYTES {
-                Request::parse(S::SIGNAL, body, false)
-            } else {
-                tokio::task::spawn_blocking(move || Request::parse(S::SIGNAL, body, false))
-                    .await
-                    .map_err(|e| Status::internal(e.to_string()))?
-            };
+            let req = export.otlp.map_protobuf(S::SIGNAL, body).await;
             let req = req.map_err(status_of)?;
-            drop(permit);
             let t = export.take(req, encoded, held).await?;
             Ok(tonic::Response::new(S::response(t)))
         })

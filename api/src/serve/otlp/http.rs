@@ -27,13 +27,6 @@ pub const TRACES: &str = "/v1/traces";
 pub const LOGS: &str = "/v1/logs";
 const PROTOBUF: &str = "application/x-protobuf";
 const JSON: &str = "application/json";
-/// A protobuf body sent as it is and up to this size (an SDK's batch of 512 spans is ~200
-/// KiB) is mapped on the async worker that read it: well under a millisecond for an SDK's
-/// batch (~0.3 µs a span), 5–10 ms end to end for the hostile bodies measured (README, "Where
-/// it runs"); a larger, compressed or OTLP/JSON body is mapped on a blocking thread. Handing a
-/// request to a blocking thread and back took two thread wake-ups per request: `serve_bench`
-/// OTLP, median of six interleaved rounds, 499k → 546k spans/s (session 31).
-pub(super) const INLINE_BYTES: usize = 512 << 10;
 
 /// The two routes.
 pub fn router(otlp: Otlp) -> Router {
@@ -127,17 +120,17 @@ async fn take(
         .map_err(IntoResponse::into_response)?;
     let limit = wal.max_body_bytes();
     let now = wal.clock().now().0;
-    let permit = otlp.mapping_permit().await;
-    if encoding == body::Encoding::Identity && !json && raw.len() <= INLINE_BYTES {
-        // Mapped here: handing it to a blocking thread and back cost more than mapping it.
-        let request = Request::parse(signal, raw.into(), json).map_err(failure)?;
-        let prepared = Prepared::of(request, now);
-        drop(permit);
-        let taken = otlp.store(prepared, held).await.map_err(failure)?;
-        return Ok((json, taken));
+    if encoding == body::Encoding::Identity && !json {
+        let request = otlp
+            .map_protobuf(signal, raw.into())
+            .await
+            .map_err(failure)?;
+        let taken = otlp.store(Prepared::of(request, now), held).await;
+        return Ok((json, taken.map_err(failure)?));
     }
-    // Else decompressed (under the limit), parsed and mapped off the async workers; either way
-    // a request a core at a time (`Otlp::mapping_permits`).
+    // Else decompressed (under the limit), parsed and mapped off the async workers, a request
+    // a core at a time (`Otlp::mapping_permits`).
+    let permit = otlp.mapping_permit().await;
     let parsed = tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let body = if encoding == body::Encoding::Identity {

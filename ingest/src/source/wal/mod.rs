@@ -181,36 +181,39 @@ pub struct Queued {
 impl Queued {
     /// Queues the batch, waiting while the queue is full.
     pub fn send(self) -> Result<Pending, SubmitError> {
-        use crossbeam_channel::TrySendError;
-        let job = match self.tx.try_send(self.job) {
-            Ok(()) => return Ok(self.answer),
-            Err(TrySendError::Disconnected(_)) => return Err(SubmitError::Stopped),
-            Err(TrySendError::Full(job)) => job,
+        let Queued {
+            tx,
+            job,
+            answer,
+            waiting,
+        } = match self.offer() {
+            Ok(sent) => return sent,
+            Err(full) => full,
         };
-        self.waiting.fetch_add(1, Ordering::AcqRel);
-        let sent = self.tx.send(job);
-        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        waiting.fetch_add(1, Ordering::AcqRel);
+        let sent = tx.send(job);
+        waiting.fetch_sub(1, Ordering::AcqRel);
         sent.map_err(|_| SubmitError::Stopped)?;
-        Ok(self.answer)
+        Ok(answer)
     }
 
     /// Queues the batch if the queue has room and no sender waits for room (never waits):
     /// `Err` gives it back, to [`Queued::send`] off the async workers, where it competes with
     /// those waiting for the next free slot instead of taking each one ahead of them.
     pub fn try_send(self) -> Result<Result<Pending, SubmitError>, Queued> {
-        use crossbeam_channel::TrySendError;
         if self.waiting.load(Ordering::Acquire) > 0 {
             return Err(self);
         }
+        self.offer()
+    }
+
+    /// Queues the batch if the queue has room: `Err` gives it back when it is full.
+    fn offer(self) -> Result<Result<Pending, SubmitError>, Queued> {
+        use crossbeam_channel::TrySendError;
         match self.tx.try_send(self.job) {
             Ok(()) => Ok(Ok(self.answer)),
             Err(TrySendError::Disconnected(_)) => Ok(Err(SubmitError::Stopped)),
-            Err(TrySendError::Full(job)) => Err(Queued {
-                tx: self.tx,
-                job,
-                answer: self.answer,
-                waiting: self.waiting,
-            }),
+            Err(TrySendError::Full(job)) => Err(Queued { job, ..self }),
         }
     }
 }
