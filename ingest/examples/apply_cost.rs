@@ -14,7 +14,8 @@
 //! order, so both see the same neighbours; it prints each round's ns an event, the medians
 //! and the median of the rounds' OTLP/NDJSON ratios. Under callgrind, one round of one
 //! format: `apply_cost EVENTS 1 ndjson|otlp`, which also prints the longest time one batch's
-//! applying took (what its answer waited for).
+//! applying took (what its answer waited for) and what encoding the final state as a
+//! checkpoint took (what the applier does under the read lock every `checkpoint_interval`).
 
 use fencewatch_assess::Contract;
 use fencewatch_assess::live::{Live, LiveOptions};
@@ -102,8 +103,10 @@ fn otlp_payload(ndjson: &[u8], b: usize) -> Vec<u8> {
 /// Applies every payload to a fresh partition in groups of 64 (as the WAL source decodes
 /// them); the applying's seconds, what was accepted, and the longest one batch took (s): a
 /// batch's answer waits for it (a table grown whole stopped the applier for 168 ms at 2M
-/// spans, session 29).
-fn apply(payloads: &[Vec<u8>]) -> (f64, u64, f64) {
+/// spans, session 29). With `checkpoint`, also the seconds and bytes of encoding the final
+/// state as a checkpoint (`Partition::encode_into`, what the applier does under the read lock
+/// every `checkpoint_interval`).
+fn apply(payloads: &[Vec<u8>], checkpoint: bool) -> (f64, u64, f64, Option<(f64, u64)>) {
     let contract = Contract::parse("c.toml", CONTRACT).expect("a contract");
     let mut p = Partition::new("wal", Live::new(contract, LiveOptions::default()), 0);
     let (mut base, mut secs, mut accepted, mut longest) = (0u64, 0.0, 0u64, 0f64);
@@ -120,7 +123,27 @@ fn apply(payloads: &[Vec<u8>]) -> (f64, u64, f64) {
             base += len;
         }
     }
-    (secs, accepted, longest)
+    let checkpoint = checkpoint.then(|| {
+        let mut out = Counted(0);
+        let t = Instant::now();
+        p.encode_into(&mut out).expect("a counter takes every byte");
+        (t.elapsed().as_secs_f64(), out.0)
+    });
+    (secs, accepted, longest, checkpoint)
+}
+
+/// A writer that counts the bytes it is given.
+struct Counted(u64);
+
+impl Write for Counted {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 += bytes.len() as u64;
+        Ok(std::hint::black_box(bytes).len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -152,18 +175,21 @@ fn main() {
         } else {
             &nd_payloads
         };
-        let (s, a, longest) = apply(p);
+        let (s, a, longest, checkpoint) = apply(p, true);
+        let (cs, cb) = checkpoint.expect("asked for");
         println!(
-            "{which}: {:.0} ns/event ({a} accepted), longest batch {:.1} ms",
+            "{which}: {:.0} ns/event ({a} accepted), longest batch {:.1} ms; \
+             checkpoint of the final state: {:.0} ms, {cb} bytes",
             s / n * 1e9,
-            longest * 1e3
+            longest * 1e3,
+            cs * 1e3
         );
         return;
     }
     let (mut nd, mut ot, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..rounds {
         let run = |p: &[Vec<u8>]| {
-            let (s, a, _) = apply(p);
+            let (s, a, _, _) = apply(p, false);
             assert_eq!(a as f64, n, "every event accepted");
             s / n * 1e9
         };

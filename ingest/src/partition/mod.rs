@@ -536,7 +536,7 @@ pub(crate) mod tests {
 
     pub(super) const BATCH: &str = "{\"kind\":\"commit\",\"ts\":1000,\"scope\":\"o\",\"epoch\":2,\"route\":\"r\"}\n\n{\"kind\":\"commit\",\"ts\":\"bad\"}\n{\"kind\":\"commit\",\"ts\":2000000000,\"scope\":\"o\",\"epoch\":1,\"route\":\"r\"}\n";
 
-    fn ndjson(body: &str) -> Batch<'_> {
+    pub(super) fn ndjson(body: &str) -> Batch<'_> {
         Batch {
             format: Format::Ndjson,
             received_at: 10_000_000_000,
