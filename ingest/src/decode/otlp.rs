@@ -33,6 +33,7 @@ pub use opentelemetry_proto::tonic::collector::logs::v1 as logs_service;
 pub use opentelemetry_proto::tonic::collector::trace::v1 as trace_service;
 pub use opentelemetry_proto::tonic::{common, logs, resource, trace};
 
+mod json_times;
 mod level;
 pub mod stored;
 pub mod wire;
@@ -661,8 +662,7 @@ pub fn parse_traces(
     json: bool,
 ) -> Result<ExportTraceServiceRequest, RequestError> {
     if json {
-        serde_json::from_slice(body.as_ref())
-            .map_err(|e| RequestError(format!("invalid OTLP/JSON: {e}")))
+        from_json(body.as_ref())
     } else {
         ExportTraceServiceRequest::decode(body)
             .map_err(|e| RequestError(format!("invalid OTLP protobuf: {e}")))
@@ -676,12 +676,22 @@ pub fn parse_logs(
     json: bool,
 ) -> Result<ExportLogsServiceRequest, RequestError> {
     if json {
-        serde_json::from_slice(body.as_ref())
-            .map_err(|e| RequestError(format!("invalid OTLP/JSON: {e}")))
+        from_json(body.as_ref())
     } else {
         ExportLogsServiceRequest::decode(body)
             .map_err(|e| RequestError(format!("invalid OTLP protobuf: {e}")))
     }
+}
+
+/// An OTLP/JSON request; one refused is read again with its times' numbers quoted
+/// ([`json_times`]: protobuf's JSON mapping allows a 64-bit integer either way), and refused
+/// with that reading's error if it still is.
+fn from_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, RequestError> {
+    let invalid = |e: serde_json::Error| RequestError(format!("invalid OTLP/JSON: {e}"));
+    serde_json::from_slice(body).or_else(|e| match json_times::quote_times(body) {
+        Some(quoted) => serde_json::from_slice(&quoted).map_err(invalid),
+        None => Err(invalid(e)),
+    })
 }
 
 #[cfg(test)]

@@ -839,15 +839,73 @@ async fn h2_export(
     client: &h2::client::SendRequest<bytes::Bytes>,
     grpc: &str,
 ) -> (h2::client::ResponseFuture, h2::SendStream<bytes::Bytes>) {
+    h2_export_with(client, grpc, &[]).await
+}
+
+/// [`h2_export`] with `extra` headers.
+async fn h2_export_with(
+    client: &h2::client::SendRequest<bytes::Bytes>,
+    grpc: &str,
+    extra: &[(&str, &str)],
+) -> (h2::client::ResponseFuture, h2::SendStream<bytes::Bytes>) {
     let mut client = client.clone().ready().await.unwrap();
-    let req = http::Request::post(format!(
+    let mut req = http::Request::post(format!(
         "http://{grpc}/opentelemetry.proto.collector.trace.v1.TraceService/Export"
     ))
     .header("content-type", "application/grpc")
-    .header("te", "trailers")
-    .body(())
-    .unwrap();
-    client.send_request(req, false).unwrap()
+    .header("te", "trailers");
+    for (k, v) in extra {
+        req = req.header(*k, *v);
+    }
+    client.send_request(req.body(()).unwrap(), false).unwrap()
+}
+
+/// A request tonic cannot read as one gRPC message is an undecodable request (SPEC §8:
+/// `INVALID_ARGUMENT`), not tonic's `INTERNAL`, which the metrics count as the service's own
+/// fault (hostile test, session 32); and a connection may have at most 100 streams open (it
+/// had no limit: one connection opening 100,000 streams of headers only held 2 GB).
+#[test]
+fn grpc_unreadable_messages_are_invalid_arguments_and_streams_are_limited() {
+    let dir = tempfile::tempdir().unwrap();
+    let (svc, grpc) = grpc_service(dir.path(), &[]);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let gzip = [("grpc-encoding", "gzip")];
+    /// Headers, the frame's compressed flag, its declared length, the bytes sent.
+    type Case<'a> = (&'a [(&'a str, &'a str)], u8, u32, &'a [u8]);
+    let cases: [Case<'_>; 4] = [
+        (&gzip, 1, 12, b"not gzip at all!"),
+        (&gzip, 1, 4, &[0x1f, 0x8b, 8, 0]),
+        (&[], 1, 2, &[0x0a, 0]),
+        (&[], 0, 100, &[0x0a; 10]),
+    ];
+    let (answers, streams) = rt.block_on(async {
+        let client = h2_connect(&grpc).await;
+        let mut answers = Vec::new();
+        for (headers, flag, len, sent) in cases {
+            let (resp, mut stream) = h2_export_with(&client, &grpc, headers).await;
+            let mut frame = vec![flag];
+            frame.extend_from_slice(&len.to_be_bytes());
+            frame.extend_from_slice(&sent[..sent.len().min(len as usize)]);
+            stream.send_data(bytes::Bytes::from(frame), true).unwrap();
+            answers.push(grpc_status(resp).await);
+        }
+        (answers, client.current_max_send_streams())
+    });
+    for (code, message, _) in &answers {
+        assert_eq!(code.as_deref(), Some("3"), "{answers:?}");
+        assert!(
+            message.contains("not%20one%20readable%20gRPC%20message"),
+            "{answers:?}"
+        );
+    }
+    assert_eq!(streams, 100, "the server's SETTINGS_MAX_CONCURRENT_STREAMS");
+    let metrics = svc.get("/metrics").text();
+    let invalid = "fencewatch_otlp_grpc_request_duration_seconds_count{service=\"traces\",code=\"invalid_argument\"} 4";
+    assert!(metrics.lines().any(|l| l == invalid), "{metrics}");
+    assert!(!metrics.contains("code=\"internal\"} "), "{metrics}");
 }
 
 /// The `grpc-status` of an answer to `stream` (its headers when trailers-only, else its

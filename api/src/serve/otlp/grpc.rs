@@ -7,8 +7,8 @@
 //! `authorization: Bearer <token>` when a token is configured.
 //!
 //! Connections are accepted by our own loop, as on the HTTP listener: at most
-//! `max_connections` at once (beyond, closed at once: gRPC clients retry), and one with no byte
-//! moving for `idle_timeout` is closed.
+//! `max_connections` at once (beyond, closed at once: gRPC clients retry), each with at most
+//! [`MAX_STREAMS`] streams open, and one with no byte moving for `idle_timeout` is closed.
 
 use super::{Failure, Otlp, Request, Taken};
 use crate::serve::auth::AuthToken;
@@ -496,6 +496,7 @@ where
             if headers.get("grpc-status").is_some_and(|c| c == "11") {
                 headers.insert("grpc-status", http::HeaderValue::from_static("8"));
             }
+            unreadable_as_invalid(headers);
             let code = headers
                 .get("grpc-status")
                 .and_then(|c| c.to_str().ok())
@@ -505,6 +506,42 @@ where
             }
             Ok(res)
         })
+    }
+}
+
+/// The beginnings of tonic's `INTERNAL` answers to a request it could not read as one gRPC
+/// message: a corrupt or truncated compressed message, a message cut short by the end of the
+/// stream, the compressed flag without `grpc-encoding` (or another flag), no message at all.
+const UNREADABLE: [&str; 4] = [
+    "Error decompressing",
+    "Unexpected EOF decoding stream",
+    "protocol error: received message with",
+    "Missing request message",
+];
+
+/// Answers a request tonic could not read as one gRPC message `INVALID_ARGUMENT`, not
+/// `INTERNAL` (tonic's, as gRPC core recommends): it is an undecodable request, which SPEC §8
+/// answers 400 over OTLP/HTTP and `INVALID_ARGUMENT` over gRPC, and `INTERNAL` (in the metrics'
+/// `code="internal"`, which alerts watch) is left to the service's own faults. The message is
+/// tonic's, after a sentence saying what was wrong.
+fn unreadable_as_invalid(headers: &mut http::HeaderMap) {
+    if headers.get(Status::GRPC_STATUS).is_none_or(|c| c != "13") {
+        return;
+    }
+    let Some(status) = Status::from_header_map(headers) else {
+        return;
+    };
+    if !UNREADABLE.iter().any(|p| status.message().starts_with(p)) {
+        return;
+    }
+    let invalid = Status::invalid_argument(format!(
+        "the request is not one readable gRPC message: {}",
+        status.message()
+    ));
+    headers.remove(Status::GRPC_MESSAGE);
+    headers.remove(Status::GRPC_STATUS_DETAILS);
+    if invalid.add_header(headers).is_err() {
+        headers.insert(Status::GRPC_STATUS, (Code::InvalidArgument as i32).into());
     }
 }
 
@@ -524,6 +561,13 @@ impl<S> tower::Layer<S> for ObserveLayer {
         }
     }
 }
+
+/// Streams a connection may have open at once (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`;
+/// clients queue their further calls until one ends). tonic's default is no limit: one
+/// connection opening 100,000 streams of headers only held 2 GB until `request_timeout`
+/// (hostile test, session 32). An OTLP exporter has a few exports in flight (the collector's
+/// `sending_queue.num_consumers` is 10 by default).
+pub const MAX_STREAMS: u32 = 100;
 
 /// Serves the trace and logs services on `listener` until `shutdown` completes.
 pub async fn serve(
@@ -571,6 +615,7 @@ pub async fn serve(
     });
     let incoming = tokio_stream::wrappers::ReceiverStream::new(rx);
     let r = tonic::transport::Server::builder()
+        .max_concurrent_streams(MAX_STREAMS)
         .layer(ObserveLayer {
             otlp,
             token: opts.token,

@@ -575,6 +575,44 @@ fn otlp_json_decodes_as_protobuf_does() {
 }
 
 #[test]
+fn otlp_json_times_may_be_numbers_as_protobufs_json_mapping_allows() {
+    let req = traces(vec![], vec![], vec![span(commit(7)), span(commit(8))]);
+    let strings = String::from_utf8(serde_json::to_vec(&req).unwrap()).unwrap();
+    // Every time as a JSON number, as some exporters write them.
+    let mut numbers = strings.clone();
+    for sp in &req.resource_spans[0].scope_spans[0].spans {
+        for t in [sp.start_time_unix_nano, sp.end_time_unix_nano] {
+            numbers = numbers.replace(&format!("\"{t}\""), &t.to_string());
+        }
+    }
+    assert_ne!(numbers, strings);
+    assert!(numbers.contains("\"endTimeUnixNano\":"), "{numbers}");
+    let from_numbers = parse_traces(numbers.as_bytes(), true).unwrap();
+    assert_eq!(
+        from_numbers,
+        parse_traces(strings.as_bytes(), true).unwrap()
+    );
+    let logs = r#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[
+        {"timeUnixNano":1700000000000000000,"observedTimeUnixNano": 1700000000000000001}]}]}]}"#;
+    let rec =
+        &parse_logs(logs.as_bytes(), true).unwrap().resource_logs[0].scope_logs[0].log_records[0];
+    assert_eq!(
+        (rec.time_unix_nano, rec.observed_time_unix_nano),
+        (1_700_000_000_000_000_000, 1_700_000_000_000_000_001)
+    );
+    // Still refused: a time that is no u64, and a body wrong elsewhere (its own error).
+    let negative = numbers.replacen("\"endTimeUnixNano\":", "\"endTimeUnixNano\":-", 1);
+    let e = parse_traces(negative.as_bytes(), true).unwrap_err();
+    assert!(e.0.contains("invalid digit"), "{e}");
+    let other = numbers.replacen("\"spans\":[", "\"spans\":[7,", 1);
+    let e = parse_traces(other.as_bytes(), true).unwrap_err();
+    assert!(
+        e.0.starts_with("invalid OTLP/JSON: invalid type: integer `7`"),
+        "{e}"
+    );
+}
+
+#[test]
 fn otlp_json_ids_of_another_length_make_the_item_malformed_not_the_request() {
     let json = br#"{"resourceSpans":[{"scopeSpans":[{"spans":[
         {"traceId":"0af7651916cd43dd","spanId":"b7ad6b7169203331","endTimeUnixNano":"5",
