@@ -683,15 +683,13 @@ pub fn parse_logs(
     }
 }
 
-/// An OTLP/JSON request; one refused is read again with its times' numbers quoted
-/// ([`json_times`]: protobuf's JSON mapping allows a 64-bit integer either way), and refused
-/// with that reading's error if it still is.
+/// An OTLP/JSON request, its times written as JSON integers read as the decimal strings
+/// opentelemetry-proto reads ([`json_times`]: protobuf's JSON mapping allows a 64-bit integer
+/// either way). Parsed once; where integers were quoted, an error's column counts the quotes.
 fn from_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, RequestError> {
-    let invalid = |e: serde_json::Error| RequestError(format!("invalid OTLP/JSON: {e}"));
-    serde_json::from_slice(body).or_else(|e| match json_times::quote_times(body) {
-        Some(quoted) => serde_json::from_slice(&quoted).map_err(invalid),
-        None => Err(invalid(e)),
-    })
+    let quoted = json_times::quote_times(body);
+    serde_json::from_slice(quoted.as_deref().unwrap_or(body))
+        .map_err(|e| RequestError(format!("invalid OTLP/JSON: {e}")))
 }
 
 #[cfg(test)]

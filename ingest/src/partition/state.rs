@@ -46,7 +46,7 @@ pub fn encode_state(state: &LiveState) -> Vec<u8> {
 }
 
 /// Serializes a state for a checkpoint into `out` as it goes (a checkpoint file being
-/// written: no copy of the bytes is held).
+/// written: no copy of the bytes is held, [`CHUNK`] of them at most).
 pub fn write_state(state: &LiveState, out: &mut impl std::io::Write) -> std::io::Result<()> {
     out.write_all(&STATE_TAG)?;
     out.write_all(&STATE_LAYOUT.to_le_bytes())?;
@@ -65,8 +65,9 @@ const CHUNK: usize = 64 << 10;
 
 /// postcard's output for [`write_state`]: its bytes gathered in a buffer and handed to the
 /// writer [`CHUNK`] at a time. postcard writes a byte at a time (every varint, every byte of a
-/// span id); through its own `io::Write` flavor each byte was a `write_all` call: ~70
-/// instructions a byte, three quarters of encoding an OTLP state. The bytes are the same.
+/// span id); through its own `io::Write` flavor each byte was a `write_all` call: encoding the
+/// state of 300k OTLP spans took 846M instructions that way, 604M this way. The bytes are the
+/// same.
 struct Chunked<'a, W> {
     buf: Vec<u8>,
     out: &'a mut W,
@@ -211,6 +212,44 @@ mod tests {
         assert!(bytes[6..] == plain[..], "the same bytes as postcard's own");
         let back = read_state(&mut &bytes[..], bytes.len() as u64).unwrap();
         assert_eq!(&back, state);
+    }
+
+    /// A value of strings longer than a chunk (written past the buffer) between short ones.
+    #[test]
+    fn bytes_longer_than_a_chunk_go_straight_through() {
+        let value: Vec<String> = ["a".repeat(10), "b".repeat(CHUNK + 5), "c".repeat(CHUNK - 3)]
+            .into_iter()
+            .collect();
+        let want = postcard::to_stdvec(&value).unwrap();
+        let mut error = None;
+        let mut out = Vec::new();
+        let chunked = Chunked {
+            buf: Vec::with_capacity(CHUNK),
+            out: &mut out,
+            error: &mut error,
+        };
+        postcard::serialize_with_flavor(&value, chunked).unwrap();
+        assert!(out == want);
+        for room in [5, 20, CHUNK + 10, 2 * CHUNK] {
+            let (mut error, mut full) = (
+                None,
+                Full {
+                    room,
+                    taken: Vec::new(),
+                },
+            );
+            let chunked = Chunked {
+                buf: Vec::with_capacity(CHUNK),
+                out: &mut full,
+                error: &mut error,
+            };
+            assert!(postcard::serialize_with_flavor(&value, chunked).is_err());
+            assert_eq!(
+                error.map(|e| e.kind()),
+                Some(ErrorKind::StorageFull),
+                "{room}"
+            );
+        }
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! OTLP/JSON times written as JSON numbers. The OTLP/JSON encoding follows protobuf's JSON
 //! mapping, under which a 64-bit integer is a decimal string *or* a number: most exporters
-//! write strings, opentelemetry-proto's serde reads only strings. A body refused for that is
-//! read again with the times' numbers quoted ([`quote_times`]); everything else is read as
-//! opentelemetry-proto reads it.
+//! write strings, opentelemetry-proto's serde reads only strings. A body with a time written as
+//! a JSON integer is read with those integers quoted ([`quote_times`], a scan of the body before
+//! it is parsed once); everything else is read as opentelemetry-proto reads it.
 
 /// The OTLP/JSON keys of 64-bit times (spans, span events, log records): the only 64-bit
 /// integers in a trace or logs request besides attribute values (`intValue`, which
@@ -32,13 +32,14 @@ pub(super) fn quote_times(body: &[u8]) -> Option<Vec<u8>> {
                     continue;
                 }
                 let start = skip_space(body, colon + 1);
-                let len = body[start..]
-                    .iter()
-                    .take_while(|b| b.is_ascii_digit() || b"-+.eE".contains(b))
-                    .count();
+                let len = integer_len(&body[start..]);
                 if len == 0 {
                     i = start;
                     continue;
+                }
+                if copied == 0 {
+                    // Two quotes a time: most bodies have one to four.
+                    out.reserve(body.len() + 64);
                 }
                 out.extend_from_slice(&body[copied..start]);
                 out.push(b'"');
@@ -55,6 +56,24 @@ pub(super) fn quote_times(body: &[u8]) -> Option<Vec<u8>> {
     }
     out.extend_from_slice(&body[copied..]);
     Some(out)
+}
+
+/// The length of the JSON integer `text` starts with (`-?(0|[1-9][0-9]*)`, then a delimiter or
+/// the end), or 0: a fraction, an exponent, a `+` or leading zeros stay as they are, refused as
+/// serde_json refuses them (quoted, Rust's `u64` parse would take `+5` and `007`).
+fn integer_len(text: &[u8]) -> usize {
+    let sign = usize::from(text.first() == Some(&b'-'));
+    let digits = text[sign..]
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    let len = sign + digits;
+    let leading_zero = digits > 1 && text[sign] == b'0';
+    let delimited = text.get(len).is_none_or(|b| b",}] \t\r\n".contains(b));
+    if digits == 0 || leading_zero || !delimited {
+        return 0;
+    }
+    len
 }
 
 /// The index of the quote closing the string opened at `open`.
@@ -94,8 +113,20 @@ mod tests {
         // A key's text inside a value, escaped quotes, another key's number: untouched.
         assert_eq!(quoted(r#"{"a":"\"timeUnixNano\": 5","intValue":7}"#), None);
         assert_eq!(
-            quoted("{\"observedTimeUnixNano\":\n-1.5e3}").as_deref(),
-            Some("{\"observedTimeUnixNano\":\n\"-1.5e3\"}")
+            quoted("{\"observedTimeUnixNano\":\n-15,\"timeUnixNano\":0}").as_deref(),
+            Some("{\"observedTimeUnixNano\":\n\"-15\",\"timeUnixNano\":\"0\"}")
+        );
+        // Not JSON integers: left for serde_json to refuse (quoted, `+5` and `007` would parse).
+        for bad in ["+5", "007", "-0012", "1.5", "1e3", "12x", "-", "\"5\""] {
+            assert_eq!(
+                quoted(&format!("{{\"timeUnixNano\":{bad}}}")),
+                None,
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            quoted(r#"{"timeUnixNano":5"#).as_deref(),
+            Some(r#"{"timeUnixNano":"5""#)
         );
         // Unterminated: not JSON enough to tell.
         assert_eq!(quoted(r#"{"timeUnixNano":1,"a":"b"#), None);

@@ -581,8 +581,11 @@ fn otlp_json_times_may_be_numbers_as_protobufs_json_mapping_allows() {
     // Every time as a JSON number, as some exporters write them.
     let mut numbers = strings.clone();
     for sp in &req.resource_spans[0].scope_spans[0].spans {
-        for t in [sp.start_time_unix_nano, sp.end_time_unix_nano] {
-            numbers = numbers.replace(&format!("\"{t}\""), &t.to_string());
+        for (key, t) in [
+            ("startTimeUnixNano", sp.start_time_unix_nano),
+            ("endTimeUnixNano", sp.end_time_unix_nano),
+        ] {
+            numbers = numbers.replace(&format!("\"{key}\":\"{t}\""), &format!("\"{key}\":{t}"));
         }
     }
     assert_ne!(numbers, strings);
@@ -600,10 +603,13 @@ fn otlp_json_times_may_be_numbers_as_protobufs_json_mapping_allows() {
         (rec.time_unix_nano, rec.observed_time_unix_nano),
         (1_700_000_000_000_000_000, 1_700_000_000_000_000_001)
     );
-    // Still refused: a time that is no u64, and a body wrong elsewhere (its own error).
+    // Still refused: a time that is no u64, one that is no JSON integer, and a body wrong
+    // elsewhere (its own error).
     let negative = numbers.replacen("\"endTimeUnixNano\":", "\"endTimeUnixNano\":-", 1);
     let e = parse_traces(negative.as_bytes(), true).unwrap_err();
     assert!(e.0.contains("invalid digit"), "{e}");
+    let plus = numbers.replacen("\"endTimeUnixNano\":", "\"endTimeUnixNano\":+", 1);
+    assert!(parse_traces(plus.as_bytes(), true).is_err());
     let other = numbers.replacen("\"spans\":[", "\"spans\":[7,", 1);
     let e = parse_traces(other.as_bytes(), true).unwrap_err();
     assert!(
