@@ -296,6 +296,8 @@ pub fn run_with<I: IntoIterator<Item = OsString>>(args: I, clock: SharedClock) -
         ),
         Command::Serve(s) => {
             let ServeCommand { args, ingest_files } = *s;
+            // Request bodies are freed back to the system, not kept in glibc's arenas.
+            let _ = crate::large_pages::return_large_blocks();
             crate::serve::run::run(args, ingest_files, clock)
         }
         Command::Wal(cmd) => crate::wal_cmd::run(cmd, &*clock),

@@ -545,12 +545,22 @@ impl Drop for Demo {
 /// Nanoseconds since the Unix epoch now.
 /// The peak resident memory of process `pid` (`VmHWM`), bytes.
 pub fn peak_rss(pid: u32) -> u64 {
+    status_bytes(pid, "VmHWM:")
+}
+
+/// The resident memory of a process now, in bytes (`VmRSS`).
+pub fn rss(pid: u32) -> u64 {
+    status_bytes(pid, "VmRSS:")
+}
+
+/// A size field (`kB`) of `/proc/PID/status`, in bytes.
+fn status_bytes(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let kb: u64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM");
+        .expect(field);
     kb * 1024
 }
 
