@@ -447,10 +447,9 @@ fn code_label(code: &str) -> &'static str {
     }
 }
 
-/// The layer around the services: checks the bearer token, records each call's duration
-/// (`fencewatch_otlp_grpc_request_duration_seconds`), and reports a request over the size
-/// limit on the wire (tonic's `OUT_OF_RANGE`) as `RESOURCE_EXHAUSTED`, as it does one over the
-/// limit decompressed.
+/// The layer around the services: checks the bearer token, answers tonic's own statuses as
+/// SPEC §8 does ([`tonic_status_as_spec`]), and records each call's duration
+/// (`fencewatch_otlp_grpc_request_duration_seconds`).
 #[derive(Debug, Clone)]
 struct Observe<S> {
     inner: S,
@@ -493,12 +492,9 @@ where
                 Status::unauthenticated("send `authorization: Bearer <token>`").into_http()
             };
             let headers = res.headers_mut();
-            if headers.get("grpc-status").is_some_and(|c| c == "11") {
-                headers.insert("grpc-status", http::HeaderValue::from_static("8"));
-            }
-            unreadable_as_invalid(headers);
+            tonic_status_as_spec(headers);
             let code = headers
-                .get("grpc-status")
+                .get(Status::GRPC_STATUS)
                 .and_then(|c| c.to_str().ok())
                 .map_or("ok", code_label);
             if let Some(signal) = signal {
@@ -519,12 +515,17 @@ const UNREADABLE: [&str; 4] = [
     "Missing request message",
 ];
 
-/// Answers a request tonic could not read as one gRPC message `INVALID_ARGUMENT`, not
-/// `INTERNAL` (tonic's, as gRPC core recommends): it is an undecodable request, which SPEC §8
-/// answers 400 over OTLP/HTTP and `INVALID_ARGUMENT` over gRPC, and `INTERNAL` (in the metrics'
-/// `code="internal"`, which alerts watch) is left to the service's own faults. The message is
-/// tonic's, after a sentence saying what was wrong.
-fn unreadable_as_invalid(headers: &mut http::HeaderMap) {
+/// tonic's own answers to what SPEC §8 answers otherwise: a message over the size limit on the
+/// wire (tonic's `OUT_OF_RANGE`) is `RESOURCE_EXHAUSTED`, as one over the limit decompressed;
+/// a request tonic could not read as one gRPC message is `INVALID_ARGUMENT`, not `INTERNAL`
+/// (tonic's, as gRPC core recommends): it is an undecodable request, which OTLP/HTTP answers
+/// 400, and `INTERNAL` (in the metrics' `code="internal"`, which alerts watch) is left to the
+/// service's own faults; its message is tonic's, after a sentence saying what was wrong.
+fn tonic_status_as_spec(headers: &mut http::HeaderMap) {
+    if headers.get(Status::GRPC_STATUS).is_some_and(|c| c == "11") {
+        headers.insert(Status::GRPC_STATUS, (Code::ResourceExhausted as i32).into());
+        return;
+    }
     if headers.get(Status::GRPC_STATUS).is_none_or(|c| c != "13") {
         return;
     }
