@@ -46,6 +46,12 @@ pub const OWN_MAPPING: usize = 1 << 20;
 /// was called: twice [`OWN_MAPPING`], the pairing glibc's own moving threshold keeps.
 pub const KEPT_AT_TOP: usize = 2 * OWN_MAPPING;
 
+// The appliers' arena extension is a block below both thresholds: else it would be a mapping
+// of its own, or be given back at once when freed.
+const _: () = assert!(
+    fencewatch_ingest::heap::AHEAD < OWN_MAPPING && fencewatch_ingest::heap::AHEAD < KEPT_AT_TOP
+);
+
 /// Makes glibc's allocator give blocks of [`OWN_MAPPING`] and more a mapping of their own,
 /// unmapped when freed, for good; returns whether it does (glibc only). `serve` calls it. By
 /// default glibc raises that threshold (128 KiB) to the largest block freed so far, up to
@@ -64,6 +70,9 @@ pub const KEPT_AT_TOP: usize = 2 * OWN_MAPPING;
 /// made 628 `madvise` calls a million spans instead of 35, and ~1 s more system time a run
 /// (sessions 32–33). The trim threshold is set to [`KEPT_AT_TOP`] with it: 46 calls a
 /// million spans, ~1 s less system time, 1.04–1.30x the spans a second (session 33, 3 rounds).
+///
+/// With both set, the threads applying batches extend their arenas ahead of the state's
+/// growth ([`fencewatch_ingest::heap`]), which relies on them.
 pub fn return_large_blocks() -> bool {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
@@ -74,6 +83,9 @@ pub fn return_large_blocks() -> bool {
             libc::mallopt(libc::M_MMAP_THRESHOLD, OWN_MAPPING as libc::c_int) == 1
                 && libc::mallopt(libc::M_TRIM_THRESHOLD, KEPT_AT_TOP as libc::c_int) == 1
         };
+        if set {
+            fencewatch_ingest::heap::extend_ahead_from_now();
+        }
         set
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
@@ -259,6 +271,26 @@ mod tests {
                 faults >= 10 * 200,
                 "{faults} page faults in 10 rounds of a 1 MiB block"
             );
+        })
+        .join()
+        .expect("the thread");
+    }
+
+    /// Once `serve`'s thresholds are set, the block an applying thread extends its arena with
+    /// stays at the arena's top once freed, and the small blocks allocated next (a batch's
+    /// growth of the state) are carved from it, not from new pages of the arena one at a time.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn small_blocks_are_carved_from_the_arena_extended_ahead() {
+        use fencewatch_ingest::heap::{AHEAD, extend_ahead};
+        assert!(return_large_blocks());
+        std::thread::spawn(|| {
+            let at = extend_ahead().expect("on once the thresholds are set");
+            let blocks: Vec<Box<[u8; 512]>> = (0..1000).map(|_| Box::new([1u8; 512])).collect();
+            let inside = (blocks.iter())
+                .filter(|b| (at..at + AHEAD).contains(&(b.as_ptr() as usize)))
+                .count();
+            assert!(inside >= 990, "{inside} of 1000 blocks in the extension");
         })
         .join()
         .expect("the thread");

@@ -25,6 +25,7 @@ pub mod batch;
 pub mod checkpoint;
 pub mod clock;
 pub mod decode;
+pub mod heap;
 pub mod partition;
 pub mod registry;
 pub mod report;

@@ -253,6 +253,7 @@ impl KafkaSource {
         let (mut ok, mut bad, mut lost) = (0, 0, 0);
         let next = read(part).next();
         let mut deleted = self.deleted_before(next, polled).into_iter().peekable();
+        let _ = crate::heap::extend_ahead();
         {
             let mut part = write(part);
             for r in polled {

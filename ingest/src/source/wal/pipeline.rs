@@ -413,6 +413,7 @@ fn apply_group(part: &Shared, metrics: &Metrics, group: Decoded, max_line_bytes:
     let batches = decoded.batches();
     for (k, ((j, base), (batch, items))) in jobs.into_iter().zip(bases).zip(batches).enumerate() {
         let len = u64::from(j.items.max(1));
+        let _ = crate::heap::extend_ahead();
         let mut part = write(part);
         let applied = part
             .apply_kept(base, len, batch, items, Some((&kept, k)), max_line_bytes)
