@@ -53,7 +53,8 @@ const _: () = assert!(
 );
 
 /// Makes glibc's allocator give blocks of [`OWN_MAPPING`] and more a mapping of their own,
-/// unmapped when freed, for good; returns whether it does (glibc only). `serve` calls it. By
+/// unmapped when freed, for good, and keep up to [`KEPT_AT_TOP`] free at an arena's top;
+/// returns whether it does both (glibc only). `serve` calls it. By
 /// default glibc raises that threshold (128 KiB) to the largest block freed so far, up to
 /// 32 MiB: after one 15 MiB request body was freed, the next ones came from the heap's arenas,
 /// which keep what is freed. Six clients posting 15 MiB bodies for 30 s left `serve` at 536 MB
@@ -67,9 +68,10 @@ const _: () = assert!(
 /// threshold, as that moves), which then stays at 128 KiB: an arena whose top held more free
 /// memory than that gave it back at once, and a request body's pages (~300 KiB) were given
 /// back and faulted in again at nearly every request. `serve_bench`'s OTLP load (3M spans)
-/// made 628 `madvise` calls a million spans instead of 35, and ~1 s more system time a run
-/// (sessions 32–33). The trim threshold is set to [`KEPT_AT_TOP`] with it: 46 calls a
-/// million spans, ~1 s less system time, 1.04–1.30x the spans a second (session 33, 3 rounds).
+/// made 628 `madvise` calls a million spans (35 before session 32), and ~1 s more system time
+/// a run. The trim threshold is set to [`KEPT_AT_TOP`] with it: 46 calls a million spans,
+/// ~1 s less system time, per-round ratios of spans a second 1.25, 1.04, 1.30 and 1.13, 1.02,
+/// 1.55 in two A/Bs of 3 rounds (session 33).
 ///
 /// With both set, the threads applying batches extend their arenas ahead of the state's
 /// growth ([`fencewatch_ingest::heap`]), which relies on them.
@@ -228,7 +230,7 @@ mod tests {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[allow(unsafe_code)]
     fn minor_faults() -> i64 {
-        // SAFETY: `getrusage` fills the zeroed struct it is given.
+        // SAFETY: all zeros is a valid `rusage` (integers only), which `getrusage` fills.
         let mut u: libc::rusage = unsafe { std::mem::zeroed() };
         // SAFETY: a valid pointer to a `rusage`.
         assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) }, 0);
@@ -276,17 +278,37 @@ mod tests {
         .expect("the thread");
     }
 
+    /// Bytes glibc's arenas hold from the system (all arenas, not mapped blocks).
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[allow(unsafe_code)]
+    fn arena_bytes() -> usize {
+        // SAFETY: `mallinfo2` only reads the allocator's counters.
+        unsafe { libc::mallinfo2() }.arena
+    }
+
     /// Once `serve`'s thresholds are set, the block an applying thread extends its arena with
     /// stays at the arena's top once freed, and the small blocks allocated next (a batch's
-    /// growth of the state) are carved from it, not from new pages of the arena one at a time.
+    /// growth of the state) are carved from it: the arena takes nothing more from the system
+    /// for them. (With the trim threshold left at 128 KiB the freed block was given back at
+    /// once and the arena grew again for them; with the block at the mmap threshold it was
+    /// a mapping of its own and they came from elsewhere.)
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[test]
     fn small_blocks_are_carved_from_the_arena_extended_ahead() {
         use fencewatch_ingest::heap::{AHEAD, extend_ahead};
         assert!(return_large_blocks());
         std::thread::spawn(|| {
+            let before = arena_bytes();
             let at = extend_ahead().expect("on once the thresholds are set");
+            let extended = arena_bytes();
+            // Grown until its top had the block free (a new arena's top held some already).
+            assert!(extended >= before + AHEAD / 2, "{before} -> {extended}");
             let blocks: Vec<Box<[u8; 512]>> = (0..1000).map(|_| Box::new([1u8; 512])).collect();
+            assert_eq!(
+                arena_bytes(),
+                extended,
+                "the arena grew for the small blocks"
+            );
             let inside = (blocks.iter())
                 .filter(|b| (at..at + AHEAD).contains(&(b.as_ptr() as usize)))
                 .count();
