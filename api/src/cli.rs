@@ -296,7 +296,8 @@ pub fn run_with<I: IntoIterator<Item = OsString>>(args: I, clock: SharedClock) -
         ),
         Command::Serve(s) => {
             let ServeCommand { args, ingest_files } = *s;
-            // Request bodies are freed back to the system, not kept in glibc's arenas.
+            // glibc's thresholds for a service (large request bodies given back once freed,
+            // arenas kept at their tops, appliers extending theirs ahead).
             let _ = crate::large_pages::return_large_blocks();
             crate::serve::run::run(args, ingest_files, clock)
         }

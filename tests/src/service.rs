@@ -542,7 +542,6 @@ impl Drop for Demo {
     }
 }
 
-/// Nanoseconds since the Unix epoch now.
 /// The peak resident memory of process `pid` (`VmHWM`), bytes.
 pub fn peak_rss(pid: u32) -> u64 {
     status_bytes(pid, "VmHWM:")
@@ -564,6 +563,7 @@ fn status_bytes(pid: u32, field: &str) -> u64 {
     kb * 1024
 }
 
+/// Nanoseconds since the Unix epoch now.
 pub fn now_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

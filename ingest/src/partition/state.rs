@@ -50,13 +50,22 @@ pub fn encode_state(state: &LiveState) -> Vec<u8> {
 pub fn write_state(state: &LiveState, out: &mut impl std::io::Write) -> std::io::Result<()> {
     out.write_all(&STATE_TAG)?;
     out.write_all(&STATE_LAYOUT.to_le_bytes())?;
+    serialize_chunked(state, out)
+}
+
+/// postcard's bytes of `value` written into `out` through [`Chunked`]; a failing writer's own
+/// error is the answer.
+fn serialize_chunked<T: serde::Serialize + ?Sized>(
+    value: &T,
+    out: &mut impl std::io::Write,
+) -> std::io::Result<()> {
     let mut error = None;
     let chunked = Chunked {
         buf: Vec::with_capacity(CHUNK),
         out,
         error: &mut error,
     };
-    postcard::serialize_with_flavor(state, chunked)
+    postcard::serialize_with_flavor(value, chunked)
         .map_err(|e| error.unwrap_or_else(|| std::io::Error::other(e.to_string())))
 }
 
@@ -82,6 +91,11 @@ impl<W: std::io::Write> Chunked<'_, W> {
     fn spill(&mut self) -> postcard::Result<()> {
         let r = self.out.write_all(&self.buf);
         self.buf.clear();
+        self.kept(r)
+    }
+
+    /// A write's outcome, its error kept for [`write_state`]'s answer.
+    fn kept(&mut self, r: std::io::Result<()>) -> postcard::Result<()> {
         r.map_err(|e| {
             *self.error = Some(e);
             postcard::Error::SerializeBufferFull
@@ -106,10 +120,8 @@ impl<W: std::io::Write> postcard::ser_flavors::Flavor for Chunked<'_, W> {
         if self.buf.len() + bytes.len() > CHUNK {
             self.spill()?;
             if bytes.len() > CHUNK {
-                return self.out.write_all(bytes).map_err(|e| {
-                    *self.error = Some(e);
-                    postcard::Error::SerializeBufferFull
-                });
+                let r = self.out.write_all(bytes);
+                return self.kept(r);
             }
         }
         self.buf.extend_from_slice(bytes);
@@ -221,34 +233,16 @@ mod tests {
             .into_iter()
             .collect();
         let want = postcard::to_stdvec(&value).unwrap();
-        let mut error = None;
         let mut out = Vec::new();
-        let chunked = Chunked {
-            buf: Vec::with_capacity(CHUNK),
-            out: &mut out,
-            error: &mut error,
-        };
-        postcard::serialize_with_flavor(&value, chunked).unwrap();
+        serialize_chunked(&value, &mut out).unwrap();
         assert!(out == want);
         for room in [5, 20, CHUNK + 10, 2 * CHUNK] {
-            let (mut error, mut full) = (
-                None,
-                Full {
-                    room,
-                    taken: Vec::new(),
-                },
-            );
-            let chunked = Chunked {
-                buf: Vec::with_capacity(CHUNK),
-                out: &mut full,
-                error: &mut error,
+            let mut full = Full {
+                room,
+                taken: Vec::new(),
             };
-            assert!(postcard::serialize_with_flavor(&value, chunked).is_err());
-            assert_eq!(
-                error.map(|e| e.kind()),
-                Some(ErrorKind::StorageFull),
-                "{room}"
-            );
+            let e = serialize_chunked(&value, &mut full).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::StorageFull, "{room}: {e}");
         }
     }
 
