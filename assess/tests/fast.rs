@@ -681,3 +681,61 @@ fn out_of_order_at_the_highest_epoch() {
         ("wal:18", "wal:21")
     );
 }
+
+/// A reuse through the mark left to `late_evidence` still rests on kept events: a scope whose
+/// last decision found only that is not calm, so setting its representative aside (a
+/// conflicting re-send) decides the scope again, which finds the reuse between kept events
+/// that it replaced, and setting aside an event of that reuse's context takes it out of the
+/// context. (Found by the property test above, session 34: the fast path kept the set-aside
+/// fence in the context.)
+#[test]
+fn a_reuse_left_to_the_mark_keeps_the_scope_from_calm() {
+    let c = contract_with(false, 0, "20ns", "100000ns");
+    let ev = |kind, ts, scope, epoch: u64, holder, emitter| E {
+        holder,
+        emitter,
+        ..E::new(kind, ts, scope, epoch)
+    };
+    let resend = |of: &E, at: usize, epoch| E {
+        epoch: Some(epoch),
+        resend_of: Some(at),
+        ..of.clone()
+    };
+    let e1 = Some("e1");
+    let mut evs = vec![
+        ev(Kind::Grant, 0, "s1", 1, Some("a"), None),
+        ev(Kind::Grant, 0, "s2", 1, Some("a"), None),
+        ev(Kind::Fence, 84, "s1", 1, None, None),
+        // Epoch 2 of s2, by b, folds into the mark as s1 moves on.
+        ev(Kind::Commit, 24, "s2", 2, Some("b"), None),
+        ev(Kind::Fence, 49, "s2", 2, None, None),
+        ev(Kind::Fence, 184, "s1", 1, None, None),
+        // x reuses it: a reuse between kept events (b's fence at 142 against x's commit).
+        ev(Kind::Commit, 139, "s2", 2, Some("x"), None),
+        ev(Kind::Fence, 140, "s2", 2, None, e1),
+        ev(Kind::Fence, 196, "s1", 1, None, e1),
+        ev(Kind::Fence, 142, "s2", 2, Some("b"), e1),
+        // x's later commit takes the reuse over, through the mark: left to late_evidence.
+        ev(Kind::Commit, 143, "s2", 2, Some("x"), e1),
+        ev(Kind::Fence, 199, "s1", 1, None, e1),
+    ];
+    // Conflicting re-sends of x's later commit, then of the fence in the reuse's context.
+    evs.push(resend(&evs[10], 10, 4));
+    evs.push(ev(Kind::Fence, 201, "s1", 1, None, e1));
+    evs.push(resend(&evs[7], 7, 3));
+    let seqs = seqs(&evs);
+    let mut fast = new_live(&c, None, false);
+    let mut full = new_live(&c, None, true);
+    for (i, e) in evs.iter().enumerate() {
+        let a = fast.push(&event(e, seqs[i]), 0, i as u64, 1_000_000);
+        let b = full.push(&event(e, seqs[i]), 0, i as u64, 1_000_000);
+        assert_eq!(a, b, "event {i}");
+        assert!(
+            fast.state() == full.state(),
+            "event {i}: {e:?}\nfast: {:#?}\nfull: {:#?}",
+            fast.state(),
+            full.state()
+        );
+    }
+    assert_eq!(full.view().counterexample_count(0), 1);
+}

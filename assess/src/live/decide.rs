@@ -105,6 +105,12 @@ impl Live {
         let ambiguous: Vec<u32> = found.ambiguous().to_vec();
         let ungranted = std::mem::take(&mut found.ungranted);
         let mut cxs = std::mem::take(&mut found.cxs);
+        // Whether the sweeps found any counterexample, also one dropped below (a reuse through
+        // the mark left to `late_evidence`, one of the folded detail): a scope is calm only if
+        // not (`fast::Decided::calm`). A reuse left to the mark rests on kept events all the
+        // same: setting aside its representative brings back the reuse between kept events
+        // it replaced (the fast path's property test, a seed of session 34).
+        let found_any = !cxs.is_empty();
         // Late events against the folded mark: where the sweep cannot be certain and the
         // exact answer needs folded detail.
         let mut late = Vec::new();
@@ -188,9 +194,7 @@ impl Live {
         });
         // What the fast path needs of this decision (the `fast` module).
         let decided = fast::Decided {
-            calm: cxs.is_empty()
-                && pending.is_empty()
-                && ambiguous.iter().all(|&i| i >= FOLDED_IDX),
+            calm: !found_any && pending.is_empty() && ambiguous.iter().all(|&i| i >= FOLDED_IDX),
             pending_min: pending.iter().copied().min().unwrap_or(i64::MAX),
             cx_max: (cxs.iter().map(|c| st.events()[c.1 as usize].ts))
                 .chain(pending.iter().copied())

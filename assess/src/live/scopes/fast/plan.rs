@@ -132,7 +132,9 @@ fn grant_settled(folded: &[Rec], rec: &Rec, required: bool) -> bool {
 /// What a full decision found that the fast path needs.
 #[derive(Debug, Clone, Copy)]
 pub(in crate::live) struct Decided {
-    /// Nothing about the kept events: no counterexample, no ambiguous order.
+    /// Nothing about the kept events: no counterexample (also none the decision dropped: a
+    /// reuse through the mark left to `late_evidence`, one of the folded detail), no
+    /// ambiguous order, no holder mismatch waiting.
     pub(in crate::live) calm: bool,
     /// The earliest holder mismatch it left waiting (`i64::MAX`: none).
     pub(in crate::live) pending_min: i64,
