@@ -691,25 +691,14 @@ fn out_of_order_at_the_highest_epoch() {
 #[test]
 fn a_reuse_left_to_the_mark_keeps_the_scope_from_calm() {
     let c = contract_with(false, 0, "20ns", "100000ns");
-    let ev = |kind, ts, scope, epoch: u64, holder, emitter| E {
-        holder,
-        emitter,
-        ..E::new(kind, ts, scope, epoch)
-    };
     let resend = |of: &E, at: usize, epoch| E {
         epoch: Some(epoch),
         resend_of: Some(at),
         ..of.clone()
     };
     let e1 = Some("e1");
-    let mut evs = vec![
-        ev(Kind::Grant, 0, "s1", 1, Some("a"), None),
-        ev(Kind::Grant, 0, "s2", 1, Some("a"), None),
-        ev(Kind::Fence, 84, "s1", 1, None, None),
-        // Epoch 2 of s2, by b, folds into the mark as s1 moves on.
-        ev(Kind::Commit, 24, "s2", 2, Some("b"), None),
-        ev(Kind::Fence, 49, "s2", 2, None, None),
-        ev(Kind::Fence, 184, "s1", 1, None, None),
+    let mut evs = with_a_mark();
+    evs.extend([
         // x reuses it: a reuse between kept events (b's fence at 142 against x's commit).
         ev(Kind::Commit, 139, "s2", 2, Some("x"), None),
         ev(Kind::Fence, 140, "s2", 2, None, e1),
@@ -718,14 +707,25 @@ fn a_reuse_left_to_the_mark_keeps_the_scope_from_calm() {
         // x's later commit takes the reuse over, through the mark: left to late_evidence.
         ev(Kind::Commit, 143, "s2", 2, Some("x"), e1),
         ev(Kind::Fence, 199, "s1", 1, None, e1),
-    ];
+    ]);
     // Conflicting re-sends of x's later commit, then of the fence in the reuse's context.
     evs.push(resend(&evs[10], 10, 4));
     evs.push(ev(Kind::Fence, 201, "s1", 1, None, e1));
     evs.push(resend(&evs[7], 7, 3));
-    let seqs = seqs(&evs);
-    let mut fast = new_live(&c, None, false);
-    let mut full = new_live(&c, None, true);
+    let full = fast_against_full(&c, &evs, |_, _| {});
+    assert_eq!(full.view().counterexample_count(0), 1);
+}
+
+/// Pushes `evs` into a live state deciding by the fast path and one deciding every change in
+/// full: the same answer and state after each event; `each` sees the full one after event i.
+fn fast_against_full(
+    c: &fencewatch_assess::Contract,
+    evs: &[E],
+    mut each: impl FnMut(usize, &Live),
+) -> Live {
+    let seqs = seqs(evs);
+    let mut fast = new_live(c, None, false);
+    let mut full = new_live(c, None, true);
     for (i, e) in evs.iter().enumerate() {
         let a = fast.push(&event(e, seqs[i]), 0, i as u64, 1_000_000);
         let b = full.push(&event(e, seqs[i]), 0, i as u64, 1_000_000);
@@ -736,6 +736,65 @@ fn a_reuse_left_to_the_mark_keeps_the_scope_from_calm() {
             fast.state(),
             full.state()
         );
+        each(i, &full);
     }
-    assert_eq!(full.view().counterexample_count(0), 1);
+    full
+}
+
+/// The same, where no decision had recorded the reuse between kept events: its representative
+/// (the latest) came first and was left to the mark each time; set aside, the full decision
+/// finds the reuse between the others, a counterexample the fast path must not miss (before
+/// the fix it did: no counterexample where the full decision has one).
+#[test]
+fn a_reuse_left_to_the_mark_is_found_between_kept_events_once_its_representative_goes() {
+    let c = contract_with(false, 0, "20ns", "100000ns");
+    let e1 = Some("e1");
+    let mut evs = with_a_mark();
+    evs.extend([
+        ev(Kind::Fence, 196, "s1", 1, None, None),
+        // The latest first, then the earlier ones of both holders.
+        ev(Kind::Commit, 143, "s2", 2, Some("x"), e1),
+        ev(Kind::Fence, 142, "s2", 2, Some("b"), None),
+        ev(Kind::Commit, 139, "s2", 2, Some("x"), None),
+        ev(Kind::Fence, 199, "s1", 1, None, None),
+    ]);
+    evs.push(E {
+        epoch: Some(4),
+        resend_of: Some(7),
+        ..evs[7].clone()
+    });
+    let last = evs.len() - 1;
+    fast_against_full(&c, &evs, |i, full| {
+        // Found only once the representative is set aside.
+        let found = usize::from(i == last);
+        assert_eq!(full.view().counterexample_count(0), found, "event {i}");
+    });
+}
+
+/// An event of the two tests above.
+fn ev(
+    kind: Kind,
+    ts: i64,
+    scope: &'static str,
+    epoch: u64,
+    holder: Option<&'static str>,
+    emitter: Option<&'static str>,
+) -> E {
+    E {
+        holder,
+        emitter,
+        ..E::new(kind, ts, scope, epoch)
+    }
+}
+
+/// Leases on s1 and s2, and epoch 2 of s2 by b, which folds into s2's mark as s1 moves on.
+fn with_a_mark() -> Vec<E> {
+    vec![
+        ev(Kind::Grant, 0, "s1", 1, Some("a"), None),
+        ev(Kind::Grant, 0, "s2", 1, Some("a"), None),
+        ev(Kind::Fence, 84, "s1", 1, None, None),
+        ev(Kind::Commit, 24, "s2", 2, Some("b"), None),
+        ev(Kind::Fence, 49, "s2", 2, None, None),
+        ev(Kind::Fence, 184, "s1", 1, None, None),
+    ]
 }
