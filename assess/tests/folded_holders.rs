@@ -328,3 +328,29 @@ fn a_new_incarnation_restarting_its_order_is_not_late() {
     let below = with(both, ordered(3_000, 1, 2, 3, 40));
     assert_eq!(late(&below), (Some(1), 0, Verdict::Refuted), "below them");
 }
+
+/// Difference test against `check` (session 34, `tools/difftest` mix C): epoch 2's earliest
+/// commit, by x, folded into the mark with a fence of epoch 2 naming no holder; w2 then
+/// commits epoch 2 — a reuse against the mark's holder, provisional — and a re-delivery of
+/// x's commit with another epoch takes it away. The mark keeps epoch 2 (the fence), its
+/// earliest time now only bounded, and which holders used it is no longer known: the reuse
+/// rested on the mark's holders, not on its time, and is withdrawn (it stayed, and turned
+/// final: `serve` refuted where `check`, setting both deliveries aside, finds no reuse).
+#[test]
+fn a_reuse_through_a_mark_whose_holder_was_taken_away_is_withdrawn() {
+    let mut fence = Event::new(Kind::Fence, EventTime(300));
+    fence.scope = Some("s");
+    fence.epoch = Some(fencewatch_assess::Epoch(2));
+    fence.route = Some("r1");
+    let mut events = vec![by(100, 1, "w1", 1), by(150, 2, "x", 2), fence];
+    events.extend(traffic());
+    events.push(by(2_100, 2, "w2", 3));
+    let ((_, verdict, cxs), _) = both(&events);
+    assert_eq!((verdict, cxs), (Verdict::Refuted, 1), "the reuse, before");
+    // x's commit delivered again with another epoch.
+    events.push(by(150, 1, "x", 2));
+    let ((_, verdict, cxs), (check_dup, check_verdict)) = both(&events);
+    assert_eq!((check_dup, check_verdict), (1, Verdict::Unknown), "check");
+    // `serve` reads the re-delivery, older than the horizon, as late evidence.
+    assert_eq!((verdict, cxs), (Verdict::Unknown, 0), "serve");
+}

@@ -40,7 +40,7 @@ use super::scopes::{Tainted, key_hash};
 use super::spans::{KeptSpan, SpanId, Unkept, render};
 use super::state::{Cx, Live, Pushed};
 use crate::event::Event;
-use crate::finding::Reason;
+use crate::finding::{CounterexampleKind, Reason};
 use crate::rules::{self, ASIDE, Applied, NONE, Observes, Reasons, Rec, UNATTRIBUTED};
 
 /// The noted "scope" ([`Live::note_applied`], [`Unkept::route`]) of an applied event kept in
@@ -290,9 +290,13 @@ impl Live {
             let m = c.mark.map(|m| (m.incarnation, m.epoch));
             match t {
                 Tainted::Top(top) => m == Some(top),
-                // Certain only through the mark's earliest time, now merely bounded.
+                // Certain only through the mark's earliest time, now merely bounded; a reuse
+                // through it rests on its holders, no longer known apart (difference test
+                // against `check`, session 34: such a reuse stayed, and turned final).
                 Tainted::First(top, first) => {
-                    m == Some(top) && c.stale.ts.saturating_sub(skew) <= first
+                    m == Some(top)
+                        && (c.kind == CounterexampleKind::EpochReuse
+                            || c.stale.ts.saturating_sub(skew) <= first)
                 }
             }
         };
