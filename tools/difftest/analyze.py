@@ -4,6 +4,10 @@ import json, os, sys, re, signal, collections
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import diff
 
+def parse_ts(t):
+    return diff.parse_iso(t)
+
+
 def classify(d):
     c = open(f"{d}/contract.toml").read()
     lat = diff.dur_ns(re.search(r'allowed_lateness = "([^"]*)"', c).group(1))
@@ -41,17 +45,26 @@ def classify(d):
         sup = x.get("superseding") or {}
         lw = int(sup["source"].split(":")[1]) if sup.get("source", "").startswith("mut.ndjson:") else None
         ps = partners(ls); pw = partners(lw) if lw else []
+        # The folded mark as witness: its epoch's earliest event, the delivery it rested on
+        # (the superseding view carries the mark's epoch and earliest time).
+        through_mark = lw is None and sup.get("epoch") is not None and sup.get("ts")
+        if through_mark:
+            at = parse_ts(sup["ts"])
+            for n, e in enumerate(evs, 1):
+                if e.get("scope") == x["scope"] and e.get("epoch") == sup["epoch"] and e["ts"] == at:
+                    pw += partners(n)
         stale_late = H[ls] is not None and evs[ls - 1]["ts"] < H[ls]
         fin = final_line(max(evs[ls - 1]["ts"], evs[lw - 1]["ts"] if lw else evs[ls - 1]["ts"]))
         allp = ps + pw
+        mark = "(through the folded mark)" if through_mark else ""
         if not allp:
             cat = "no_conflict_on_stale_or_witness" + ("(witness=folded mark)" if lw is None else "")
         elif stale_late and all(m > ls for m in allp):
-            cat = "stale_event_late_final_at_birth_partner_later"
+            cat = "stale_event_late_final_at_birth_partner_later" + mark
         elif fin is not None and all(m >= fin for m in allp):
-            cat = "partner_arrived_after_cx_final(inherent)"
+            cat = "partner_arrived_after_cx_final(inherent)" + mark
         else:
-            cat = "partner_arrived_while_provisional(BUG?)"
+            cat = "partner_arrived_while_provisional(BUG?)" + mark
         cats[cat] += 1
         ex.setdefault(cat, (i, ls, lw, ps, pw, fin))
     return cats, ex
