@@ -529,6 +529,16 @@ fn both(c: &fencewatch_assess::Contract, evs: &[E]) -> Live {
 }
 
 fn both_with(c: &fencewatch_assess::Contract, evs: &[E], retention: Option<i64>) -> Live {
+    both_each(c, evs, retention, |_, _| {})
+}
+
+/// [`both_with`], `each` seeing the fast one after event i.
+fn both_each(
+    c: &fencewatch_assess::Contract,
+    evs: &[E],
+    retention: Option<i64>,
+    mut each: impl FnMut(usize, &Live),
+) -> Live {
     let seqs = seqs(evs);
     let mut fast = new_live(c, retention, false);
     let mut full = new_live(c, retention, true);
@@ -541,6 +551,7 @@ fn both_with(c: &fencewatch_assess::Contract, evs: &[E], retention: Option<i64>)
             fast.take_new_counterexamples(),
             full.take_new_counterexamples()
         );
+        each(i, &fast);
     }
     fast
 }
@@ -712,33 +723,8 @@ fn a_reuse_left_to_the_mark_keeps_the_scope_from_calm() {
     evs.push(resend(&evs[10], 10, 4));
     evs.push(ev(Kind::Fence, 201, "s1", 1, None, e1));
     evs.push(resend(&evs[7], 7, 3));
-    let full = fast_against_full(&c, &evs, |_, _| {});
-    assert_eq!(full.view().counterexample_count(0), 1);
-}
-
-/// Pushes `evs` into a live state deciding by the fast path and one deciding every change in
-/// full: the same answer and state after each event; `each` sees the full one after event i.
-fn fast_against_full(
-    c: &fencewatch_assess::Contract,
-    evs: &[E],
-    mut each: impl FnMut(usize, &Live),
-) -> Live {
-    let seqs = seqs(evs);
-    let mut fast = new_live(c, None, false);
-    let mut full = new_live(c, None, true);
-    for (i, e) in evs.iter().enumerate() {
-        let a = fast.push(&event(e, seqs[i]), 0, i as u64, 1_000_000);
-        let b = full.push(&event(e, seqs[i]), 0, i as u64, 1_000_000);
-        assert_eq!(a, b, "event {i}");
-        assert!(
-            fast.state() == full.state(),
-            "event {i}: {e:?}\nfast: {:#?}\nfull: {:#?}",
-            fast.state(),
-            full.state()
-        );
-        each(i, &full);
-    }
-    full
+    let fast = both(&c, &evs);
+    assert_eq!(fast.view().counterexample_count(0), 1);
 }
 
 /// The same, where no decision had recorded the reuse between kept events: its representative
@@ -764,10 +750,10 @@ fn a_reuse_left_to_the_mark_is_found_between_kept_events_once_its_representative
         ..evs[7].clone()
     });
     let last = evs.len() - 1;
-    fast_against_full(&c, &evs, |i, full| {
+    both_each(&c, &evs, None, |i, fast| {
         // Found only once the representative is set aside.
         let found = usize::from(i == last);
-        assert_eq!(full.view().counterexample_count(0), found, "event {i}");
+        assert_eq!(fast.view().counterexample_count(0), found, "event {i}");
     });
 }
 
