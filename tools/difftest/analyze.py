@@ -4,10 +4,6 @@ import json, os, sys, re, signal, collections
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import diff
 
-def parse_ts(t):
-    return diff.parse_iso(t)
-
-
 def classify(d):
     c = open(f"{d}/contract.toml").read()
     lat = diff.dur_ns(re.search(r'allowed_lateness = "([^"]*)"', c).group(1))
@@ -49,7 +45,7 @@ def classify(d):
         # (the superseding view carries the mark's epoch and earliest time).
         through_mark = lw is None and sup.get("epoch") is not None and sup.get("ts")
         if through_mark:
-            at = parse_ts(sup["ts"])
+            at = diff.parse_iso(sup["ts"])
             for n, e in enumerate(evs, 1):
                 if e.get("scope") == x["scope"] and e.get("epoch") == sup["epoch"] and e["ts"] == at:
                     pw += partners(n)

@@ -32,11 +32,12 @@
 //! and the full decision would record it again without them — except when the scope is
 //! *calm*: its last decision found nothing about its kept events (no counterexample — not
 //! even one it left to the folded detail, such as a reuse through the mark judged late: its
-//! representative is a kept event — no ambiguous order), and every kept commit is at or above the new high-water mark. Then each
-//! kept event stays clear (folding only takes partners away; the mark, at or below every kept
-//! commit, is no partner of theirs; the grants of their epochs keep their holders), so a full
-//! decision would change nothing. A dirty scope takes the full decision at its next event. An
-//! idle scope (nothing kept) is clean and calm.
+//! representative is a kept event — no ambiguous order), and every kept commit is at or
+//! above the new high-water mark. Then each kept event stays clear (folding only takes
+//! partners away; the mark, at or below every kept commit, is no partner of theirs; the grants
+//! of their epochs keep their holders), so a full decision would change nothing. A dirty
+//! scope takes the full decision at its next event. An idle scope (nothing kept) is clean and
+//! calm.
 //!
 //! **What it costs.** Cleanliness is two booleans in the padding of the scope's summary; a hot
 //! scope (one decided with at least [`HOT_EVENTS`] events kept) keeps a [`Fast`] (its own
