@@ -339,7 +339,8 @@ fn load_contract(path: &PathBuf) -> Result<Contract, ContractFileError> {
 }
 
 fn check(args: CheckArgs) -> i32 {
-    // Its history is a few large arrays written once: huge pages spare most page faults.
+    // Its history is a few large arrays written once: huge pages spare most page faults
+    // (where a host does not take them back).
     let _ = crate::large_pages::enable();
     let contract = match load_contract(&args.contract) {
         Ok(c) => c,
