@@ -69,10 +69,21 @@ fn by(ts: i64, epoch: u64, holder: &'static str, seq: u64) -> Event<'static> {
 /// Runs `events` through `serve` (lateness 10 ns, retention 0, closed) and `check`.
 fn serve_and_check(events: &[Event<'_>]) -> (Live, fencewatch_assess::Report) {
     let c = contract_with(false, 5, "10ns", "1000000ns");
+    run(c, Some(0), 1_000_000_000, events)
+}
+
+/// Runs `events` through `serve` under `c` (keeping detail `retention` ns past the horizon,
+/// each event received at `received_at`, closed) and `check`.
+fn run(
+    c: fencewatch_assess::contract::Contract,
+    retention: Option<i64>,
+    received_at: i64,
+    events: &[Event<'_>],
+) -> (Live, fencewatch_assess::Report) {
     let mut l = Live::new(
         c.clone(),
         LiveOptions {
-            retention: Some(0),
+            retention,
             ..LiveOptions::default()
         },
     );
@@ -80,7 +91,7 @@ fn serve_and_check(events: &[Event<'_>]) -> (Live, fencewatch_assess::Report) {
     let mut h = History::new(c);
     let hs = h.add_source("wal");
     for (i, e) in events.iter().enumerate() {
-        l.push(e, src, i as u64, 1_000_000_000);
+        l.push(e, src, i as u64, received_at);
         h.push(e, hs, i as u64);
     }
     l.close();
@@ -353,4 +364,158 @@ fn a_reuse_through_a_mark_whose_holder_was_taken_away_is_withdrawn() {
     assert_eq!((check_dup, check_verdict), (1, Verdict::Unknown), "check");
     // `serve` reads the re-delivery, older than the horizon, as late evidence.
     assert_eq!((verdict, cxs), (Verdict::Unknown, 0), "serve");
+}
+
+/// [`serve_and_check`] under a contract that requires grants: `serve`'s verdict and
+/// counterexample count, `check`'s conflicting duplicates and verdict.
+fn both_granted(events: &[Event<'_>]) -> ((Verdict, usize), (u64, Verdict)) {
+    let c = contract_with(true, 5, "10ns", "1000000ns");
+    let (l, r) = run(c, Some(0), 1_000_000_000, events);
+    let v = l.view();
+    let check_dup = r.properties[0]
+        .unknown
+        .get(&Reason::ConflictingDuplicate)
+        .copied()
+        .unwrap_or(0);
+    (
+        (
+            v.assurance(0, 100_000, 200_000, i64::MAX / 4).verdict,
+            v.counterexample_count(0),
+        ),
+        (check_dup, r.properties[0].verdict),
+    )
+}
+
+/// A grant of epoch 2 of `s` to w1, folded (grants outlive the horizon), then delivered again
+/// with epoch 1 under the same (emitter, seq): `check` sets both deliveries aside, so w2's
+/// commit of epoch 2 is ungranted (unknown). `serve` kept the folded grant and took w2's
+/// commit for a holder mismatch against it, refuted where `check` is not (difference test
+/// against `check`, session 35: mix C, seed 646, shrunk to five lines). Whether the commit
+/// arrives before the re-delivery (a provisional counterexample, withdrawn) or after it, and
+/// whether the emitter's window forgot the grant's delivery (emitter `e`: the `grants`
+/// module) or still holds it (`f`, whose later seqs the traffic sends: the `dups` module).
+/// An equal re-delivery is a duplicate, and the grant stands.
+#[test]
+fn a_folded_grant_delivered_again_differently_grants_nothing() {
+    for (emitter, seq) in [("e", 1), ("f", 11)] {
+        let grant = |epoch: u64| {
+            let mut g = commit_from(100, "s", epoch, emitter, seq);
+            g.kind = Kind::Grant;
+            g.holder = Some("w1");
+            g
+        };
+        let mut events = vec![grant(2)];
+        events.extend(traffic());
+        let commit = by(2_000, 2, "w2", 2);
+        let mut before = events.clone();
+        before.push(commit.clone());
+        assert_eq!(
+            both_granted(&before),
+            ((Verdict::Refuted, 1), (0, Verdict::Refuted)),
+            "a holder mismatch, before the re-delivery ({emitter})"
+        );
+        let mut equal = before.clone();
+        equal.push(grant(2));
+        assert_eq!(
+            both_granted(&equal),
+            ((Verdict::Refuted, 1), (0, Verdict::Refuted)),
+            "an equal re-delivery ({emitter})"
+        );
+        let (mut after, mut between) = (events.clone(), before);
+        after.extend([grant(1), commit]);
+        between.push(grant(1));
+        for (name, events) in [("re-delivery first", after), ("commit first", between)] {
+            let (serve, check) = both_granted(&events);
+            assert_eq!(check, (1, Verdict::Unknown), "check, {name} ({emitter})");
+            assert_eq!(serve, (Verdict::Unknown, 0), "serve, {name} ({emitter})");
+        }
+    }
+}
+
+/// Epoch 2 of `s` folded from two commits, each a re-send of an epoch-1 commit with its epoch
+/// changed; both originals arrive after the fold. Taking away the event the mark's earliest
+/// time rested on leaves it standing on the other, its earliest time bounded; taking the other
+/// away first leaves it standing on the first. The second original takes the last away:
+/// nothing proves epoch 2 any more (`check` sets all four deliveries aside). A late commit of
+/// epoch 1 after the bound was refuted through the mark, final at once, where `check` finds
+/// nothing stale (difference test against `check`, session 35: mix C, seed 640, 58 final
+/// counterexamples, the other event's original first).
+#[test]
+fn a_mark_whose_last_evidence_is_taken_away_refutes_nothing() {
+    for first in [0, 1] {
+        mark_evidence_taken_away(first);
+    }
+}
+
+fn mark_evidence_taken_away(first: usize) {
+    let mut events = vec![by(100, 2, "w1", 1), by(110, 2, "w1", 2)];
+    events.extend(traffic());
+    let mut originals = vec![by(100, 1, "w1", 1), by(110, 1, "w1", 2)];
+    originals.rotate_left(first);
+    let more = (0..10).map(|i| commit_from(2_000 + i * 10, "t", 1, "f", 11 + i as u64));
+    let stale = by(1_895, 1, "w1", 3);
+    // One original: the mark stands on the other commit, and the late commit is stale.
+    let mut one = events.clone();
+    one.push(originals[0].clone());
+    one.extend(more.clone());
+    one.push(stale.clone());
+    let ((_, verdict, cxs), (_, check_verdict)) = both(&one);
+    assert_eq!(
+        check_verdict,
+        Verdict::Refuted,
+        "check, one original ({first})"
+    );
+    assert_eq!(
+        (verdict, cxs),
+        (Verdict::Refuted, 1),
+        "serve, one original ({first})"
+    );
+    // Both: nothing stale.
+    events.extend(originals);
+    events.extend(more);
+    events.push(stale);
+    let ((_, verdict, cxs), (dup, check_verdict)) = both(&events);
+    assert_eq!(
+        (dup, check_verdict),
+        (2, Verdict::Unknown),
+        "check ({first})"
+    );
+    assert_eq!((verdict, cxs), (Verdict::Unknown, 0), "serve ({first})");
+}
+
+/// Conflicting re-sends of events still kept say nothing of the folded ones: a stale commit
+/// against a folded epoch stays found (difference test against `check`, session 35: mix G,
+/// seed 620, shrunk to these seven lines; a first version of the rule above doubted the mark
+/// on every conflicting delivery naming the scope, even of a kept event, and withdrew it).
+#[test]
+fn conflicts_among_kept_events_leave_the_mark_standing() {
+    let c = fencewatch_assess::contract::Contract::parse(
+        "g.toml",
+        "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"1s\"\n\
+         clock_skew=\"10ms\"\nallowed_lateness=\"500ms\"\nroute_freshness=\"5m\"\n\
+         [[property.route]]\nname=\"r1\"\n",
+    )
+    .expect("a contract");
+    let at = |ms: i64, epoch: u64, holder: &'static str, em: &'static str, seq: u64| {
+        let mut e = commit_from(1_000_000_000_000 + ms * 1_000_000, "s", epoch, em, seq);
+        e.holder = Some(holder);
+        e
+    };
+    let events = [
+        at(144, 3, "w13", "e", 1906),
+        at(332, 2, "w4", "e", 1797),
+        at(1_088, 3, "w13", "e", 2048),
+        at(1_220, 3, "w13", "f", 1870),
+        at(1_088, 2, "w13", "e", 2048),
+        at(1_824, 3, "w13", "e", 2140),
+        at(1_824, 2, "w13", "e", 2140),
+    ];
+    let (l, r) = run(c, None, 2_000_000_000_000, &events);
+    assert_eq!(r.properties[0].verdict, Verdict::Refuted, "check");
+    let v = l.view();
+    assert_eq!(
+        (v.counterexample_count(0), v.withdrawn_count(0)),
+        (1, 0),
+        "serve: the stale commit, not withdrawn"
+    );
 }

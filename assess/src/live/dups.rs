@@ -29,6 +29,9 @@
 //! another partition, through [`Live::absorb_seq_runs`], or beyond the window's span) is
 //! dropped as a duplicate, as before: its content was never here to compare.
 //!
+//! A folded grant is kept whole, so a re-send of one is compared with it all the same (the
+//! `grants` module).
+//!
 //! Of a (scope, incarnation, order, epoch) key, only kept events are compared: a delivery whose
 //! order key belongs to a folded event is judged against the mark like any late event.
 
@@ -147,6 +150,9 @@ impl Live {
             // `conflicting_duplicate` in the properties both deliveries name: never `holds`
             // there), and the marks it may have set there are tainted.
             let fed: Vec<usize> = e.props.as_slice().iter().map(|&q| usize::from(q)).collect();
+            if let Some(seen) = self.settle_folded_grant(prop, rec, ev, &fed) {
+                return seen;
+            }
             let mut tainted = Vec::new();
             if let Some(scope) = ev.scope {
                 for &q in &fed {
@@ -244,7 +250,7 @@ impl Live {
     /// Takes back what `first`, the applied delivery of (`em`, `seq`) of property `p`, did:
     /// its per-event reasons; the declared route it observed when kept in no scope; an
     /// attestation's support or count as ignored; or its place in its scope, whose id is
-    /// returned (its event may have folded: the caller's to judge).
+    /// returned when its event is no longer kept there (it folded: the caller's to judge).
     pub(super) fn undo_delivery(
         &mut self,
         p: usize,
@@ -260,17 +266,19 @@ impl Live {
         if self.take_back_premise(p, first.scope, em, seq) || first.scope == NONE {
             return None;
         }
-        self.set_aside_kept(p, first.scope, move |e: &Rec| {
+        let kept = self.set_aside_kept(p, first.scope, move |e: &Rec| {
             e.seq_key() == Some((em, seq))
         });
-        Some(first.scope)
+        (!kept).then_some(first.scope)
     }
 
     /// `rec` conflicts with a folded delivery of its (emitter, seq): if the high-water mark of
     /// `scope` (property `p`) rests on that delivery, the mark falls back to what the other
     /// folded events prove ([`ScopeState::taint`]), the scope is decided again, and the
     /// provisional counterexamples resting on it — as their stale or superseding event, or
-    /// through the mark as their witness — are withdrawn. Returns whether the mark rested on it.
+    /// through the mark as their witness — are withdrawn. When it rests on another folded event,
+    /// the delivery may still have taken one of its others away: its holders are unsure, and a
+    /// reuse through it is withdrawn. Returns whether the mark rested on it.
     ///
     /// [`ScopeState::taint`]: super::scopes::ScopeState::taint
     fn taint_mark(&mut self, p: usize, scope: &str, rec: &Rec) -> bool {
@@ -298,10 +306,12 @@ impl Live {
                         && (c.kind == CounterexampleKind::EpochReuse
                             || c.stale.ts.saturating_sub(skew) <= first)
                 }
+                // Its earliest time stands; its holders are unsure.
+                Tainted::Other(top) => m == Some(top) && c.kind == CounterexampleKind::EpochReuse,
             }
         };
         self.withdraw_resting(p, scope, is_it, on_mark);
-        true
+        !matches!(t, Tainted::Other(_))
     }
 
     /// Settles the (scope, incarnation, order, epoch) key of `rec` (of property `p`) against the
@@ -688,12 +698,20 @@ impl Live {
         self.state.props[p].tally.add_event(rec.ts);
     }
 
-    /// Sets aside the kept event of scope `scope` (property `p`) that `is_it` accepts, decides
-    /// the scope again without it and withdraws the provisional counterexamples resting on it.
-    pub(super) fn set_aside_kept(&mut self, p: usize, scope: u32, is_it: impl Fn(&Rec) -> bool) {
+    /// Sets aside the kept event of scope `scope` (property `p`) that `is_it` accepts (or else
+    /// the folded grants it accepts: the `grants` module), decides the scope again without it
+    /// and withdraws the provisional counterexamples resting on it; returns whether there was
+    /// one (else its event folded into the mark, or was never kept).
+    pub(super) fn set_aside_kept(
+        &mut self,
+        p: usize,
+        scope: u32,
+        is_it: impl Fn(&Rec) -> bool,
+    ) -> bool {
         let name = self.state.props[p].scopes.name(scope).to_string();
         let st = self.state.props[p].scopes.get_mut(&name).expect("known");
-        if let Some(i) = st.events().iter().position(|e| !e.has(ASIDE) && is_it(e)) {
+        let found = st.events().iter().position(|e| !e.has(ASIDE) && is_it(e));
+        let set_aside = if let Some(i) = found {
             let e = st.events()[i];
             let was = st.clean();
             // A scope whose last decision found nothing about its kept events (and still
@@ -718,8 +736,12 @@ impl Live {
                 let horizon = self.state.props[p].horizon;
                 self.decide_scope(p, &name, None, horizon);
             }
-        }
+            true
+        } else {
+            self.set_aside_folded_grants(p, &name, &is_it)
+        };
         self.withdraw_resting_on(p, &name, is_it);
+        set_aside
     }
 
     /// What deciding `scope` (property `p`) again in full gives once its kept event `i` (a

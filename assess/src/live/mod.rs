@@ -27,6 +27,7 @@ mod cxs;
 mod decide;
 mod dups;
 mod emitters;
+mod grants;
 mod horizon;
 mod names;
 mod parts;

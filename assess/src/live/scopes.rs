@@ -40,8 +40,12 @@
 //! the tainted epoch fold again. The scope is then decided again and the provisional
 //! counterexamples resting on the event (as stale or superseding event, or through the mark)
 //! are withdrawn (the `dups` and `cxs` modules); final ones stay. A later earliest time is
-//! never more certain than the evidence (fewer events certainly follow it); what lies below
-//! a fallen-back mark is not known, so it does not fall back twice. An (order, epoch) key of a
+//! never more certain than the evidence (fewer events certainly follow it). A mark left
+//! standing on other folded events does not know them apart, nor one a conflicting delivery
+//! of another folded event named (that event may have been one of them: its holders are then
+//! unsure): any later conflicting delivery naming the scope may take the last of them away,
+//! so it taints the mark, which then falls back to nothing (what lies below it is not known
+//! either). An (order, epoch) key of a
 //! folded event, and an (emitter, seq) whose conflicting delivery names another scope, are
 //! not tracked.
 
@@ -50,6 +54,8 @@ use crate::tracker::{Judgement, Mark, Tracker};
 use serde::{Deserialize, Serialize};
 
 pub(super) mod fast;
+mod taint;
+use taint::FELL_BACK;
 
 /// The most scopes [`ScopeState::warm_all`] reads ahead at once.
 pub(super) const WARM_MAX: usize = 32;
@@ -130,6 +136,10 @@ pub(super) enum Tainted {
     /// Other folded events share the mark's (incarnation, epoch): it stands, but its earliest
     /// time is now only bounded (by the horizon).
     First((u64, u64), i64),
+    /// The mark did not rest on that event, which may still have been one of the others: the
+    /// mark stands, its holders unsure, and the next conflicting delivery naming the scope
+    /// taints it ([`FELL_BACK`]).
+    Other((u64, u64)),
 }
 
 /// What a scope keeps of its folded events besides the high-water mark.
@@ -607,42 +617,6 @@ impl ScopeState {
         t.judge(inc, epoch, ts, skew, horizon)
     }
 
-    /// The mark rests on the folded event whose (emitter, seq) hashes to `key` ([`key_hash`]),
-    /// which turned out to be one of conflicting deliveries (the module doc, "Tainted marks"),
-    /// given the current `horizon` (every folded event is older): the mark
-    /// stays (it is never forgotten) but its earliest time is only bounded by the horizon now,
-    /// and when its (incarnation, epoch) rested on that event alone it is [`TAINTED`]: evidence
-    /// falls back to the highest other folded one. `None` when the mark does not rest on it.
-    pub(super) fn taint(&mut self, key: u32, horizon: i64) -> Option<Tainted> {
-        if key == 0 || self.top_key != key || self.flags() & TAINTED != 0 {
-            return None;
-        }
-        let m = self.high_water()?;
-        let top = (m.incarnation, m.epoch);
-        self.top_key = 0;
-        if let Some(c) = self.cold.as_mut() {
-            // The smallest order of the mark's events may have been that event's.
-            c.mark_order = u64::MAX;
-            if c.is_empty() {
-                self.cold = None;
-            }
-        }
-        let first = m.first.max(horizon.saturating_sub(1));
-        self.set_mark(Some(Mark { first, ..m }));
-        // The scope is decided again.
-        self.set_clean(Clean::default());
-        if self.flags() & SOLO == 0 {
-            // The event may have been the only one naming the mark's holder.
-            let h = self.mark_holder();
-            self.set_mark_holder(h, self.holder_unsure() || h != NONE);
-            return Some(Tainted::First(top, first));
-        }
-        self.set_flags((self.flags() & (HAS_BELOW | HAS_MARK)) | TAINTED);
-        // The holders of the epoch it falls back to were not kept.
-        self.set_mark_holder(NONE, true);
-        Some(Tainted::Top(top))
-    }
-
     /// Keeps what the mark rests on up to date after folding `folded` (older than `horizon`)
     /// into it: `m` is the new mark, `old` the one before.
     fn note_mark<'a>(
@@ -693,7 +667,8 @@ impl ScopeState {
                 self.set_mark_holder(holder, false);
             } else {
                 flags &= !SOLO;
-                if old.is_some_and(|o| f.ts < o.first) {
+                // Once its other events are not known apart, they stay so.
+                if old.is_some_and(|o| f.ts < o.first) && self.top_key != FELL_BACK {
                     self.top_key = key_of(f);
                 }
                 let h = merge_holder(self.mark_holder(), holder);

@@ -84,6 +84,25 @@ impl Scopes {
         self.ids.get(scope).map(|i| &mut self.states[i as usize])
     }
 
+    /// Takes the folded grants of `scope` that `is_it` accepts out of it
+    /// ([`ScopeState::take_folded_grants`]); returns how many went.
+    pub(in crate::live) fn take_folded_grants(
+        &mut self,
+        scope: &str,
+        is_it: impl Fn(&Rec) -> bool,
+    ) -> usize {
+        let Some(id) = self.ids.get(scope) else {
+            return 0;
+        };
+        let st = &mut self.states[id as usize];
+        let taken = st.take_folded_grants(is_it);
+        self.cold_grants -= taken;
+        if taken > 0 && st.folded_grants().is_empty() {
+            self.granted.retain(|&g| g != id);
+        }
+        taken
+    }
+
     /// The state of scope `id`.
     pub(in crate::live) fn state(&self, id: u32) -> &ScopeState {
         &self.states[id as usize]
