@@ -483,19 +483,25 @@ fn mark_evidence_taken_away(first: usize) {
     assert_eq!((verdict, cxs), (Verdict::Unknown, 0), "serve ({first})");
 }
 
+/// The timing of `fencewatch simulate`'s contracts (1 s windows, 10 ms skew, 500 ms lateness),
+/// under which the difference test's histories were shrunk.
+fn simulated() -> fencewatch_assess::contract::Contract {
+    fencewatch_assess::contract::Contract::parse(
+        "simulated.toml",
+        "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"1s\"\n\
+         clock_skew=\"10ms\"\nallowed_lateness=\"500ms\"\nroute_freshness=\"5m\"\n\
+         [[property.route]]\nname=\"r1\"\n",
+    )
+    .expect("a contract")
+}
+
 /// Conflicting re-sends of events still kept say nothing of the folded ones: a stale commit
 /// against a folded epoch stays found (difference test against `check`, session 35: mix G,
 /// seed 620, shrunk to these seven lines; a first version of the rule above doubted the mark
 /// on every conflicting delivery naming the scope, even of a kept event, and withdrew it).
 #[test]
 fn conflicts_among_kept_events_leave_the_mark_standing() {
-    let c = fencewatch_assess::contract::Contract::parse(
-        "g.toml",
-        "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"1s\"\n\
-         clock_skew=\"10ms\"\nallowed_lateness=\"500ms\"\nroute_freshness=\"5m\"\n\
-         [[property.route]]\nname=\"r1\"\n",
-    )
-    .expect("a contract");
+    let c = simulated();
     let at = |ms: i64, epoch: u64, holder: &'static str, em: &'static str, seq: u64| {
         let mut e = commit_from(1_000_000_000_000 + ms * 1_000_000, "s", epoch, em, seq);
         e.holder = Some(holder);
@@ -517,5 +523,46 @@ fn conflicts_among_kept_events_leave_the_mark_standing() {
         (v.counterexample_count(0), v.withdrawn_count(0)),
         (1, 0),
         "serve: the stale commit, not withdrawn"
+    );
+}
+
+/// A reuse through the mark rests on the holders of the epoch the mark had when it was found:
+/// a conflicting delivery that takes a folded event away withdraws it even when the mark has
+/// moved to a higher epoch since (difference test against `check`, session 35: mix C, seed
+/// 739, where it stayed and turned final; shrunk to these seven lines). w19's epoch-4 commit
+/// folds, w33 commits epoch 4 (a reuse through the mark), a late epoch-5 commit moves the mark
+/// up (w33's commit is stale now, as `check` finds too), then w19's commit turns out to be a
+/// re-send with its epoch changed: no reuse.
+#[test]
+fn a_reuse_through_a_mark_that_moved_up_is_withdrawn_with_its_holder() {
+    let c = simulated();
+    let at = |ms: i64, scope: &'static str, epoch: u64, holder: &'static str, seq: u64| {
+        let mut e = commit_from(1_000_000_000_000 + ms * 1_000_000, scope, epoch, "e", seq);
+        e.holder = Some(holder);
+        e
+    };
+    let events = [
+        at(6_772, "s", 4, "w19", 862),
+        at(9_348, "t", 4, "w16", 1_261),
+        at(9_480, "s", 4, "w33", 1_281),
+        at(8_004, "s", 5, "w33", 1_013),
+        at(10_372, "u", 2, "w15", 1_400),
+        at(6_772, "s", 3, "w19", 862),
+        at(12_124, "v", 5, "w47", 1_624),
+    ];
+    let (l, r) = run(c, None, 2_000_000_000_000, &events);
+    let p = &r.properties[0];
+    assert_eq!(p.verdict, Verdict::Refuted, "check");
+    let kinds: Vec<_> = p.counterexamples.iter().map(|c| c.kind).collect();
+    assert_eq!(
+        kinds,
+        [CounterexampleKind::StaleCommit],
+        "check: the stale commit alone"
+    );
+    let v = l.view();
+    assert_eq!(
+        (v.counterexample_count(0), v.withdrawn_count(0)),
+        (1, 1),
+        "serve: the stale commit, the reuse withdrawn"
     );
 }

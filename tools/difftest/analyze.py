@@ -42,12 +42,14 @@ def classify(d):
         lw = int(sup["source"].split(":")[1]) if sup.get("source", "").startswith("mut.ndjson:") else None
         ps = partners(ls); pw = partners(lw) if lw else []
         # The folded mark as witness: its epoch's earliest event, the delivery it rested on
-        # (the superseding view carries the mark's epoch and earliest time).
+        # (the superseding view carries the mark's epoch and earliest time). Only committed
+        # commits and fences fold into a mark (a grant at the same time does not).
         through_mark = lw is None and sup.get("epoch") is not None and sup.get("ts")
         if through_mark:
             at = diff.parse_iso(sup["ts"])
             for n, e in enumerate(evs, 1):
-                if e.get("scope") == x["scope"] and e.get("epoch") == sup["epoch"] and e["ts"] == at:
+                if (e.get("scope") == x["scope"] and e.get("epoch") == sup["epoch"] and e["ts"] == at
+                        and e["kind"] in ("commit", "fence") and e.get("outcome") != "rejected"):
                     pw += partners(n)
         stale_late = H[ls] is not None and evs[ls - 1]["ts"] < H[ls]
         fin = final_line(max(evs[ls - 1]["ts"], evs[lw - 1]["ts"] if lw else evs[ls - 1]["ts"]))

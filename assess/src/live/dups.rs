@@ -306,8 +306,9 @@ impl Live {
                         && (c.kind == CounterexampleKind::EpochReuse
                             || c.stale.ts.saturating_sub(skew) <= first)
                 }
-                // Its earliest time stands; its holders are unsure.
-                Tainted::Other(top) => m == Some(top) && c.kind == CounterexampleKind::EpochReuse,
+                // Its earliest time stands; its holders are unsure, and the event taken away
+                // may have named a holder of any epoch the mark had.
+                Tainted::Other(_) => c.kind == CounterexampleKind::EpochReuse,
             }
         };
         self.withdraw_resting(p, scope, is_it, on_mark);
