@@ -306,8 +306,7 @@ impl Live {
                         && (c.kind == CounterexampleKind::EpochReuse
                             || c.stale.ts.saturating_sub(skew) <= first)
                 }
-                // Its earliest time stands; its holders are unsure, and the event taken away
-                // may have named a holder of any epoch the mark had.
+                // Its earliest time stands; the holders of any epoch it had are unsure.
                 Tainted::Other(_) => c.kind == CounterexampleKind::EpochReuse,
             }
         };
