@@ -394,14 +394,16 @@ fn both_granted(events: &[Event<'_>]) -> ((Verdict, usize), (u64, Verdict)) {
 /// arrives before the re-delivery (a provisional counterexample, withdrawn) or after it, and
 /// whether the emitter's window forgot the grant's delivery (emitter `e`: the `grants`
 /// module) or still holds it (`f`, whose later seqs the traffic sends: the `dups` module).
-/// An equal re-delivery is a duplicate, and the grant stands.
+/// An equal re-delivery is a duplicate, and the grant stands, also when its holder's name is
+/// kept shortened (over 256 bytes).
 #[test]
 fn a_folded_grant_delivered_again_differently_grants_nothing() {
-    for (emitter, seq) in [("e", 1), ("f", 11)] {
+    let long: &'static str = "w".repeat(300).leak();
+    for (emitter, seq, holder) in [("e", 1, "w1"), ("f", 11, "w1"), ("e", 1, long)] {
         let grant = |epoch: u64| {
             let mut g = commit_from(100, "s", epoch, emitter, seq);
             g.kind = Kind::Grant;
-            g.holder = Some("w1");
+            g.holder = Some(holder);
             g
         };
         let mut events = vec![grant(2)];
@@ -412,14 +414,16 @@ fn a_folded_grant_delivered_again_differently_grants_nothing() {
         assert_eq!(
             both_granted(&before),
             ((Verdict::Refuted, 1), (0, Verdict::Refuted)),
-            "a holder mismatch, before the re-delivery ({emitter})"
+            "a holder mismatch, before the re-delivery ({emitter}, {})",
+            holder.len()
         );
         let mut equal = before.clone();
         equal.push(grant(2));
         assert_eq!(
             both_granted(&equal),
             ((Verdict::Refuted, 1), (0, Verdict::Refuted)),
-            "an equal re-delivery ({emitter})"
+            "an equal re-delivery ({emitter}, {})",
+            holder.len()
         );
         let (mut after, mut between) = (events.clone(), before);
         after.extend([grant(1), commit]);

@@ -16,9 +16,9 @@
 
 use super::dups::Seen;
 use super::state::Live;
-use crate::event::{Event, Outcome};
+use crate::event::Event;
 use crate::finding::Reason;
-use crate::rules::{ASIDE, NONE, REJECTED, Rec};
+use crate::rules::{NONE, Rec};
 
 impl Live {
     /// Takes the folded grants of `scope` (property `p`) that `is_it` accepts out of it and
@@ -29,8 +29,8 @@ impl Live {
         scope: &str,
         is_it: &impl Fn(&Rec) -> bool,
     ) -> bool {
-        let taken =
-            (self.state.props[p].scopes).take_folded_grants(scope, |g| !g.has(ASIDE) && is_it(g));
+        // Folded grants are never set aside ones (folding keeps none).
+        let taken = self.state.props[p].scopes.take_folded_grants(scope, is_it);
         if taken > 0 {
             let horizon = self.state.props[p].horizon;
             self.decide_scope(p, scope, None, horizon);
@@ -51,7 +51,7 @@ impl Live {
     ) -> Option<Seen> {
         let scope = ev.scope?;
         let key = Some((rec.emitter, rec.seq));
-        let found: Vec<(usize, Rec)> = fed
+        let mut found: Vec<(usize, Rec)> = fed
             .iter()
             .filter_map(|&q| Some((q, self.state.props[q].scopes.get(scope)?)))
             .flat_map(|(q, st)| {
@@ -60,13 +60,15 @@ impl Live {
                     .map(move |g| (q, *g))
             })
             .collect();
-        let &[(q, g), ..] = found.as_slice() else {
+        let &[(_, g), ..] = found.as_slice() else {
             return None;
         };
-        if found.len() == 1 && Some(q) == prop && self.same_content(&g, ev) {
+        if found.len() == 1 && self.same_content(&g, rec, ev) {
             self.state.duplicates += 1;
             return Some(Seen::Duplicate);
         }
+        // One `conflicting_duplicate` per key and property.
+        found.dedup_by_key(|(q, _)| *q);
         let emitter = self.state.names[rec.emitter as usize].clone();
         let detail = move |_: &Live| {
             format!(
@@ -88,17 +90,19 @@ impl Live {
         Some(Seen::Aside)
     }
 
-    /// Whether the folded grant `g` and the event `ev` of the same scope and property are equal
-    /// in content (SPEC §4 "Duplicates", as [`Rec::same_content`]).
-    fn same_content(&self, g: &Rec, ev: &Event<'_>) -> bool {
-        let name = |id: u32| (id != NONE).then(|| self.state.names[id as usize].as_str());
-        g.kind == ev.kind
-            && g.has(REJECTED) == (ev.outcome == Outcome::Rejected)
-            && g.inc == ev.incarnation.0
-            && g.epoch() == ev.epoch.map(|e| e.0)
-            && g.order() == ev.order.map(|o| o.0)
-            && g.ts == ev.ts.0
-            && name(g.holder) == ev.holder
-            && name(g.route) == ev.route
+    /// Whether the folded grant `g` and `rec` (decoded as `ev`), of the same scope, are equal in
+    /// content ([`Rec::same_content`]): `rec`'s names are looked up as the grant's were kept
+    /// (a long one shortened); one never kept differs.
+    fn same_content(&self, g: &Rec, rec: &Rec, ev: &Event<'_>) -> bool {
+        let id = |s: Option<&str>| s.map_or(Some(NONE), |s| self.name_id(s));
+        let (Some(holder), Some(route)) = (id(ev.holder), id(ev.route)) else {
+            return false;
+        };
+        Rec {
+            holder,
+            route,
+            ..*rec
+        }
+        .same_content(g)
     }
 }

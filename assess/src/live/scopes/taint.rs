@@ -27,18 +27,16 @@ impl ScopeState {
         if key == 0 || self.flags() & TAINTED != 0 {
             return None;
         }
+        let m = self.high_water()?;
+        let top = (m.incarnation, m.epoch);
         if self.top_key != key && !fell_back {
             // Another folded event may have been that delivery's: the earliest time stands,
             // what else the mark rests on is no longer known apart ([`FELL_BACK`]).
-            let m = self.high_water()?;
             self.top_key = FELL_BACK;
-            let h = self.mark_holder();
-            self.set_mark_holder(h, self.holder_unsure() || h != NONE);
+            self.doubt_holders();
             self.set_clean(Clean::default());
-            return Some(Tainted::Other((m.incarnation, m.epoch)));
+            return Some(Tainted::Other(top));
         }
-        let m = self.high_water()?;
-        let top = (m.incarnation, m.epoch);
         self.top_key = 0;
         if let Some(c) = self.cold.as_mut() {
             // The smallest order of the mark's events may have been that event's.
@@ -53,8 +51,7 @@ impl ScopeState {
         self.set_clean(Clean::default());
         if self.flags() & SOLO == 0 && !fell_back {
             // The event may have been the only one naming the mark's holder.
-            let h = self.mark_holder();
-            self.set_mark_holder(h, self.holder_unsure() || h != NONE);
+            self.doubt_holders();
             self.top_key = FELL_BACK;
             return Some(Tainted::First(top, first));
         }
@@ -68,6 +65,13 @@ impl ScopeState {
         // The holders of the epoch it falls back to were not kept.
         self.set_mark_holder(NONE, true);
         Some(Tainted::Top(top))
+    }
+
+    /// The mark's holder stays, unsure when it names one: an event taken away may have been the
+    /// only one naming it, or another.
+    fn doubt_holders(&mut self) {
+        let h = self.mark_holder();
+        self.set_mark_holder(h, self.holder_unsure() || h != NONE);
     }
 
     /// Takes the folded grants `is_it` accepts out of the scope, which is then decided again;
