@@ -533,13 +533,15 @@ fn silent_spans(
     if first > last {
         return Vec::new();
     }
-    // Observations that can end a silence inside the range start `freshness` before it.
+    // Observations that can end a silence inside the range start `freshness` before it, and
+    // end with the window after it: one at the very start of that window is at the end of
+    // window `last`, inside its `(end - freshness, end]` (SPEC §4; `check` counts it).
     let from = first
         .saturating_mul(width)
         .saturating_sub(freshness)
         .div_euclid(width);
     let mut bounds = Vec::new();
-    for o in obs.range(from..=last).map(|(_, o)| o) {
+    for o in obs.range(from..=last.saturating_add(1)).map(|(_, o)| o) {
         bounds.push(o.min);
         if o.max != o.min {
             bounds.push(o.max);
