@@ -1,7 +1,9 @@
 //! Route silence at a window's end (difference test, session 36: mix G seed 896): SPEC §4
 //! counts an observation at `end` itself in a window's `(end - route_freshness, end]`. Such an
 //! observation lies in the next window, which `serve` did not read when deciding silence up to
-//! the window before it: its first window was `unknown(route_silent)` where `check` holds.
+//! the window before it: its first window was `unknown(route_silent)` where `check` holds. And
+//! when a commit at that same instant was set aside (a conflicting re-send), `serve` gave up
+//! the window's lower bound though a heartbeat was still at it.
 
 use fencewatch_assess::event::{Epoch, Event, Kind};
 use fencewatch_assess::live::{Live, LiveOptions};
@@ -33,12 +35,17 @@ fn event(kind: Kind, ts: i64) -> Event<'static> {
 /// window 0, the route's first observation at `beat`, a commit at 2 s that moves the
 /// watermark (1.5 s) past window 0's end: (`check`'s, `serve`'s with window 0 final).
 fn verdicts(beat: i64) -> (Vec<Verdict>, Vec<Verdict>) {
-    let c = contract();
-    let events = [
+    run(&[
         event(Kind::Grant, S / 2),
         event(Kind::Heartbeat, beat),
         event(Kind::Commit, 2 * S),
-    ];
+    ])
+}
+
+/// (`check`'s, `serve`'s) verdicts of windows 0.. of `events`, in this order, with window 0
+/// final in `serve`.
+fn run(events: &[Event<'_>]) -> (Vec<Verdict>, Vec<Verdict>) {
+    let c = contract();
     let mut h = History::new(c.clone());
     let hs = h.add_source("f");
     let mut l = Live::new(c, LiveOptions::default());
@@ -73,4 +80,30 @@ fn an_observation_just_after_a_windows_end_does_not() {
     let (check, serve) = verdicts(S + 1);
     assert_eq!(check[0], Verdict::Unknown, "check: {check:?}");
     assert_eq!(serve[0], Verdict::Unknown, "serve: {serve:?}");
+}
+
+#[test]
+fn a_delivery_set_aside_at_a_windows_end_leaves_the_heartbeat_there() {
+    // Mix G seed 896 shrunk: a heartbeat at window 0's end, a commit at that instant, and a
+    // re-send of the commit with another epoch (one (emitter, seq)): both deliveries are set
+    // aside, the heartbeat still observes the route at 1 s.
+    let commit = |epoch| {
+        let mut e = event(Kind::Commit, S);
+        e.scope = Some("t");
+        e.epoch = Some(Epoch(epoch));
+        e.emitter = Some("e");
+        e.seq = Some(fencewatch_assess::event::Seq(22));
+        e
+    };
+    let events = [
+        event(Kind::Grant, S / 2),
+        event(Kind::Heartbeat, S),
+        commit(1),
+        event(Kind::Commit, S + S / 10),
+        commit(2),
+        event(Kind::Commit, 2 * S),
+    ];
+    let (check, serve) = run(&events);
+    assert_eq!(check[0], Verdict::Holds, "check: {check:?}");
+    assert_eq!(serve[0], Verdict::Holds, "serve: {serve:?}");
 }

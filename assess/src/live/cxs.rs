@@ -324,15 +324,7 @@ impl Live {
             }
             t.cxs_dropped += 1;
             let k = t.series.index(key.0);
-            let o = t.dropped_at.entry(k).or_insert(Obs {
-                min: key.0,
-                max: key.0,
-                count: 0,
-                lost: false,
-            });
-            o.min = o.min.min(key.0);
-            o.max = o.max.max(key.0);
-            o.count += 1;
+            t.dropped_at.entry(k).or_insert(Obs::new(key.0)).add(key.0);
             prop.dropped.insert((key.0, id_hash(&c.id)), c.group_hash());
         }
     }

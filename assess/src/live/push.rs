@@ -375,15 +375,7 @@ impl Live {
             Observes::Declared(i) => {
                 observed = super::dups::OBSERVED + i as u32;
                 let k = t.series.index(rec.ts);
-                let o = t.routes[i].entry(k).or_insert(Obs {
-                    min: rec.ts,
-                    max: rec.ts,
-                    count: 0,
-                    lost: false,
-                });
-                o.min = o.min.min(rec.ts);
-                o.max = o.max.max(rec.ts);
-                o.count += 1;
+                t.routes[i].entry(k).or_insert(Obs::new(rec.ts)).add(rec.ts);
             }
             // By name, as a summary carries it, the first ones (the others in one bucket): no
             // verdict depends on it (`undeclared_route` is raised per event).

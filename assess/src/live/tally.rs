@@ -86,10 +86,11 @@ impl Tally {
     }
 
     /// Takes back an observation of declared route `i` at `t` (an event set aside after it was
-    /// applied). A window keeps only the bounds of its observations, so when `t` was one of them
-    /// and others remain, the other bound stands for them all, and when that one goes too,
-    /// nothing does: the route may then read silent where `check` finds it observed, never the
-    /// reverse.
+    /// applied). A window keeps only the bounds of its observations and whether each was seen
+    /// twice ([`Obs`]): when `t` was a bound seen twice, another observation is still at it;
+    /// when it was a bound seen once and others remain, the other bound stands for them all,
+    /// and when that one goes too, nothing does: the route may then read silent where `check`
+    /// finds it observed, never the reverse.
     pub(super) fn unobserve(&mut self, i: usize, t: i64) {
         let k = self.series.index(t);
         let Some(o) = self.routes[i].get_mut(&k) else {
@@ -100,17 +101,50 @@ impl Tally {
             return;
         }
         o.count -= 1;
+        let lost = if o.count > 1 { LOST } else { 0 };
         if t == o.min && t != o.max {
-            o.min = o.max;
-            o.lost |= o.count > 1;
+            if o.flags & MIN_TWICE != 0 {
+                // Another is at `t`; whether a third is, is no longer known.
+                o.flags &= !MIN_TWICE;
+            } else {
+                o.min = o.max;
+                o.flags |= lost
+                    | if o.flags & MAX_TWICE != 0 {
+                        MIN_TWICE
+                    } else {
+                        0
+                    };
+            }
         } else if t == o.max && t != o.min {
-            o.max = o.min;
-            o.lost |= o.count > 1;
-        } else if t == o.min && o.lost {
-            // The one bound left goes, and what remains are observations whose times were
-            // given up when a bound went before: no time of theirs is certain, so none is kept
-            // (the route reads silent there rather than observed at a time it was not).
-            self.routes[i].remove(&k);
+            if o.flags & MAX_TWICE != 0 {
+                o.flags &= !MAX_TWICE;
+            } else {
+                o.max = o.min;
+                o.flags |= lost
+                    | if o.flags & MIN_TWICE != 0 {
+                        MAX_TWICE
+                    } else {
+                        0
+                    };
+            }
+        } else if t == o.min && o.flags & LOST != 0 {
+            if o.flags & MIN_TWICE != 0 {
+                // Another is at `t`, certain.
+                o.flags &= !(MIN_TWICE | MAX_TWICE);
+            } else {
+                // The one bound left goes, and what remains are observations whose times were
+                // given up when a bound went before: no time of theirs is certain, so none is
+                // kept (the route reads silent there rather than observed at a time it was
+                // not).
+                self.routes[i].remove(&k);
+            }
+        } else if t == o.min {
+            // Every one left is at `t` (none lost): seen twice if two are left.
+            o.flags = if o.count > 1 {
+                MIN_TWICE | MAX_TWICE
+            } else {
+                0
+            };
         }
     }
 
@@ -166,9 +200,78 @@ pub(super) struct Obs {
     pub(super) min: i64,
     pub(super) max: i64,
     pub(super) count: u64,
-    /// Some observations lie strictly between the bounds at times no longer known: a bound
-    /// taken back let the other stand for them ([`Tally::unobserve`]).
-    pub(super) lost: bool,
+    /// [`LOST`], [`MIN_TWICE`], [`MAX_TWICE`]. Checkpoints before session 36 held `LOST`
+    /// alone, as a `bool`: the same byte, 0 or 1, read the same (neither bound known twice).
+    pub(super) flags: u8,
+}
+
+/// [`Obs::flags`]: some observations lie strictly between the bounds at times no longer known:
+/// a bound taken back let the other stand for them ([`Tally::unobserve`]).
+pub(super) const LOST: u8 = 1;
+/// [`Obs::flags`]: at least two observations are at `min` (a delivery set aside at `min` then
+/// leaves it standing: difference test, session 36, a heartbeat and a conflicting commit at
+/// a window's first nanosecond).
+pub(super) const MIN_TWICE: u8 = 2;
+/// [`Obs::flags`]: at least two observations are at `max`.
+pub(super) const MAX_TWICE: u8 = 4;
+
+impl Obs {
+    /// No observation yet, at `t` once [`Obs::add`]ed.
+    pub(super) fn new(t: i64) -> Obs {
+        Obs {
+            min: t,
+            max: t,
+            count: 0,
+            flags: 0,
+        }
+    }
+
+    /// Adds an observation at `t`.
+    pub(super) fn add(&mut self, t: i64) {
+        if self.count == 0 {
+            (self.min, self.max) = (t, t);
+        } else {
+            // Every observation at one time (none lost): all hold the bound that stays.
+            let all = self.count > 1 && self.min == self.max && self.flags & LOST == 0;
+            if t < self.min {
+                self.min = t;
+                self.flags &= !MIN_TWICE;
+                if all {
+                    self.flags |= MAX_TWICE;
+                }
+            } else if t == self.min {
+                self.flags |= MIN_TWICE;
+            }
+            if t > self.max {
+                self.max = t;
+                self.flags &= !MAX_TWICE;
+                if all {
+                    self.flags |= MIN_TWICE;
+                }
+            } else if t == self.max {
+                self.flags |= MAX_TWICE;
+            }
+        }
+        self.count += 1;
+    }
+
+    /// `other`'s observations added (another partition's, of the same window).
+    pub(super) fn merge(&mut self, other: &Obs) {
+        let min_twice = match self.min.cmp(&other.min) {
+            std::cmp::Ordering::Equal => MIN_TWICE,
+            std::cmp::Ordering::Less => self.flags & MIN_TWICE,
+            std::cmp::Ordering::Greater => other.flags & MIN_TWICE,
+        };
+        let max_twice = match self.max.cmp(&other.max) {
+            std::cmp::Ordering::Equal => MAX_TWICE,
+            std::cmp::Ordering::Greater => self.flags & MAX_TWICE,
+            std::cmp::Ordering::Less => other.flags & MAX_TWICE,
+        };
+        self.flags = ((self.flags | other.flags) & LOST) | min_twice | max_twice;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        self.count += other.count;
+    }
 }
 
 /// Counts `n` events on undeclared route `name` in `table`: by name for the first
@@ -202,14 +305,13 @@ mod tests {
         let mut t = Tally::new(&c.properties[0]);
         let bounds = |t: &Tally| t.routes[0].get(&0).map(|o| (o.min, o.max, o.count));
         let set = |t: &mut Tally, min, max, count| {
-            let lost = false;
             t.routes[0].insert(
                 0,
                 Obs {
                     min,
                     max,
                     count,
-                    lost,
+                    flags: 0,
                 },
             );
         };
@@ -234,5 +336,93 @@ mod tests {
         set(&mut t, 30, 30, 2);
         t.unobserve(0, 30);
         assert_eq!(bounds(&t), Some((30, 30, 1)));
+    }
+
+    /// Observations added at `times` to window 0 of a fresh tally.
+    fn observed(times: &[i64]) -> Tally {
+        let c = Contract::parse(
+            "t.toml",
+            "[[property]]\nname=\"p\"\nsubject=\"S\"\nstrategy=\"lease_epoch\"\nwindow=\"100ns\"\n[[property.route]]\nname=\"r\"\n",
+        )
+        .unwrap();
+        let mut t = Tally::new(&c.properties[0]);
+        for &ts in times {
+            t.routes[0].entry(0).or_insert(Obs::new(ts)).add(ts);
+        }
+        t
+    }
+
+    #[test]
+    fn a_bound_seen_twice_stays_when_one_is_taken_back() {
+        let bounds = |t: &Tally| t.routes[0].get(&0).map(|o| (o.min, o.max, o.count));
+        // A heartbeat and a commit at the window's first instant, another later; the commit
+        // set aside: the heartbeat still holds the bound (difference test, session 36).
+        for times in [[10, 10, 30], [10, 30, 10], [30, 10, 10]] {
+            let mut t = observed(&times);
+            t.unobserve(0, 10);
+            assert_eq!(bounds(&t), Some((10, 30, 2)), "{times:?}");
+            // Whether a third was at 10 is not known: the next one taken back moves it.
+            t.unobserve(0, 10);
+            assert_eq!(bounds(&t), Some((30, 30, 1)), "{times:?}");
+        }
+        // The same at the upper bound.
+        for times in [[10, 30, 30], [30, 30, 10], [30, 10, 30]] {
+            let mut t = observed(&times);
+            t.unobserve(0, 30);
+            assert_eq!(bounds(&t), Some((10, 30, 2)), "{times:?}");
+        }
+        // Once only: the other bound stands for the rest, as before.
+        let mut t = observed(&[10, 20, 30]);
+        t.unobserve(0, 10);
+        assert_eq!(bounds(&t), Some((30, 30, 2)));
+        // Two at one time, then a third after: both at the lower bound.
+        let mut t = observed(&[10, 10]);
+        t.routes[0].get_mut(&0).unwrap().add(30);
+        t.unobserve(0, 10);
+        assert_eq!(bounds(&t), Some((10, 30, 2)));
+        // A bound given up (the others' times lost) but seen twice: one certain remains.
+        let mut t = observed(&[10, 20, 30, 30]);
+        t.unobserve(0, 10);
+        assert_eq!(bounds(&t), Some((30, 30, 3)));
+        t.unobserve(0, 30);
+        assert_eq!(bounds(&t), Some((30, 30, 2)));
+        t.unobserve(0, 30);
+        assert_eq!(bounds(&t), None);
+    }
+
+    #[test]
+    fn merged_bounds_are_seen_twice_when_both_partitions_hold_them() {
+        let one = |times: &[i64]| *observed(times).routes[0].get(&0).unwrap();
+        let mut a = one(&[10, 30]);
+        a.merge(&one(&[10, 20]));
+        assert_eq!((a.min, a.max, a.count), (10, 30, 4));
+        assert_eq!(a.flags, MIN_TWICE);
+        let mut b = one(&[20, 30, 30]);
+        b.merge(&one(&[10, 20]));
+        assert_eq!((b.min, b.max, b.flags), (10, 30, MAX_TWICE));
+    }
+
+    #[test]
+    fn checkpoints_of_the_bool_layout_read_as_flags() {
+        // Before session 36 the flags byte was `lost: bool`: postcard writes both as one byte.
+        #[derive(Serialize)]
+        struct Before {
+            min: i64,
+            max: i64,
+            count: u64,
+            lost: bool,
+        }
+        for lost in [false, true] {
+            let bytes = postcard::to_stdvec(&Before {
+                min: 5,
+                max: 9,
+                count: 3,
+                lost,
+            })
+            .unwrap();
+            let o: Obs = postcard::from_bytes(&bytes).unwrap();
+            assert_eq!((o.min, o.max, o.count), (5, 9, 3));
+            assert_eq!(o.flags, u8::from(lost) * LOST);
+        }
     }
 }

@@ -490,17 +490,10 @@ impl Live {
     }
 }
 
-/// Bounds per window merged: min of mins, max of maxes, counts added.
+/// Bounds per window merged ([`Obs::merge`]).
 fn merge_obs(a: &mut BTreeMap<i64, Obs>, b: &BTreeMap<i64, Obs>) {
     for (k, o) in b {
-        a.entry(*k)
-            .and_modify(|m| {
-                m.min = m.min.min(o.min);
-                m.max = m.max.max(o.max);
-                m.count += o.count;
-                m.lost |= o.lost;
-            })
-            .or_insert(*o);
+        a.entry(*k).and_modify(|m| m.merge(o)).or_insert(*o);
     }
 }
 
