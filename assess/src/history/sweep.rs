@@ -132,9 +132,17 @@ impl History {
         /// whole hash made them 24, a third more to write, fault in and sort).
         #[derive(Clone, Copy, Default)]
         struct Keyed {
-            scope: (u64, u32),
+            hi: u64,
+            lo: u32,
             idx: u32,
         }
+        impl Keyed {
+            /// The scope's 96 bits.
+            fn scope(&self) -> (u64, u32) {
+                (self.hi, self.lo)
+            }
+        }
+        const _: () = assert!(std::mem::size_of::<Keyed>() == 16);
         struct Part {
             accs: Vec<Acc>,
             starts: Vec<u32>,
@@ -186,7 +194,8 @@ impl History {
                 let h = hashes[r.scope as usize];
                 let at = &mut fill[bucket(h)];
                 keyed[*at as usize] = Keyed {
-                    scope: ((h >> 64) as u64, (h >> 32) as u32),
+                    hi: (h >> 64) as u64,
+                    lo: (h >> 32) as u32,
                     idx: i as u32,
                 };
                 *at += 1;
@@ -212,7 +221,7 @@ impl History {
                     let (from, to) = (part.starts[b] as usize, part.starts[b + 1] as usize);
                     gathered.extend_from_slice(&part.keyed[from..to]);
                 }
-                let sub = |k: &Keyed| ((k.scope.0 << bits) >> (64 - SUB_BITS)) as usize;
+                let sub = |k: &Keyed| ((k.hi << bits) >> (64 - SUB_BITS)) as usize;
                 starts.fill(0);
                 gathered.iter().for_each(|k| starts[sub(k) + 1] += 1);
                 for i in 0..SUBS {
@@ -229,7 +238,7 @@ impl History {
                 for w in starts.windows(2) {
                     let run = &mut bucket[w[0] as usize..w[1] as usize];
                     if run.len() > 1 {
-                        run.sort_unstable_by_key(|k| k.scope);
+                        run.sort_unstable_by_key(Keyed::scope);
                     }
                 }
                 // The whole bucket's slots in one loop of independent reads: each is a cache
@@ -245,8 +254,11 @@ impl History {
                 }
                 let mut a = 0;
                 while a < bucket.len() {
-                    let scope = bucket[a].scope;
-                    let len = bucket[a..].iter().take_while(|k| k.scope == scope).count();
+                    let scope = bucket[a].scope();
+                    let len = bucket[a..]
+                        .iter()
+                        .take_while(|k| k.scope() == scope)
+                        .count();
                     let group = &mut slots[a..a + len];
                     scope::sort_slots(group);
                     let mut p = 0;
