@@ -66,7 +66,6 @@
 //! rendered). The unsettled ones are [`Live::unsettled_counterexamples`].
 
 use super::state::{Cx, CxKey, Live, NewCounterexample, Settled};
-use super::tally::Obs;
 use crate::event::Kind;
 use crate::finding::{CounterexampleKind, Withdrawal};
 use crate::rules::Rec;
@@ -324,7 +323,7 @@ impl Live {
             }
             t.cxs_dropped += 1;
             let k = t.series.index(key.0);
-            t.dropped_at.entry(k).or_insert(Obs::new(key.0)).add(key.0);
+            t.dropped_at.entry(k).or_default().add(key.0);
             prop.dropped.insert((key.0, id_hash(&c.id)), c.group_hash());
         }
     }

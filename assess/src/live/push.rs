@@ -8,7 +8,7 @@ use super::emitters::{SeqRuns, merge_runs};
 use super::names::shortened;
 use super::spans::{SpanId, render, span_key};
 use super::state::{Live, MAX_NAME_BYTES, Pushed, UNDECLARED};
-use super::tally::{Kept, Obs, count_undeclared};
+use super::tally::{Kept, count_undeclared};
 use crate::event::{Event, Kind};
 use crate::finding::Reason;
 use crate::rules::{
@@ -375,7 +375,7 @@ impl Live {
             Observes::Declared(i) => {
                 observed = super::dups::OBSERVED + i as u32;
                 let k = t.series.index(rec.ts);
-                t.routes[i].entry(k).or_insert(Obs::new(rec.ts)).add(rec.ts);
+                t.routes[i].entry(k).or_default().add(rec.ts);
             }
             // By name, as a summary carries it, the first ones (the others in one bucket): no
             // verdict depends on it (`undeclared_route` is raised per event).

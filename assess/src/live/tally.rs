@@ -96,55 +96,8 @@ impl Tally {
         let Some(o) = self.routes[i].get_mut(&k) else {
             return;
         };
-        if o.count <= 1 {
+        if !o.take_back(t) {
             self.routes[i].remove(&k);
-            return;
-        }
-        o.count -= 1;
-        let lost = if o.count > 1 { LOST } else { 0 };
-        if t == o.min && t != o.max {
-            if o.flags & MIN_TWICE != 0 {
-                // Another is at `t`; whether a third is, is no longer known.
-                o.flags &= !MIN_TWICE;
-            } else {
-                o.min = o.max;
-                o.flags |= lost
-                    | if o.flags & MAX_TWICE != 0 {
-                        MIN_TWICE
-                    } else {
-                        0
-                    };
-            }
-        } else if t == o.max && t != o.min {
-            if o.flags & MAX_TWICE != 0 {
-                o.flags &= !MAX_TWICE;
-            } else {
-                o.max = o.min;
-                o.flags |= lost
-                    | if o.flags & MIN_TWICE != 0 {
-                        MAX_TWICE
-                    } else {
-                        0
-                    };
-            }
-        } else if t == o.min && o.flags & LOST != 0 {
-            if o.flags & MIN_TWICE != 0 {
-                // Another is at `t`, certain.
-                o.flags &= !(MIN_TWICE | MAX_TWICE);
-            } else {
-                // The one bound left goes, and what remains are observations whose times were
-                // given up when a bound went before: no time of theirs is certain, so none is
-                // kept (the route reads silent there rather than observed at a time it was
-                // not).
-                self.routes[i].remove(&k);
-            }
-        } else if t == o.min {
-            // Every one left is at `t` (none lost): seen twice if two are left.
-            o.flags = if o.count > 1 {
-                MIN_TWICE | MAX_TWICE
-            } else {
-                0
-            };
         }
     }
 
@@ -195,7 +148,7 @@ impl Kept {
 }
 
 /// Observation bounds of one route in one window: enough to decide silence exactly.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Obs {
     pub(super) min: i64,
     pub(super) max: i64,
@@ -216,17 +169,7 @@ pub(super) const MIN_TWICE: u8 = 2;
 pub(super) const MAX_TWICE: u8 = 4;
 
 impl Obs {
-    /// No observation yet, at `t` once [`Obs::add`]ed.
-    pub(super) fn new(t: i64) -> Obs {
-        Obs {
-            min: t,
-            max: t,
-            count: 0,
-            flags: 0,
-        }
-    }
-
-    /// Adds an observation at `t`.
+    /// Adds an observation at `t` (to a default `Obs`: the first).
     pub(super) fn add(&mut self, t: i64) {
         if self.count == 0 {
             (self.min, self.max) = (t, t);
@@ -253,6 +196,61 @@ impl Obs {
             }
         }
         self.count += 1;
+    }
+
+    /// Takes back an observation at `t` ([`Tally::unobserve`]): `false` when nothing is left
+    /// that the window can keep (the caller removes it).
+    fn take_back(&mut self, t: i64) -> bool {
+        if self.count <= 1 {
+            return false;
+        }
+        self.count -= 1;
+        let lost = if self.count > 1 { LOST } else { 0 };
+        if t == self.min && t != self.max {
+            self.give_up_bound(true, lost);
+        } else if t == self.max && t != self.min {
+            self.give_up_bound(false, lost);
+        } else if t == self.min && self.flags & LOST != 0 {
+            if self.flags & MIN_TWICE == 0 {
+                // The one bound left goes, and what remains are observations whose times were
+                // given up when a bound went before: no time of theirs is certain, so none is
+                // kept (the route reads silent there rather than observed at a time it was
+                // not).
+                return false;
+            }
+            // Another is at `t`, certain.
+            self.flags &= !(MIN_TWICE | MAX_TWICE);
+        } else if t == self.min {
+            // Every one left is at `t` (none lost): seen twice if two are left.
+            self.flags = if self.count > 1 {
+                MIN_TWICE | MAX_TWICE
+            } else {
+                0
+            };
+        }
+        true
+    }
+
+    /// One observation at the lower bound (`lower`) or the upper one taken back, others left:
+    /// the bound stays if it was seen twice (whether a third is at it is no longer known);
+    /// otherwise the other bound stands for what is left, `lost` (`LOST` or 0) telling whether
+    /// some of it lies between at times no longer known.
+    fn give_up_bound(&mut self, lower: bool, lost: u8) {
+        let (this, other) = if lower {
+            (MIN_TWICE, MAX_TWICE)
+        } else {
+            (MAX_TWICE, MIN_TWICE)
+        };
+        if self.flags & this != 0 {
+            self.flags &= !this;
+            return;
+        }
+        if lower {
+            self.min = self.max;
+        } else {
+            self.max = self.min;
+        }
+        self.flags |= lost | if self.flags & other != 0 { this } else { 0 };
     }
 
     /// `other`'s observations added (another partition's, of the same window).
@@ -347,7 +345,7 @@ mod tests {
         .unwrap();
         let mut t = Tally::new(&c.properties[0]);
         for &ts in times {
-            t.routes[0].entry(0).or_insert(Obs::new(ts)).add(ts);
+            t.routes[0].entry(0).or_default().add(ts);
         }
         t
     }
