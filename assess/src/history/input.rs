@@ -1,5 +1,6 @@
 //! What reading keeps of an event, and [`Batch`]es of events decoded off the caller's thread.
 
+use super::ahead::{Ahead, Populate, extent};
 use crate::contract::Contract;
 use crate::event::{Event, Kind};
 use crate::intern::{Interner, NameCache};
@@ -45,6 +46,8 @@ pub(super) struct ScopeTexts {
     pub(super) hashes: Vec<u128>,
     text: String,
     ends: Vec<u64>,
+    /// How far `hashes`, `ends` and `text` were made resident ([`ScopeTexts::append`]).
+    ahead: [Ahead; 3],
 }
 
 impl ScopeTexts {
@@ -79,14 +82,28 @@ impl ScopeTexts {
         &self.text[start as usize..self.ends[i] as usize]
     }
 
-    /// Appends `other`'s strings; returns the index its first one gets.
-    pub(super) fn append(&mut self, other: ScopeTexts) -> u32 {
+    /// Appends `other`'s strings, this one's pages made resident ahead through `hook` (see
+    /// `ahead`); returns the index its first one gets.
+    pub(super) fn append(&mut self, other: ScopeTexts, hook: Option<Populate>) -> u32 {
         let base = self.hashes.len() as u32;
         u32::try_from(self.hashes.len() + other.hashes.len())
             .ok()
             .filter(|&n| n < NONE)
             .expect("fewer than 2^32 - 1 scoped events");
         let offset = self.text.len() as u64;
+        let [hashes, ends, text] = &mut self.ahead;
+        hashes.before(
+            hook,
+            extent(&self.hashes, self.hashes.capacity()),
+            other.hashes.len() * 16,
+        );
+        ends.before(
+            hook,
+            extent(&self.ends, self.ends.capacity()),
+            other.ends.len() * 8,
+        );
+        let t = self.text.as_bytes();
+        text.before(hook, extent(t, self.text.capacity()), other.text.len());
         self.hashes.extend_from_slice(&other.hashes);
         self.text.push_str(&other.text);
         self.ends.extend(other.ends.iter().map(|e| e + offset));
@@ -227,6 +244,7 @@ impl Batch {
                 hashes: Vec::with_capacity(events),
                 text: String::with_capacity(events.saturating_mul(16)),
                 ends: Vec::with_capacity(events),
+                ahead: Default::default(),
             },
             malformed: Vec::new(),
             tally: Tally::default(),

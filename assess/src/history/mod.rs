@@ -15,6 +15,7 @@
 //! does not depend on the number of threads.
 
 mod acc;
+mod ahead;
 mod attest;
 mod conclude;
 mod input;
@@ -25,6 +26,7 @@ mod state;
 mod sweep;
 
 pub use crate::rules::{CONTEXT_EVENTS, MALFORMED_SAMPLES, SAMPLES_PER_REASON};
+pub use ahead::Populate;
 pub use input::{Batch, SourceId};
 pub use spill::{SpillStore, Spilled, parts_for};
 pub use state::{History, MAX_LISTED_WINDOWS};

@@ -2,6 +2,7 @@
 //! runs the assessment over them.
 
 use super::acc::Acc;
+use super::ahead::{self, Ahead, Populate};
 use super::input::{self, Batch, ScopeTexts, SeqTrack, SourceId, Tally, later};
 use crate::contract::{Compiled, Contract};
 use crate::event::{Event, Kind};
@@ -51,6 +52,10 @@ pub struct History {
     /// noted as records are added: without one, settling duplicates skips a serial pass over
     /// every record (~3% of a large `check`, with the other core idle).
     pub(super) order_keys: bool,
+    /// Makes the arrays' pages resident ahead of the copies ([`History::populate_with`]).
+    pub(super) populate: Option<Populate>,
+    /// How far `recs` was made resident.
+    pub(super) recs_ahead: Ahead,
 }
 
 impl History {
@@ -76,6 +81,8 @@ impl History {
             seqs_outside: None,
             ranges,
             order_keys: false,
+            populate: None,
+            recs_ahead: Ahead::default(),
         }
     }
 
@@ -104,6 +111,13 @@ impl History {
     /// depend on it.
     pub fn set_threads(&mut self, threads: usize) {
         self.threads = threads.max(1);
+    }
+
+    /// Has the pages of the arrays that [`History::append`] copies batches into made
+    /// resident a few megabytes ahead of the copies by `hook` (`MADV_POPULATE_WRITE`, say),
+    /// rather than faulted in a page at a time by them.
+    pub fn populate_with(&mut self, hook: Populate) {
+        self.populate = Some(hook);
     }
 
     /// Reserves room for about `events` more events (e.g. estimated from input sizes), which
@@ -169,7 +183,7 @@ impl History {
             .map(|i| self.strings.intern(strings.resolve(i)))
             .collect();
         let id = |i: u32| if i == NONE { NONE } else { ids[i as usize] };
-        let base = self.scopes.append(scopes);
+        let base = self.scopes.append(scopes, self.populate);
         let first = self.recs.len() as u32;
         self.attests
             .extend(attests.into_iter().map(|(i, a)| (first + i, a)));
@@ -189,6 +203,9 @@ impl History {
             order_keys |= note(seqs, ranges, r, idx);
         }
         self.order_keys |= order_keys;
+        let extent = ahead::extent(&self.recs, self.recs.capacity());
+        let more = std::mem::size_of_val(recs.as_slice());
+        self.recs_ahead.before(self.populate, extent, more);
         self.recs.extend_from_slice(&recs);
     }
 
