@@ -201,11 +201,10 @@ impl Live {
                 let t = &mut prop.tally;
                 t.cxs_dropped = t.cxs_dropped.saturating_sub(1);
                 let k = t.series.index(dk.0);
-                if let Some(o) = t.dropped_at.get_mut(&k) {
-                    o.count -= 1;
-                    if o.count == 0 {
-                        t.dropped_at.remove(&k);
-                    }
+                if let Some(o) = t.dropped_at.get_mut(&k)
+                    && !o.take_back_enclosed(dk.0)
+                {
+                    t.dropped_at.remove(&k);
                 }
                 cx.is_final = true;
                 cx.settled_ids = vec![dk.1];

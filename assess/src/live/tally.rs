@@ -167,6 +167,11 @@ pub(super) const LOST: u8 = 1;
 pub(super) const MIN_TWICE: u8 = 2;
 /// [`Obs::flags`]: at least two observations are at `max`.
 pub(super) const MAX_TWICE: u8 = 4;
+/// [`Obs::flags`], of dropped counterexamples ([`Tally::dropped_at`]): the bounds still enclose
+/// every observation, but one may no longer be one (taken back by
+/// [`Obs::take_back_enclosed`]). Session 36 reads the bit as exact bounds (as it kept them);
+/// versions before it, which read a `bool`, skip a summary with it ("unreadable summary").
+pub(super) const LOOSE: u8 = 8;
 
 impl Obs {
     /// Adds an observation at `t` (to a default `Obs`: the first).
@@ -231,6 +236,31 @@ impl Obs {
         true
     }
 
+    /// Takes back an observation at `t` where losing track of one must not lose it (a
+    /// dropped counterexample taken over by a new representative, `cxs`): the bounds stay,
+    /// still enclosing every observation left, [`LOOSE`] when `t` was a bound not known to
+    /// be held twice. `false` when none is left (the caller removes it). Moving the bound in,
+    /// as [`Obs::take_back`] does for route silence, would place dropped counterexamples at
+    /// a time they are not known to be: an assurance over a range holding only the bound
+    /// taken back read `refuted` (session 37, found by comparing a run with the detail
+    /// dropped against one keeping it).
+    pub(super) fn take_back_enclosed(&mut self, t: i64) -> bool {
+        if self.count <= 1 {
+            return false;
+        }
+        self.count -= 1;
+        for (bound, twice) in [(self.min, MIN_TWICE), (self.max, MAX_TWICE)] {
+            if t == bound {
+                if self.flags & twice != 0 {
+                    self.flags &= !twice;
+                } else {
+                    self.flags |= LOOSE;
+                }
+            }
+        }
+        true
+    }
+
     /// One observation at the lower bound (`lower`) or the upper one taken back, others left:
     /// the bound stays if it was seen twice (whether a third is at it is no longer known);
     /// otherwise the other bound stands for what is left, `lost` (`LOST` or 0) telling whether
@@ -265,7 +295,7 @@ impl Obs {
             std::cmp::Ordering::Greater => self.flags & MAX_TWICE,
             std::cmp::Ordering::Less => other.flags & MAX_TWICE,
         };
-        self.flags = ((self.flags | other.flags) & LOST) | min_twice | max_twice;
+        self.flags = ((self.flags | other.flags) & (LOST | LOOSE)) | min_twice | max_twice;
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
         self.count += other.count;
@@ -386,6 +416,34 @@ mod tests {
         assert_eq!(bounds(&t), Some((30, 30, 2)));
         t.unobserve(0, 30);
         assert_eq!(bounds(&t), None);
+    }
+
+    /// A dropped counterexample taken back keeps the bounds enclosing what is left: a bound
+    /// held once is loose once taken back, one held twice stays exact, and merging with
+    /// another partition keeps it loose.
+    #[test]
+    fn taken_back_enclosed_bounds_stay_and_turn_loose() {
+        let obs = |times: &[i64]| {
+            let mut o = Obs::default();
+            times.iter().for_each(|&t| o.add(t));
+            o
+        };
+        let mut a = obs(&[10, 20, 30]);
+        assert!(a.take_back_enclosed(10));
+        assert_eq!((a.min, a.max, a.count, a.flags & LOOSE), (10, 30, 2, LOOSE));
+        let mut b = obs(&[10, 10, 30]);
+        assert!(b.take_back_enclosed(10));
+        assert_eq!((b.min, b.max, b.count, b.flags & LOOSE), (10, 30, 2, 0));
+        let mut c = obs(&[10, 20, 30]);
+        assert!(
+            c.take_back_enclosed(20),
+            "inside: the bounds are as exact as before"
+        );
+        assert_eq!((c.count, c.flags & LOOSE), (2, 0));
+        assert!(!obs(&[10]).take_back_enclosed(10), "none left");
+        let mut m = obs(&[5]);
+        m.merge(&a);
+        assert_eq!((m.min, m.max, m.count, m.flags & LOOSE), (5, 30, 3, LOOSE));
     }
 
     #[test]

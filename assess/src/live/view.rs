@@ -25,7 +25,7 @@ use super::emitters::{SeqRuns, merge_runs};
 use super::parts::{CxRef, EmitterRef, Part, Src};
 use super::state::{CxKey, Live, fingerprint};
 use super::summary::Summary;
-use super::tally::{Kept, Obs, Tally, count_undeclared};
+use super::tally::{Kept, LOOSE, Obs, Tally, count_undeclared};
 use crate::contract::Contract;
 use crate::finding::{Counterexample, Reason};
 use crate::report::Sample;
@@ -237,7 +237,8 @@ impl<'a> View<'a> {
 
     /// Dropped final counterexamples of property `p` with their stale event in `(lo, hi]`:
     /// how many are certainly there, and whether some may be (a window holding dropped ones
-    /// both before `lo` and after `hi`, none known inside).
+    /// both before `lo` and after `hi`, none known inside, or one whose bounds are no longer
+    /// all known times, [`LOOSE`], reaching into the range).
     pub(super) fn dropped_between(&self, p: usize, lo: i64, hi: i64) -> (u64, bool) {
         if hi <= lo {
             return (0, false);
@@ -248,11 +249,14 @@ impl<'a> View<'a> {
         let inside = |t: i64| t > lo && t <= hi;
         let (mut n, mut maybe) = (0, false);
         for o in at.range(k0..=k1).map(|(_, o)| o) {
+            // A bound is a dropped counterexample's time unless `LOOSE`; either way the
+            // bounds enclose all of them.
+            let exact = o.flags & LOOSE == 0;
             if inside(o.min) && inside(o.max) {
                 n += o.count;
-            } else if inside(o.min) || inside(o.max) {
+            } else if exact && (inside(o.min) || inside(o.max)) {
                 n += 1;
-            } else if o.min <= lo && o.max > hi {
+            } else if o.min <= hi && o.max > lo {
                 maybe = true;
             }
         }
