@@ -110,6 +110,15 @@ impl ScopeTexts {
         base
     }
 
+    /// `(base, len, cap)` of `ends` and `text`, in bytes (tests).
+    #[cfg(test)]
+    pub(super) fn extents(&self) -> [(usize, usize, usize); 2] {
+        [
+            extent(&self.ends, self.ends.capacity()),
+            extent(self.text.as_bytes(), self.text.capacity()),
+        ]
+    }
+
     pub(super) fn heap_bytes(&self) -> usize {
         self.hashes.capacity() * 16 + self.text.capacity() + self.ends.capacity() * 8
     }

@@ -153,8 +153,9 @@ pub(super) struct Obs {
     pub(super) min: i64,
     pub(super) max: i64,
     pub(super) count: u64,
-    /// [`LOST`], [`MIN_TWICE`], [`MAX_TWICE`]. Checkpoints before session 36 held `LOST`
-    /// alone, as a `bool`: the same byte, 0 or 1, read the same (neither bound known twice).
+    /// [`LOST`], [`MIN_TWICE`], [`MAX_TWICE`], and for dropped counterexamples [`LOOSE`].
+    /// Checkpoints before session 36 held `LOST` alone, as a `bool`: the same byte, 0 or 1,
+    /// read the same (neither bound known twice).
     pub(super) flags: u8,
 }
 
@@ -259,6 +260,23 @@ impl Obs {
             }
         }
         true
+    }
+
+    /// Of the dropped counterexamples these bounds hold (`dropped_at`), those with their stale
+    /// event in `(lo, hi]`: how many are certainly there, and whether some may be. Every one
+    /// lies in `[min, max]`; the bounds are times of ones unless [`LOOSE`]. So: all of them
+    /// when the range covers both bounds; one when it covers an exact bound; otherwise,
+    /// when the range meets `[min, max]`, maybe some.
+    pub(super) fn dropped_in(&self, lo: i64, hi: i64) -> (u64, bool) {
+        let inside = |t: i64| t > lo && t <= hi;
+        let exact = self.flags & LOOSE == 0;
+        if inside(self.min) && inside(self.max) {
+            (self.count, false)
+        } else if exact && (inside(self.min) || inside(self.max)) {
+            (1, false)
+        } else {
+            (0, self.min <= hi && self.max > lo)
+        }
     }
 
     /// One observation at the lower bound (`lower`) or the upper one taken back, others left:
@@ -444,6 +462,84 @@ mod tests {
         let mut m = obs(&[5]);
         m.merge(&a);
         assert_eq!((m.min, m.max, m.count, m.flags & LOOSE), (5, 30, 3, LOOSE));
+    }
+
+    /// Every state reached by adding and taking back (enclosed) dropped counterexamples at
+    /// four times, up to ten steps, alone and merged with any other: `dropped_in` never counts
+    /// more than lie in a range, and says `maybe` whenever it counts fewer than one that holds
+    /// some. (Session 37's helper review: the old reading of a window with its bound taken
+    /// back, or a twice flag not cleared, breaks this.)
+    #[test]
+    fn dropped_in_never_counts_what_is_not_there_nor_misses_what_is() {
+        use std::collections::BTreeSet;
+        type State = (i64, i64, u64, u8, [u8; 4]);
+        let key = |o: &Obs, live: [u8; 4]| (o.min, o.max, o.count, o.flags, live);
+        let of = |s: &State| Obs {
+            min: s.0,
+            max: s.1,
+            count: s.2,
+            flags: s.3,
+        };
+        let check = |o: &Obs, live: [u8; 4]| {
+            for lo in -1..4 {
+                for hi in lo + 1..5 {
+                    let there: u64 = (0..4i64)
+                        .filter(|&t| t > lo && t <= hi)
+                        .map(|t| u64::from(live[t as usize]))
+                        .sum();
+                    let (n, maybe) = o.dropped_in(lo, hi);
+                    assert!(n <= there, "{o:?} {live:?} ({lo}, {hi}]: {n} > {there}");
+                    assert!(
+                        there == 0 || n > 0 || maybe,
+                        "{o:?} {live:?} ({lo}, {hi}]: {there} missed"
+                    );
+                }
+            }
+        };
+        let mut seen: BTreeSet<State> = BTreeSet::new();
+        let mut layer: Vec<State> = Vec::new();
+        for t in 0..4 {
+            let mut o = Obs::default();
+            o.add(t);
+            let mut live = [0; 4];
+            live[t as usize] = 1;
+            layer.push(key(&o, live));
+        }
+        for _ in 0..10 {
+            let mut next = Vec::new();
+            for s in layer {
+                if !seen.insert(s) {
+                    continue;
+                }
+                let live = s.4;
+                check(&of(&s), live);
+                for t in 0..4i64 {
+                    let mut o = of(&s);
+                    let mut l = live;
+                    o.add(t);
+                    l[t as usize] += 1;
+                    next.push(key(&o, l));
+                    if live[t as usize] > 0 && s.2 > 1 {
+                        let mut o = of(&s);
+                        let mut l = live;
+                        assert!(o.take_back_enclosed(t));
+                        l[t as usize] -= 1;
+                        next.push(key(&o, l));
+                    }
+                }
+            }
+            layer = next;
+        }
+        let states: Vec<State> = seen.into_iter().collect();
+        assert!(states.len() > 1_000, "{} states", states.len());
+        for a in states.iter().step_by(7) {
+            for b in states.iter().step_by(5) {
+                let mut o = of(a);
+                o.merge(&of(b));
+                let live = std::array::from_fn(|i| a.4[i] + b.4[i]);
+                check(&o, live);
+            }
+        }
     }
 
     #[test]

@@ -25,7 +25,7 @@ use super::emitters::{SeqRuns, merge_runs};
 use super::parts::{CxRef, EmitterRef, Part, Src};
 use super::state::{CxKey, Live, fingerprint};
 use super::summary::Summary;
-use super::tally::{Kept, LOOSE, Obs, Tally, count_undeclared};
+use super::tally::{Kept, Obs, Tally, count_undeclared};
 use crate::contract::Contract;
 use crate::finding::{Counterexample, Reason};
 use crate::report::Sample;
@@ -238,7 +238,7 @@ impl<'a> View<'a> {
     /// Dropped final counterexamples of property `p` with their stale event in `(lo, hi]`:
     /// how many are certainly there, and whether some may be (a window holding dropped ones
     /// both before `lo` and after `hi`, none known inside, or one whose bounds are no longer
-    /// all known times, [`LOOSE`], reaching into the range).
+    /// all known times, [`LOOSE`](super::tally::LOOSE), reaching into the range).
     pub(super) fn dropped_between(&self, p: usize, lo: i64, hi: i64) -> (u64, bool) {
         if hi <= lo {
             return (0, false);
@@ -246,19 +246,11 @@ impl<'a> View<'a> {
         let at = self.merged(|s| &s.tally(p).dropped_at, merge_obs, BTreeMap::new);
         let w = self.contract.properties[p].window.0;
         let (k0, k1) = (lo.saturating_add(1).div_euclid(w), hi.div_euclid(w));
-        let inside = |t: i64| t > lo && t <= hi;
         let (mut n, mut maybe) = (0, false);
         for o in at.range(k0..=k1).map(|(_, o)| o) {
-            // A bound is a dropped counterexample's time unless `LOOSE`; either way the
-            // bounds enclose all of them.
-            let exact = o.flags & LOOSE == 0;
-            if inside(o.min) && inside(o.max) {
-                n += o.count;
-            } else if exact && (inside(o.min) || inside(o.max)) {
-                n += 1;
-            } else if o.min <= hi && o.max > lo {
-                maybe = true;
-            }
+            let (certain, may) = o.dropped_in(lo, hi);
+            n += certain;
+            maybe |= may;
         }
         (n, maybe)
     }
