@@ -153,7 +153,8 @@ pub(super) struct Obs {
     pub(super) min: i64,
     pub(super) max: i64,
     pub(super) count: u64,
-    /// [`LOST`], [`MIN_TWICE`], [`MAX_TWICE`], and for dropped counterexamples [`LOOSE`].
+    /// [`LOST`], [`MIN_TWICE`], [`MAX_TWICE`], and for dropped counterexamples [`MIN_LOOSE`],
+    /// [`MAX_LOOSE`].
     /// Checkpoints before session 36 held `LOST` alone, as a `bool`: the same byte, 0 or 1,
     /// read the same (neither bound known twice).
     pub(super) flags: u8,
@@ -168,11 +169,13 @@ pub(super) const LOST: u8 = 1;
 pub(super) const MIN_TWICE: u8 = 2;
 /// [`Obs::flags`]: at least two observations are at `max`.
 pub(super) const MAX_TWICE: u8 = 4;
-/// [`Obs::flags`], of dropped counterexamples ([`Tally::dropped_at`]): the bounds still enclose
-/// every observation, but one may no longer be one (taken back by
-/// [`Obs::take_back_enclosed`]). Session 36 reads the bit as exact bounds (as it kept them);
+/// [`Obs::flags`], of dropped counterexamples ([`Tally::dropped_at`]): `min` still bounds
+/// every observation from below but may no longer be one's time (taken back by
+/// [`Obs::take_back_enclosed`]). Session 36 reads the bit as an exact bound (as it kept it);
 /// versions before it, which read a `bool`, skip a summary with it ("unreadable summary").
-pub(super) const LOOSE: u8 = 8;
+pub(super) const MIN_LOOSE: u8 = 8;
+/// [`Obs::flags`]: as [`MIN_LOOSE`], for `max`.
+pub(super) const MAX_LOOSE: u8 = 16;
 
 impl Obs {
     /// Adds an observation at `t` (to a default `Obs`: the first).
@@ -182,23 +185,24 @@ impl Obs {
         } else {
             // Every observation at one time (none lost): all hold the bound that stays.
             let all = self.count > 1 && self.min == self.max && self.flags & LOST == 0;
+            // At a loose bound (`MIN_LOOSE`, `MAX_LOOSE`), `t` makes it exact, held once.
             if t < self.min {
                 self.min = t;
-                self.flags &= !MIN_TWICE;
+                self.flags &= !(MIN_TWICE | MIN_LOOSE);
                 if all {
                     self.flags |= MAX_TWICE;
                 }
             } else if t == self.min {
-                self.flags |= MIN_TWICE;
+                self.flags = exact_or_twice(self.flags, MIN_TWICE, MIN_LOOSE);
             }
             if t > self.max {
                 self.max = t;
-                self.flags &= !MAX_TWICE;
+                self.flags &= !(MAX_TWICE | MAX_LOOSE);
                 if all {
                     self.flags |= MIN_TWICE;
                 }
             } else if t == self.max {
-                self.flags |= MAX_TWICE;
+                self.flags = exact_or_twice(self.flags, MAX_TWICE, MAX_LOOSE);
             }
         }
         self.count += 1;
@@ -239,8 +243,8 @@ impl Obs {
 
     /// Takes back an observation at `t` where losing track of one must not lose it (a
     /// dropped counterexample taken over by a new representative, `cxs`): the bounds stay,
-    /// still enclosing every observation left, [`LOOSE`] when `t` was a bound not known to
-    /// be held twice. `false` when none is left (the caller removes it). Moving the bound in,
+    /// still enclosing every observation left, a bound loose ([`MIN_LOOSE`], [`MAX_LOOSE`])
+    /// when `t` was it and it was not known to be held twice. `false` when none is left (the caller removes it). Moving the bound in,
     /// as [`Obs::take_back`] does for route silence, would place dropped counterexamples at
     /// a time they are not known to be: an assurance over a range holding only the bound
     /// taken back read `refuted` (session 37, found by comparing a run with the detail
@@ -250,12 +254,15 @@ impl Obs {
             return false;
         }
         self.count -= 1;
-        for (bound, twice) in [(self.min, MIN_TWICE), (self.max, MAX_TWICE)] {
+        for (bound, twice, loose) in [
+            (self.min, MIN_TWICE, MIN_LOOSE),
+            (self.max, MAX_TWICE, MAX_LOOSE),
+        ] {
             if t == bound {
                 if self.flags & twice != 0 {
                     self.flags &= !twice;
                 } else {
-                    self.flags |= LOOSE;
+                    self.flags |= loose;
                 }
             }
         }
@@ -264,15 +271,17 @@ impl Obs {
 
     /// Of the dropped counterexamples these bounds hold (`dropped_at`), those with their stale
     /// event in `(lo, hi]`: how many are certainly there, and whether some may be. Every one
-    /// lies in `[min, max]`; the bounds are times of ones unless [`LOOSE`]. So: all of them
-    /// when the range covers both bounds; one when it covers an exact bound; otherwise,
-    /// when the range meets `[min, max]`, maybe some.
+    /// lies in `[min, max]`; a bound is one's time unless loose ([`MIN_LOOSE`],
+    /// [`MAX_LOOSE`]; both are when they are equal). So: all of them when the range covers
+    /// both bounds; one when it covers an exact bound; otherwise, when the range meets
+    /// `[min, max]`, maybe some.
     pub(super) fn dropped_in(&self, lo: i64, hi: i64) -> (u64, bool) {
         let inside = |t: i64| t > lo && t <= hi;
-        let exact = self.flags & LOOSE == 0;
+        let point = self.min == self.max;
+        let exact = |loose: u8| point || self.flags & loose == 0;
         if inside(self.min) && inside(self.max) {
             (self.count, false)
-        } else if exact && (inside(self.min) || inside(self.max)) {
+        } else if (exact(MIN_LOOSE) && inside(self.min)) || (exact(MAX_LOOSE) && inside(self.max)) {
             (1, false)
         } else {
             (0, self.min <= hi && self.max > lo)
@@ -303,20 +312,43 @@ impl Obs {
 
     /// `other`'s observations added (another partition's, of the same window).
     pub(super) fn merge(&mut self, other: &Obs) {
-        let min_twice = match self.min.cmp(&other.min) {
-            std::cmp::Ordering::Equal => MIN_TWICE,
-            std::cmp::Ordering::Less => self.flags & MIN_TWICE,
-            std::cmp::Ordering::Greater => other.flags & MIN_TWICE,
+        let (a, b) = (self.flags, other.flags);
+        let min = match self.min.cmp(&other.min) {
+            std::cmp::Ordering::Equal => merged_bound(a, b, MIN_TWICE, MIN_LOOSE),
+            std::cmp::Ordering::Less => a & (MIN_TWICE | MIN_LOOSE),
+            std::cmp::Ordering::Greater => b & (MIN_TWICE | MIN_LOOSE),
         };
-        let max_twice = match self.max.cmp(&other.max) {
-            std::cmp::Ordering::Equal => MAX_TWICE,
-            std::cmp::Ordering::Greater => self.flags & MAX_TWICE,
-            std::cmp::Ordering::Less => other.flags & MAX_TWICE,
+        let max = match self.max.cmp(&other.max) {
+            std::cmp::Ordering::Equal => merged_bound(a, b, MAX_TWICE, MAX_LOOSE),
+            std::cmp::Ordering::Greater => a & (MAX_TWICE | MAX_LOOSE),
+            std::cmp::Ordering::Less => b & (MAX_TWICE | MAX_LOOSE),
         };
-        self.flags = ((self.flags | other.flags) & (LOST | LOOSE)) | min_twice | max_twice;
+        self.flags = ((a | b) & LOST) | min | max;
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
         self.count += other.count;
+    }
+}
+
+/// `flags` with one more observation at a bound whose bits are `twice` and `loose`: a loose
+/// bound becomes exact (held once), an exact one held twice.
+fn exact_or_twice(flags: u8, twice: u8, loose: u8) -> u8 {
+    if flags & loose != 0 {
+        flags & !loose
+    } else {
+        flags | twice
+    }
+}
+
+/// The `twice` and `loose` bits of a bound two partitions share, from their flags `a` and
+/// `b`: held twice when both hold it, as the one holding it when one does, loose when
+/// neither does.
+fn merged_bound(a: u8, b: u8, twice: u8, loose: u8) -> u8 {
+    match (a & loose == 0, b & loose == 0) {
+        (true, true) => twice,
+        (true, false) => a & twice,
+        (false, true) => b & twice,
+        (false, false) => loose,
     }
 }
 
@@ -437,8 +469,9 @@ mod tests {
     }
 
     /// A dropped counterexample taken back keeps the bounds enclosing what is left: a bound
-    /// held once is loose once taken back, one held twice stays exact, and merging with
-    /// another partition keeps it loose.
+    /// held once is loose once taken back, one held twice stays exact, an observation at a
+    /// loose bound makes it exact again, and merging keeps a bound exact where either
+    /// partition holds it.
     #[test]
     fn taken_back_enclosed_bounds_stay_and_turn_loose() {
         let obs = |times: &[i64]| {
@@ -446,28 +479,49 @@ mod tests {
             times.iter().for_each(|&t| o.add(t));
             o
         };
+        let loose = MIN_LOOSE | MAX_LOOSE;
         let mut a = obs(&[10, 20, 30]);
         assert!(a.take_back_enclosed(10));
-        assert_eq!((a.min, a.max, a.count, a.flags & LOOSE), (10, 30, 2, LOOSE));
+        assert_eq!(
+            (a.min, a.max, a.count, a.flags & loose),
+            (10, 30, 2, MIN_LOOSE)
+        );
+        // The session's helper's example: 30 is still a time, (29, 30] holds one.
+        assert_eq!(a.dropped_in(29, 30), (1, false));
+        assert_eq!(a.dropped_in(9, 10), (0, true));
         let mut b = obs(&[10, 10, 30]);
         assert!(b.take_back_enclosed(10));
-        assert_eq!((b.min, b.max, b.count, b.flags & LOOSE), (10, 30, 2, 0));
+        assert_eq!((b.min, b.max, b.count, b.flags & loose), (10, 30, 2, 0));
         let mut c = obs(&[10, 20, 30]);
         assert!(
             c.take_back_enclosed(20),
             "inside: the bounds are as exact as before"
         );
-        assert_eq!((c.count, c.flags & LOOSE), (2, 0));
+        assert_eq!((c.count, c.flags & loose), (2, 0));
         assert!(!obs(&[10]).take_back_enclosed(10), "none left");
+        let mut d = a;
+        d.add(10);
+        assert_eq!(
+            (d.flags & loose, d.flags & MIN_TWICE),
+            (0, 0),
+            "exact, held once"
+        );
         let mut m = obs(&[5]);
         m.merge(&a);
-        assert_eq!((m.min, m.max, m.count, m.flags & LOOSE), (5, 30, 3, LOOSE));
+        assert_eq!((m.min, m.max, m.count, m.flags & loose), (5, 30, 3, 0));
+        let mut n = obs(&[10]);
+        n.merge(&a);
+        assert_eq!(
+            (n.min, n.flags & (loose | MIN_TWICE)),
+            (10, 0),
+            "exact, held once"
+        );
     }
 
     /// Every state reached by adding and taking back (enclosed) dropped counterexamples at
-    /// four times, up to ten steps, alone and merged with any other: `dropped_in` never counts
-    /// more than lie in a range, and says `maybe` whenever it counts fewer than one that holds
-    /// some. (Session 37's helper review: the old reading of a window with its bound taken
+    /// four times, up to ten steps, alone and merged with any other: an exact bound is a time
+    /// held (twice when so flagged), `dropped_in` never counts more than lie in a range, and
+    /// says `maybe` whenever it counts fewer than one that holds some. (Session 37's helper review: the old reading of a window with its bound taken
     /// back, or a twice flag not cleared, breaks this.)
     #[test]
     fn dropped_in_never_counts_what_is_not_there_nor_misses_what_is() {
@@ -481,6 +535,15 @@ mod tests {
             flags: s.3,
         };
         let check = |o: &Obs, live: [u8; 4]| {
+            // An exact bound is a time held (twice when so flagged).
+            for (bound, twice, loose) in
+                [(o.min, MIN_TWICE, MIN_LOOSE), (o.max, MAX_TWICE, MAX_LOOSE)]
+            {
+                let held = live[bound as usize];
+                if o.flags & loose == 0 {
+                    assert!(held > u8::from(o.flags & twice != 0), "{o:?} {live:?}");
+                }
+            }
             for lo in -1..4 {
                 for hi in lo + 1..5 {
                     let there: u64 = (0..4i64)

@@ -238,7 +238,7 @@ impl<'a> View<'a> {
     /// Dropped final counterexamples of property `p` with their stale event in `(lo, hi]`:
     /// how many are certainly there, and whether some may be (a window holding dropped ones
     /// both before `lo` and after `hi`, none known inside, or one whose bounds are no longer
-    /// all known times, [`LOOSE`](super::tally::LOOSE), reaching into the range).
+    /// all known times, [`MIN_LOOSE`](super::tally::MIN_LOOSE), reaching into the range).
     pub(super) fn dropped_between(&self, p: usize, lo: i64, hi: i64) -> (u64, bool) {
         if hi <= lo {
             return (0, false);
