@@ -733,6 +733,19 @@ fn dropped_detail_changes_nothing_but_certainty(
     wrong
 }
 
+/// Numbers below `n`, drawn by a xorshift generator seeded with `seed`.
+fn draws(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut x = seed
+        .wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407);
+    move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    }
+}
+
 fn held_by(mut e: Event<'static>, holder: &'static str) -> Event<'static> {
     e.holder = Some(holder);
     e
@@ -774,15 +787,7 @@ fn a_dropped_counterexample_taken_over_leaves_no_time_behind() {
 #[test]
 fn dropped_counterexamples_change_no_verdict_but_to_unknown() {
     for seed in 0..400u64 {
-        let mut x = seed
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rnd = draws(seed);
         let cap = 1 + rnd(2) as usize;
         let mut events = vec![commit("s", 3, 0), commit("u", 3, 1), commit("t", 1, 5_000)];
         for _ in 0..2 + rnd(8) {
@@ -804,15 +809,7 @@ fn dropped_counterexamples_change_no_verdict_but_to_unknown() {
 #[test]
 fn dropped_counterexamples_among_withdrawn_ones_change_no_verdict_but_to_unknown() {
     for seed in 0..150u64 {
-        let mut x = seed
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rnd = draws(seed);
         let cap = 1 + rnd(2) as usize;
         let base = [0i64, 4_800][rnd(2) as usize];
         let mut events = vec![commit("s", 3, base), commit("u", 3, base + 1)];
