@@ -56,6 +56,19 @@ impl Ahead {
     }
 }
 
+impl Ahead {
+    /// [`Ahead::before`] the elements `more` are appended to the array `v` whose allocation
+    /// holds `cap` of them.
+    pub(super) fn before_append<T>(
+        &mut self,
+        hook: Option<Populate>,
+        (v, cap): (&[T], usize),
+        more: &[T],
+    ) {
+        self.before(hook, extent(v, cap), std::mem::size_of_val(more));
+    }
+}
+
 /// `(base, len, cap)` of a vector, in bytes, for [`Ahead::before`].
 pub(super) fn extent<T>(v: &[T], cap: usize) -> (usize, usize, usize) {
     (

@@ -1,6 +1,6 @@
 //! What reading keeps of an event, and [`Batch`]es of events decoded off the caller's thread.
 
-use super::ahead::{Ahead, Populate, extent};
+use super::ahead::{Ahead, Populate};
 use crate::contract::Contract;
 use crate::event::{Event, Kind};
 use crate::intern::{Interner, NameCache};
@@ -92,18 +92,11 @@ impl ScopeTexts {
             .expect("fewer than 2^32 - 1 scoped events");
         let offset = self.text.len() as u64;
         let [hashes, ends, text] = &mut self.ahead;
-        hashes.before(
-            hook,
-            extent(&self.hashes, self.hashes.capacity()),
-            other.hashes.len() * 16,
-        );
-        ends.before(
-            hook,
-            extent(&self.ends, self.ends.capacity()),
-            other.ends.len() * 8,
-        );
-        let t = self.text.as_bytes();
-        text.before(hook, extent(t, self.text.capacity()), other.text.len());
+        let cap = self.hashes.capacity();
+        hashes.before_append(hook, (&self.hashes, cap), &other.hashes);
+        ends.before_append(hook, (&self.ends, self.ends.capacity()), &other.ends);
+        let t = (self.text.as_bytes(), self.text.capacity());
+        text.before_append(hook, t, other.text.as_bytes());
         self.hashes.extend_from_slice(&other.hashes);
         self.text.push_str(&other.text);
         self.ends.extend(other.ends.iter().map(|e| e + offset));
@@ -114,8 +107,8 @@ impl ScopeTexts {
     #[cfg(test)]
     pub(super) fn extents(&self) -> [(usize, usize, usize); 2] {
         [
-            extent(&self.ends, self.ends.capacity()),
-            extent(self.text.as_bytes(), self.text.capacity()),
+            super::ahead::extent(&self.ends, self.ends.capacity()),
+            super::ahead::extent(self.text.as_bytes(), self.text.capacity()),
         ]
     }
 

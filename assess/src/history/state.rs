@@ -2,7 +2,7 @@
 //! runs the assessment over them.
 
 use super::acc::Acc;
-use super::ahead::{self, Ahead, Populate};
+use super::ahead::{Ahead, Populate};
 use super::input::{self, Batch, ScopeTexts, SeqTrack, SourceId, Tally, later};
 use crate::contract::{Compiled, Contract};
 use crate::event::{Event, Kind};
@@ -203,9 +203,9 @@ impl History {
             order_keys |= note(seqs, ranges, r, idx);
         }
         self.order_keys |= order_keys;
-        let extent = ahead::extent(&self.recs, self.recs.capacity());
-        let more = std::mem::size_of_val(recs.as_slice());
-        self.recs_ahead.before(self.populate, extent, more);
+        let cap = self.recs.capacity();
+        self.recs_ahead
+            .before_append(self.populate, (&self.recs, cap), &recs);
         self.recs.extend_from_slice(&recs);
     }
 

@@ -244,11 +244,11 @@ impl Obs {
     /// Takes back an observation at `t` where losing track of one must not lose it (a
     /// dropped counterexample taken over by a new representative, `cxs`): the bounds stay,
     /// still enclosing every observation left, a bound loose ([`MIN_LOOSE`], [`MAX_LOOSE`])
-    /// when `t` was it and it was not known to be held twice. `false` when none is left (the caller removes it). Moving the bound in,
-    /// as [`Obs::take_back`] does for route silence, would place dropped counterexamples at
-    /// a time they are not known to be: an assurance over a range holding only the bound
-    /// taken back read `refuted` (session 37, found by comparing a run with the detail
-    /// dropped against one keeping it).
+    /// when `t` was it and it was not known to be held twice. `false` when none is left (the
+    /// caller removes it). Moving the bound in, as [`Obs::take_back`] does for route
+    /// silence, would place dropped counterexamples at a time they are not known to be: an
+    /// assurance over a range holding only the bound taken back read `refuted` (session 37,
+    /// found by comparing a run with the detail dropped against one keeping it).
     pub(super) fn take_back_enclosed(&mut self, t: i64) -> bool {
         if self.count <= 1 {
             return false;
@@ -521,8 +521,9 @@ mod tests {
     /// Every state reached by adding and taking back (enclosed) dropped counterexamples at
     /// four times, up to ten steps, alone and merged with any other: an exact bound is a time
     /// held (twice when so flagged), `dropped_in` never counts more than lie in a range, and
-    /// says `maybe` whenever it counts fewer than one that holds some. (Session 37's helper review: the old reading of a window with its bound taken
-    /// back, or a twice flag not cleared, breaks this.)
+    /// says `maybe` whenever it counts fewer than one that holds some. (Session 37's helper
+    /// review: the old reading of a window with its bound taken back, or a twice flag not
+    /// cleared, breaks this.)
     #[test]
     fn dropped_in_never_counts_what_is_not_there_nor_misses_what_is() {
         use std::collections::BTreeSet;
