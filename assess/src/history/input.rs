@@ -119,7 +119,10 @@ impl ScopeTexts {
 
 /// Admits a decoded event ([`rules::admit`]) into a record with its names interned (through
 /// the cache in front of the interner), counted in `tally`: `Ok(None)` when it is valid but
-/// not kept (unattributed, without an (emitter, seq) to track).
+/// not kept (unattributed, without an (emitter, seq) to track). Always inlined: out of line,
+/// its 72-byte record went back through a `Result` (decoding a 2.1M-event file's chunks on
+/// one thread 0.244 -> 0.240 s, best of 9, four alternated rounds).
+#[inline(always)]
 pub(super) fn admit(
     contract: &Contract,
     ev: &Event<'_>,
