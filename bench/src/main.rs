@@ -278,6 +278,23 @@ fn truth_stale(path: &Path) -> Result<u64> {
     Ok(v["counterexamples"]["stale_commit"].as_u64().unwrap_or(0))
 }
 
+/// Refuses a file whose first event carries its `ts` as text (RFC 3339): the SQL peers read
+/// `ts` as integer nanoseconds (the query of SPEC §7 takes the skew from it), as does the serde
+/// baseline, and would fail after the first timed runs with an Arrow or DuckDB error. A first
+/// line that is not such an event is left to the runs to report.
+fn require_integer_ts(first_line: &[u8]) -> Result<()> {
+    let Ok(serde_json::Value::Object(event)) = serde_json::from_slice(first_line) else {
+        return Ok(());
+    };
+    if let Some(serde_json::Value::String(ts)) = event.get("ts") {
+        bail!(
+            "the first event's `ts` is text ({ts:?}): the SQL peers and the serde baseline read \
+             `ts` as integer nanoseconds; generate the file without `--rfc3339`"
+        );
+    }
+    Ok(())
+}
+
 fn run(args: &RunArgs) -> Result<()> {
     let (Some(file), Some(contract)) = (&args.file, &args.contract) else {
         bail!("FILE and --contract are required");
@@ -295,6 +312,17 @@ fn run(args: &RunArgs) -> Result<()> {
     let bytes = std::fs::metadata(file)
         .with_context(|| format!("opening {}", file.display()))?
         .len();
+
+    let mut first = Vec::new();
+    let opened =
+        std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?;
+    std::io::BufRead::read_until(
+        &mut std::io::BufReader::new(std::io::Read::take(opened, 1 << 20)),
+        b'\n',
+        &mut first,
+    )
+    .context("reading the file's first line")?;
+    require_integer_ts(&first).with_context(|| file.display().to_string())?;
 
     // Warm the page cache so the first timed run does not pay for the disk.
     std::io::copy(
@@ -428,6 +456,20 @@ mod tests {
         assert_eq!(c.stale_commit, 2);
         assert_eq!(c.events, 7);
         assert_eq!(c.verdict, "refuted");
+    }
+
+    #[test]
+    fn a_file_of_rfc3339_times_is_refused_up_front() {
+        let text = br#"{"kind":"commit","ts":"2025-11-29T12:00:00Z","scope":"s","epoch":1}
+"#;
+        let e = require_integer_ts(text).unwrap_err().to_string();
+        assert!(e.contains("--rfc3339"), "{e}");
+        let nanos = br#"{"kind":"commit","ts":1764417600000000000,"scope":"s","epoch":1}
+"#;
+        require_integer_ts(nanos).unwrap();
+        // Not an event, or no line at all: left to the runs.
+        require_integer_ts(b"[1, 2]\n").unwrap();
+        require_integer_ts(b"").unwrap();
     }
 
     #[test]
