@@ -42,7 +42,10 @@ pub(super) fn same_attestation(attests: &[(u32, AttestRec)], a: u32, b: u32) -> 
 }
 
 /// Keeps the admitted record `rec` of `ev`, with its attestation content when it is one (the
-/// batch's and the history's push alike).
+/// batch's and the history's push alike). Always inlined, so that the record is written into
+/// the vector, not copied there from the caller's stack (decoding a 2.1M-event file's chunks
+/// on one thread 0.2387–0.2444 → 0.2348–0.2372 s, best of 9, four alternated rounds).
+#[inline(always)]
 pub(super) fn keep(
     recs: &mut Vec<Rec>,
     attests: &mut Vec<(u32, AttestRec)>,
