@@ -261,17 +261,18 @@ fn string_end(b: &[u8], start: usize) -> Option<usize> {
     const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
     // The high bit of each byte of `x` that is zero (exact up to the first such byte).
     let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+    // What the first special byte `at` (`"`, `\`, below 0x20 or 0x80 and above) makes of it.
+    let ended_at = |at: usize| match b[at] {
+        b'"' => Some(at),
+        0x80.. => non_ascii_end(b, start, at),
+        _ => None,
+    };
     let mut i = start;
     #[cfg(target_arch = "x86_64")]
     while let Some(chunk) = b.get(i..i + 16) {
         let special = special16(chunk.try_into().expect("sixteen bytes"));
         if special != 0 {
-            let at = i + special.trailing_zeros() as usize;
-            return match b[at] {
-                b'"' => Some(at),
-                0x80.. => non_ascii_end(b, start, at),
-                _ => None,
-            };
+            return ended_at(i + special.trailing_zeros() as usize);
         }
         i += 16;
     }
@@ -283,12 +284,7 @@ fn string_end(b: &[u8], start: usize) -> Option<usize> {
             | (v.wrapping_sub(ONES * 0x20) & !v & HIGH)
             | (v & HIGH);
         if special != 0 {
-            let at = i + (special.trailing_zeros() / 8) as usize;
-            return match b[at] {
-                b'"' => Some(at),
-                0x80.. => non_ascii_end(b, start, at),
-                _ => None,
-            };
+            return ended_at(i + (special.trailing_zeros() / 8) as usize);
         }
         i += 8;
     }
