@@ -171,9 +171,9 @@ mod tests {
             }
             let spans = [
                 extent(&h.recs, h.recs.capacity()),
-                extent(&h.scopes.hashes, h.scopes.hashes.capacity()),
                 h.scopes.extents()[0],
                 h.scopes.extents()[1],
+                h.scopes.extents()[2],
             ];
             let report = serde_json::to_string(&h.finish()).expect("json");
             (report, spans)

@@ -34,23 +34,42 @@ pub(super) fn later(a: Option<i64>, b: Option<i64>) -> Option<i64> {
     }
 }
 
-/// The scope hash: XXH3's 128-bit variant.
-fn scope_hash(s: &str) -> u128 {
-    xxhash_rust::xxh3::xxh3_128(s.as_bytes())
+/// The scope hash as kept: the top 96 bits of XXH3's 128-bit variant, most significant word
+/// first (12 bytes; all of it was 16 and nothing read the low 32 bits: see
+/// `History::assess_events` for the odds of two scopes sharing 96 bits).
+fn scope_hash(s: &str) -> [u32; 3] {
+    let h = xxhash_rust::xxh3::xxh3_128(s.as_bytes());
+    [(h >> 96) as u32, (h >> 64) as u32, (h >> 32) as u32]
 }
 
 /// The scope of every scoped event, in reading order (a record's `scope` indexes it): the names
-/// in one arena, each with its 128-bit hash, which is what tells scopes apart.
+/// in one arena, each with its hash, which is what tells scopes apart.
 #[derive(Debug, Default)]
 pub(super) struct ScopeTexts {
-    pub(super) hashes: Vec<u128>,
+    hashes: Vec<[u32; 3]>,
     text: String,
-    ends: Vec<u64>,
+    /// Where each name ends in `text`, its low 32 bits; `wraps` holds the high ones.
+    ends: Vec<u32>,
+    /// For each multiple k of 2^32 that `text` reached, the first name ending at or past it:
+    /// a name's end is `ends[i]` plus 2^32 for each entry at or before `i` (4 bytes a scope
+    /// instead of 8, for a text that rarely passes 4 GiB).
+    wraps: Vec<u32>,
     /// How far `hashes`, `ends` and `text` were made resident ([`ScopeTexts::append`]).
     ahead: [Ahead; 3],
 }
 
 impl ScopeTexts {
+    /// Room for `events` names, their text at 16 bytes a name (see [`ScopeTexts::reserve`]).
+    pub(super) fn with_capacity(events: usize) -> ScopeTexts {
+        ScopeTexts {
+            hashes: Vec::with_capacity(events),
+            text: String::with_capacity(events.saturating_mul(16)),
+            ends: Vec::with_capacity(events),
+            wraps: Vec::new(),
+            ahead: Default::default(),
+        }
+    }
+
     pub(super) fn push(&mut self, s: &str) -> u32 {
         let i = u32::try_from(self.hashes.len())
             .ok()
@@ -58,13 +77,29 @@ impl ScopeTexts {
             .expect("fewer than 2^32 - 1 scoped events");
         self.hashes.push(scope_hash(s));
         self.text.push_str(s);
-        self.ends.push(self.text.len() as u64);
+        self.push_end(i, self.text.len() as u64);
         i
+    }
+
+    /// Notes that name `i` ends at `end`, the next to be noted.
+    #[inline(always)]
+    fn push_end(&mut self, i: u32, end: u64) {
+        while end >> 32 > self.wraps.len() as u64 {
+            self.wraps.push(i);
+        }
+        self.ends.push(end as u32);
+    }
+
+    /// Scope `i`'s hash: its 96 bits, as the top of a `u128` (the low 32 bits zero).
+    #[inline(always)]
+    pub(super) fn hash(&self, i: u32) -> u128 {
+        let [a, b, c] = self.hashes[i as usize];
+        (u128::from(a) << 96) | (u128::from(b) << 64) | (u128::from(c) << 32)
     }
 
     /// The hash of a record's scope, which tells scopes apart (see `History::assess_events`).
     pub(super) fn key(&self, r: &Rec) -> Option<u128> {
-        r.has_scope().then(|| self.hashes[r.scope as usize])
+        r.has_scope().then(|| self.hash(r.scope))
     }
 
     /// Room for `n` more, and for their text at 16 bytes a scope (an address space reserved,
@@ -76,10 +111,16 @@ impl ScopeTexts {
         self.text.reserve(n.saturating_mul(16));
     }
 
+    /// Where name `i` ends in `text`.
+    fn end(&self, i: usize) -> usize {
+        let high = self.wraps.partition_point(|&w| w as usize <= i) as u64;
+        ((high << 32) | u64::from(self.ends[i])) as usize
+    }
+
     pub(super) fn get(&self, i: u32) -> &str {
         let i = i as usize;
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.text[start as usize..self.ends[i] as usize]
+        let start = if i == 0 { 0 } else { self.end(i - 1) };
+        &self.text[start..self.end(i)]
     }
 
     /// Appends `other`'s strings, this one's pages made resident ahead through `hook` (see
@@ -99,21 +140,43 @@ impl ScopeTexts {
         text.before_append(hook, t, other.text.as_bytes());
         self.hashes.extend_from_slice(&other.hashes);
         self.text.push_str(&other.text);
-        self.ends.extend(other.ends.iter().map(|e| e + offset));
+        self.append_ends(base, offset, &other);
         base
     }
 
-    /// `(base, len, cap)` of `ends` and `text`, in bytes (tests).
+    /// Notes the ends of `other`'s names, the first of them name `base`, its text appended at
+    /// `offset`.
+    fn append_ends(&mut self, base: u32, offset: u64, other: &ScopeTexts) {
+        let last = other
+            .ends
+            .len()
+            .checked_sub(1)
+            .map_or(0, |j| other.end(j) as u64);
+        if offset >> 32 == (offset + last) >> 32 {
+            // Within one 4 GiB stretch (every append but one in 4 GiB): low words only.
+            let low = offset as u32;
+            self.ends.extend(other.ends.iter().map(|&e| low + e));
+        } else {
+            for j in 0..other.ends.len() {
+                self.push_end(base + j as u32, offset + other.end(j) as u64);
+            }
+        }
+    }
+
+    /// `(base, len, cap)` of `hashes`, `ends` and `text`, in bytes (tests).
     #[cfg(test)]
-    pub(super) fn extents(&self) -> [(usize, usize, usize); 2] {
+    pub(super) fn extents(&self) -> [(usize, usize, usize); 3] {
         [
+            super::ahead::extent(&self.hashes, self.hashes.capacity()),
             super::ahead::extent(&self.ends, self.ends.capacity()),
             super::ahead::extent(self.text.as_bytes(), self.text.capacity()),
         ]
     }
 
     pub(super) fn heap_bytes(&self) -> usize {
-        self.hashes.capacity() * 16 + self.text.capacity() + self.ends.capacity() * 8
+        self.hashes.capacity() * std::mem::size_of::<[u32; 3]>()
+            + self.text.capacity()
+            + (self.ends.capacity() + self.wraps.capacity()) * 4
     }
 }
 
@@ -245,12 +308,7 @@ impl Batch {
             names: NameCache::new(),
             // Scope texts at 16 bytes a scope (as `ScopeTexts::reserve`): grown by doubling
             // from nothing, they were ~800 reallocs and copies over 210k events.
-            scopes: ScopeTexts {
-                hashes: Vec::with_capacity(events),
-                text: String::with_capacity(events.saturating_mul(16)),
-                ends: Vec::with_capacity(events),
-                ahead: Default::default(),
-            },
+            scopes: ScopeTexts::with_capacity(events),
             malformed: Vec::new(),
             tally: Tally::default(),
             attests: Vec::new(),
@@ -290,5 +348,63 @@ impl Batch {
             prior: self.tally.max_valid_ts,
             message,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ScopeTexts;
+
+    /// Names of `lens` bytes noted from `start` (no text: only where each ends), and the ends
+    /// a 64-bit array would hold.
+    fn ends_from(t: &mut ScopeTexts, start: u64, lens: &[u64]) -> Vec<u64> {
+        let mut end = start;
+        lens.iter()
+            .map(|&n| {
+                end += n;
+                t.push_end(t.ends.len() as u32, end);
+                end
+            })
+            .collect()
+    }
+
+    proptest::proptest! {
+        /// Ends kept in 32 bits and the 4 GiB marks passed give back the 64-bit ends, names
+        /// noted one by one or appended a batch at a time, across any number of marks.
+        #[test]
+        fn ends_past_4_gib_are_read_back(
+            batches in proptest::collection::vec(
+                proptest::collection::vec(
+                    proptest::prop_oneof![0u64..64, 1u64 << 30..3u64 << 31],
+                    0..6,
+                ),
+                1..8,
+            ),
+            start in proptest::prop_oneof![0u64..16, (1u64 << 32) - 40..(1u64 << 32)],
+        ) {
+            let mut whole = ScopeTexts::default();
+            let mut want = ends_from(&mut whole, 0, &[start]);
+            for lens in &batches {
+                let mut batch = ScopeTexts::default();
+                let rel = ends_from(&mut batch, 0, lens);
+                let offset = *want.last().expect("one end");
+                let base = whole.ends.len() as u32;
+                whole.append_ends(base, offset, &batch);
+                want.extend(rel.iter().map(|e| e + offset));
+            }
+            let got: Vec<u64> = (0..want.len()).map(|i| whole.end(i) as u64).collect();
+            proptest::prop_assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn hashes_keep_the_top_96_bits() {
+        let mut t = ScopeTexts::default();
+        let i = t.push("order-1");
+        let full = xxhash_rust::xxh3::xxh3_128(b"order-1");
+        assert_eq!(t.hash(i), full & !u128::from(u32::MAX));
+        assert_eq!(t.get(i), "order-1");
+        let j = t.push("order-2");
+        assert_ne!(t.hash(j), t.hash(i));
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Events are pushed in reading order, one by one or as [`Batch`]es decoded off the caller's
 //! thread, admitted by the per-event rules (the crate's `rules`) and kept as compact records with
-//! interned names; a scope is kept as its name and a 128-bit hash, with no table to look it up
+//! interned names; a scope is kept as its name and a 96-bit hash, with no table to look it up
 //! in while reading (`input`). Nothing is decided until [`History::finish`] (`state`), when the
 //! end of input is the end of time:
 //! 1. duplicates are settled by their keys and telemetry gaps found per emitter (`settle`);

@@ -32,7 +32,7 @@ impl History {
             out.last_event_time = Some(out.last_event_time.map_or(t, |m| m.max(t)));
         }
         let recs = &self.recs;
-        let hashes = &self.scopes.hashes;
+        let scopes = &self.scopes;
         let mut idx: Vec<u32> = (0..recs.len() as u32)
             .filter(|&i| {
                 let r = &recs[i as usize];
@@ -46,7 +46,7 @@ impl History {
         if !idx.iter().any(|&i| recs[i as usize].has(REJECTED)) {
             return out;
         }
-        let key = |r: &Rec| (r.prop, hashes[r.scope as usize], r.inc);
+        let key = |r: &Rec| (r.prop, scopes.hash(r.scope), r.inc);
         idx.sort_unstable_by_key(|&i| key(&recs[i as usize]));
         for group in idx.chunk_by(|&a, &b| key(&recs[a as usize]) == key(&recs[b as usize])) {
             let first = &recs[group[0] as usize];

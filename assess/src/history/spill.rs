@@ -197,7 +197,7 @@ impl<S: SpillStore> Spilled<S> {
             let name = |id: u32| (id != NONE).then(|| strings.resolve(id));
             let scope = r
                 .has_scope()
-                .then(|| (scopes.hashes[r.scope as usize], scopes.get(r.scope)));
+                .then(|| (scopes.hash(r.scope), scopes.get(r.scope)));
             super::state::note_range(&mut self.ranges, r);
             let idx = self.next_idx;
             self.next_idx += 1;

@@ -110,7 +110,7 @@ impl History {
     /// The per-event reasons ([`History::per_event`]) and the per-scope sweeps over every
     /// (property, scope) group, on up to `threads` threads.
     ///
-    /// Scopes are told apart by their hash (XXH3's 128-bit variant; here, its top 96 bits)
+    /// Scopes are told apart by their hash (the top 96 bits of XXH3's 128-bit variant)
     /// rather than by comparing names: for a billion distinct scopes the chance that any two
     /// share those bits is about 6·10^-12 (10^-21 for all 128), far below that of a memory
     /// error, while a table of names costs a random memory access per event, which was most of
@@ -150,7 +150,7 @@ impl History {
             keyed: Vec<Keyed>,
         }
         let recs = &self.recs;
-        let hashes = &self.scopes.hashes;
+        let scopes = &self.scopes;
         let member = |r: &Rec| {
             r.prop != UNATTRIBUTED
                 && r.has_scope()
@@ -174,7 +174,7 @@ impl History {
             let mut starts = vec![0u32; nbuckets + 1];
             self.per_event(recs, &mut accs, |r| {
                 if member(r) {
-                    starts[bucket(hashes[r.scope as usize]) + 1] += 1;
+                    starts[bucket(scopes.hash(r.scope)) + 1] += 1;
                 }
             });
             // Each part folds its own route observations into runs, on its own thread; the
@@ -192,7 +192,7 @@ impl History {
                 if !member(r) {
                     continue;
                 }
-                let h = hashes[r.scope as usize];
+                let h = scopes.hash(r.scope);
                 let at = &mut fill[bucket(h)];
                 keyed[*at as usize] = Keyed {
                     hi: (h >> 64) as u64,
