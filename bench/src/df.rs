@@ -22,22 +22,34 @@ pub(crate) fn sql(skew_ns: i64) -> Result<String> {
     Ok(SQL_TEMPLATE.replace("<skew+1>", &offset.to_string()))
 }
 
-/// The explicit schema of table `events`: every column nullable.
-fn schema() -> Schema {
+/// The explicit schema of the file: every column nullable, `ts` as text when `text_ts`.
+fn schema(text_ts: bool) -> Schema {
+    let ts = if text_ts {
+        DataType::Utf8
+    } else {
+        DataType::Int64
+    };
     Schema::new(vec![
         Field::new("kind", DataType::Utf8, true),
         Field::new("scope", DataType::Utf8, true),
         Field::new("epoch", DataType::UInt64, true),
-        Field::new("ts", DataType::Int64, true),
+        Field::new("ts", ts, true),
         Field::new("route", DataType::Utf8, true),
         Field::new("holder", DataType::Utf8, true),
         Field::new("outcome", DataType::Utf8, true),
     ])
 }
 
+/// Table `events` over a file whose `ts` is RFC 3339 text (table `raw`): the text cast to a
+/// nanosecond timestamp (Arrow's parser: offsets applied, nine fraction digits kept), then to
+/// its integer.
+const TEXT_TS_VIEW: &str = "CREATE VIEW events AS SELECT kind, scope, epoch, \
+CAST(CAST(ts AS TIMESTAMP) AS BIGINT) AS ts, route, holder, outcome FROM raw";
+
 /// Registers `path` as table `events` and runs the SQL on a multi-threaded Tokio runtime with
-/// DataFusion's default configuration (one partition per core). Returns the stale count.
-pub(crate) fn count_stale(path: &Path, skew_ns: i64) -> Result<u64> {
+/// DataFusion's default configuration (one partition per core). Returns the stale count. With
+/// `text_ts`, the file's `ts` is RFC 3339 text, converted in the table ([`TEXT_TS_VIEW`]).
+pub(crate) fn count_stale(path: &Path, skew_ns: i64, text_ts: bool) -> Result<u64> {
     let sql = sql(skew_ns)?;
     let path = path
         .canonicalize()
@@ -58,13 +70,19 @@ pub(crate) fn count_stale(path: &Path, skew_ns: i64) -> Result<u64> {
         .context("starting the Tokio runtime")?;
     runtime.block_on(async move {
         let ctx = SessionContext::new();
-        let schema = schema();
+        let schema = schema(text_ts);
         let options = JsonReadOptions::default()
             .schema(&schema)
             .file_extension(&extension);
-        ctx.register_json("events", &path_str, options)
+        let table = if text_ts { "raw" } else { "events" };
+        ctx.register_json(table, &path_str, options)
             .await
-            .with_context(|| format!("registering {path_str} as table events"))?;
+            .with_context(|| format!("registering {path_str} as table {table}"))?;
+        if text_ts {
+            ctx.sql(TEXT_TS_VIEW)
+                .await
+                .context("creating the view of ts as nanoseconds")?;
+        }
         let batches = ctx
             .sql(&sql)
             .await
@@ -87,6 +105,52 @@ pub(crate) fn count_stale(path: &Path, skew_ns: i64) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Three commits of one scope, epoch 2 then two of epoch 1 a second and two seconds later
+    /// (two stale), `ts` as given.
+    fn three_commits(ts: [&str; 3]) -> String {
+        let [a, b, c] = ts;
+        format!(
+            "{{\"kind\":\"commit\",\"ts\":{a},\"scope\":\"s\",\"epoch\":2}}\n\
+             {{\"kind\":\"commit\",\"ts\":{b},\"scope\":\"s\",\"epoch\":1}}\n\
+             {{\"kind\":\"commit\",\"ts\":{c},\"scope\":\"s\",\"epoch\":1}}\n"
+        )
+    }
+
+    #[test]
+    fn rfc3339_times_count_as_their_nanoseconds() {
+        let dir = std::env::temp_dir();
+        let text = dir.join(format!("fwb-text-{}.ndjson", std::process::id()));
+        let nanos = dir.join(format!("fwb-nanos-{}.ndjson", std::process::id()));
+        // Offsets applied, lower case taken, nine fraction digits kept: 12:00:00.000000001 UTC,
+        // then 12:00:00.000000002 and 12:00:01: both stale with a skew of 0, only the last
+        // with a skew of 1 ns (the first one's window ends skew + 1 before it).
+        let t = three_commits([
+            "\"2025-11-29t14:00:00.000000001+02:00\"",
+            "\"2025-11-29T10:30:00.000000002-01:30\"",
+            "\"2025-11-29T12:00:01Z\"",
+        ]);
+        let n = three_commits([
+            "1764417600000000001",
+            "1764417600000000002",
+            "1764417601000000000",
+        ]);
+        std::fs::write(&text, t).unwrap();
+        std::fs::write(&nanos, n).unwrap();
+        for (skew, want) in [(0, 2), (1, 1)] {
+            assert_eq!(count_stale(&text, skew, true).unwrap(), want, "skew {skew}");
+            assert_eq!(
+                count_stale(&nanos, skew, false).unwrap(),
+                want,
+                "skew {skew}"
+            );
+        }
+        // Read as integers, text times fail the run (what `--text-ts` is for).
+        let e = count_stale(&text, 0, false).unwrap_err();
+        assert!(format!("{e:#}").contains("as Int64"), "{e:#}");
+        std::fs::remove_file(&text).unwrap();
+        std::fs::remove_file(&nanos).unwrap();
+    }
 
     #[test]
     fn substitutes_the_offset() {

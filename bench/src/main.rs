@@ -38,7 +38,8 @@ struct Cli {
 
 #[derive(Debug, clap::Args)]
 struct RunArgs {
-    /// The NDJSON file (integer `ts`), as written by `fencewatch simulate`.
+    /// The NDJSON file, as written by `fencewatch simulate` (`ts` integer nanoseconds, or RFC
+    /// 3339 text with `--rfc3339`: the first line decides which for every peer).
     #[arg(required = true)]
     file: Option<PathBuf>,
     /// The contract passed to `fencewatch check`; its first property's clock_skew is the skew.
@@ -74,6 +75,9 @@ enum Mode {
     Serde {
         /// The NDJSON file.
         file: PathBuf,
+        /// `ts` is RFC 3339 text (parsed as a string), not integer nanoseconds.
+        #[arg(long)]
+        text_ts: bool,
     },
     /// One run of the SPEC §7 SQL over FILE; prints {"count","seconds"}.
     Datafusion {
@@ -82,14 +86,21 @@ enum Mode {
         /// Clock skew in nanoseconds (the SQL's window ends skew+1 before each row).
         #[arg(long, default_value_t = DEFAULT_SKEW_NS)]
         skew_ns: i64,
+        /// `ts` is RFC 3339 text, converted to nanoseconds in the table.
+        #[arg(long)]
+        text_ts: bool,
     },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.mode {
-        Some(Mode::Serde { file }) => serde_mode(&file),
-        Some(Mode::Datafusion { file, skew_ns }) => datafusion_mode(&file, skew_ns),
+        Some(Mode::Serde { file, text_ts }) => serde_mode(&file, text_ts),
+        Some(Mode::Datafusion {
+            file,
+            skew_ns,
+            text_ts,
+        }) => datafusion_mode(&file, skew_ns, text_ts),
         None => run(&cli.run),
     };
     match result {
@@ -101,9 +112,9 @@ fn main() -> ExitCode {
     }
 }
 
-fn serde_mode(file: &Path) -> Result<()> {
+fn serde_mode(file: &Path, text_ts: bool) -> Result<()> {
     let start = Instant::now();
-    let count = serde_parse::parse_file(file)?;
+    let count = serde_parse::parse_file(file, text_ts)?;
     let seconds = start.elapsed().as_secs_f64();
     let out =
         serde_json::json!({"events": count.events, "errors": count.errors, "seconds": seconds});
@@ -111,9 +122,9 @@ fn serde_mode(file: &Path) -> Result<()> {
     Ok(())
 }
 
-fn datafusion_mode(file: &Path, skew_ns: i64) -> Result<()> {
+fn datafusion_mode(file: &Path, skew_ns: i64, text_ts: bool) -> Result<()> {
     let start = Instant::now();
-    let count = df::count_stale(file, skew_ns)?;
+    let count = df::count_stale(file, skew_ns, text_ts)?;
     let seconds = start.elapsed().as_secs_f64();
     println!(
         "{}",
@@ -278,21 +289,15 @@ fn truth_stale(path: &Path) -> Result<u64> {
     Ok(v["counterexamples"]["stale_commit"].as_u64().unwrap_or(0))
 }
 
-/// Refuses a file whose first event carries its `ts` as text (RFC 3339): the SQL peers read
-/// `ts` as integer nanoseconds (the query of SPEC §7 takes the skew from it), as does the serde
-/// baseline, and would fail after the first timed runs with an Arrow or DuckDB error. A first
-/// line that is not such an event is left to the runs to report.
-fn require_integer_ts(first_line: &[u8]) -> Result<()> {
-    let Ok(serde_json::Value::Object(event)) = serde_json::from_slice(first_line) else {
-        return Ok(());
-    };
-    if let Some(serde_json::Value::String(ts)) = event.get("ts") {
-        bail!(
-            "the first event's `ts` is text ({ts:?}): the SQL peers and the serde baseline read \
-             `ts` as integer nanoseconds; generate the file without `--rfc3339`"
-        );
-    }
-    Ok(())
+/// Whether the file's first line, an event, carries `ts` as text (RFC 3339, `simulate
+/// --rfc3339`) rather than integer nanoseconds: every peer is then told to read it so (the SQL
+/// peers convert it to nanoseconds in their table, the serde baseline parses it as a string).
+/// Anything else (not an event, no line) reads as integers, left to the runs to judge.
+fn ts_is_text(first_line: &[u8]) -> bool {
+    matches!(
+        serde_json::from_slice(first_line),
+        Ok(serde_json::Value::Object(event)) if event.get("ts").is_some_and(serde_json::Value::is_string)
+    )
 }
 
 fn run(args: &RunArgs) -> Result<()> {
@@ -325,7 +330,7 @@ fn run(args: &RunArgs) -> Result<()> {
         &mut first,
     )
     .context("reading the file's first line")?;
-    require_integer_ts(&first).with_context(|| file.display().to_string())?;
+    let text_ts = ts_is_text(&first);
     std::io::copy(&mut reader, &mut std::io::sink()).context("reading the file")?;
 
     let mut serde_s = Vec::new();
@@ -337,6 +342,14 @@ fn run(args: &RunArgs) -> Result<()> {
     let mut duck = SqlPeer::default();
     let use_duckdb = args.duckdb_python != "none";
     let mut notes = Vec::new();
+    if text_ts {
+        notes.push(
+            "ts is RFC 3339 text: the SQL peers convert it to nanoseconds in their table \
+             (DataFusion CAST(CAST(ts AS TIMESTAMP) AS BIGINT), DuckDB \
+             epoch_ns(CAST(ts AS TIMESTAMP_NS))), serde parses it as a string"
+                .to_owned(),
+        );
+    }
 
     // Interleaved, so that drift of the machine hits all three alike.
     for i in 0..args.runs {
@@ -347,7 +360,12 @@ fn run(args: &RunArgs) -> Result<()> {
                 args.runs
             );
         }
-        let (s, code, out) = timed(Command::new(&me).arg("serde").arg(file), "serde")?;
+        let mut serde = Command::new(&me);
+        serde
+            .arg("serde")
+            .arg(file)
+            .args(text_ts.then_some("--text-ts"));
+        let (s, code, out) = timed(&mut serde, "serde")?;
         if code != 0 {
             bail!("serde run exited with {code}");
         }
@@ -379,7 +397,8 @@ fn run(args: &RunArgs) -> Result<()> {
                 .arg("datafusion")
                 .arg(file)
                 .arg("--skew-ns")
-                .arg(skew_ns.to_string()),
+                .arg(skew_ns.to_string())
+                .args(text_ts.then_some("--text-ts")),
             "datafusion",
             "",
             i,
@@ -390,7 +409,8 @@ fn run(args: &RunArgs) -> Result<()> {
                 Command::new(&args.duckdb_python)
                     .arg(DUCKDB_PEER)
                     .arg(file)
-                    .arg(df::sql(skew_ns)?),
+                    .arg(df::sql(skew_ns)?)
+                    .args(text_ts.then_some("text-ts")),
                 "duckdb",
                 " (is the `duckdb` Python package installed? `--duckdb-python none` leaves it out)",
                 i,
@@ -456,17 +476,79 @@ mod tests {
     }
 
     #[test]
-    fn a_file_of_rfc3339_times_is_refused_up_front() {
+    fn the_first_line_tells_text_times_from_nanoseconds() {
         let text = br#"{"kind":"commit","ts":"2025-11-29T12:00:00Z","scope":"s","epoch":1}
 "#;
-        let e = require_integer_ts(text).unwrap_err().to_string();
-        assert!(e.contains("--rfc3339"), "{e}");
+        assert!(ts_is_text(text));
         let nanos = br#"{"kind":"commit","ts":1764417600000000000,"scope":"s","epoch":1}
 "#;
-        require_integer_ts(nanos).unwrap();
-        // Not an event, or no line at all: left to the runs.
-        require_integer_ts(b"[1, 2]\n").unwrap();
-        require_integer_ts(b"").unwrap();
+        assert!(!ts_is_text(nanos));
+        // Not an event, or no line at all: integers, left to the runs.
+        assert!(!ts_is_text(b"[1, 2]\n"));
+        assert!(!ts_is_text(b""));
+    }
+
+    /// The DuckDB peer counts RFC 3339 times as their nanoseconds: offsets applied (which
+    /// DuckDB's own cast drops), lower case taken, nine fraction digits kept.
+    #[test]
+    fn the_duckdb_peer_reads_rfc3339_times_as_nanoseconds() {
+        let has_duckdb = Command::new("python3")
+            .args(["-c", "import duckdb"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !has_duckdb {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "the Python duckdb package is needed (pip install duckdb)"
+            );
+            eprintln!("skipped: the Python duckdb package is not installed");
+            return;
+        }
+        let line = |ts: &str, epoch: u32| {
+            format!(r#"{{"kind":"commit","ts":{ts},"scope":"s","epoch":{epoch}}}"#)
+        };
+        let dir = std::env::temp_dir();
+        let files = [
+            (
+                dir.join(format!("fwb-duck-text-{}.ndjson", std::process::id())),
+                [
+                    r#""2025-11-29t14:00:00.000000001+02:00""#,
+                    r#""2025-11-29T10:30:00.000000002-01:30""#,
+                    r#""2025-11-29T12:00:01Z""#,
+                ],
+                true,
+            ),
+            (
+                dir.join(format!("fwb-duck-nanos-{}.ndjson", std::process::id())),
+                [
+                    "1764417600000000001",
+                    "1764417600000000002",
+                    "1764417601000000000",
+                ],
+                false,
+            ),
+        ];
+        for (path, ts, text) in &files {
+            let body = [line(ts[0], 2), line(ts[1], 1), line(ts[2], 1)].join("\n");
+            std::fs::write(path, body + "\n").unwrap();
+            for (skew, want) in [(0, 2), (1, 1)] {
+                let out = Command::new("python3")
+                    .arg(DUCKDB_PEER)
+                    .arg(path)
+                    .arg(df::sql(skew).unwrap())
+                    .args(text.then_some("text-ts"))
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let o: SqlOut = serde_json::from_slice(&out.stdout).unwrap();
+                assert_eq!(o.count, want, "{} skew {skew}", path.display());
+            }
+            std::fs::remove_file(path).unwrap();
+        }
     }
 
     #[test]
@@ -475,7 +557,21 @@ mod tests {
         assert!(c.mode.is_none());
         assert_eq!(c.run.runs, 3);
         let c = Cli::try_parse_from(["b", "datafusion", "f.ndjson", "--skew-ns", "5"]).unwrap();
-        assert!(matches!(c.mode, Some(Mode::Datafusion { skew_ns: 5, .. })));
+        assert!(matches!(
+            c.mode,
+            Some(Mode::Datafusion {
+                skew_ns: 5,
+                text_ts: false,
+                ..
+            })
+        ));
+        let c = Cli::try_parse_from(["b", "datafusion", "f.ndjson", "--text-ts"]).unwrap();
+        assert!(matches!(
+            c.mode,
+            Some(Mode::Datafusion { text_ts: true, .. })
+        ));
+        let c = Cli::try_parse_from(["b", "serde", "f.ndjson", "--text-ts"]).unwrap();
+        assert!(matches!(c.mode, Some(Mode::Serde { text_ts: true, .. })));
         assert!(Cli::try_parse_from(["b", "f.ndjson"]).is_err());
     }
 }

@@ -7,21 +7,22 @@ use std::hint::black_box;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-/// One event as the benchmark files carry it (integer `ts`), borrowing its strings from the
-/// line. Only the fields of event schema v1; anything else on the line is skipped by serde.
+/// One event as the benchmark files carry it, `ts` of type `T` (integer nanoseconds, or RFC
+/// 3339 text borrowed from the line and left unparsed), its strings borrowed from the line.
+/// Only the fields of event schema v1; anything else on the line is skipped by serde.
 #[derive(Debug, Deserialize)]
 #[allow(
     dead_code,
     reason = "the fields are parsed for the measurement, never read"
 )]
-struct Ev<'a> {
+struct Ev<'a, T> {
     kind: &'a str,
     #[serde(borrow)]
     scope: Option<&'a str>,
     epoch: Option<u64>,
     incarnation: Option<u64>,
     order: Option<u64>,
-    ts: i64,
+    ts: T,
     #[serde(borrow)]
     route: Option<&'a str>,
     #[serde(borrow)]
@@ -38,13 +39,14 @@ struct Ev<'a> {
 pub(crate) struct ParseCount {
     /// Lines parsed into an [`Ev`].
     pub(crate) events: u64,
-    /// Non-blank lines that did not parse (bad JSON, a string with escapes, a string `ts`).
+    /// Non-blank lines that did not parse (bad JSON, a string with escapes, a `ts` of the
+    /// other form).
     pub(crate) errors: u64,
 }
 
 /// Reads `path` line by line through a 1 MiB `BufReader` and parses every non-blank line with
-/// `serde_json::from_slice`.
-pub(crate) fn parse_file(path: &Path) -> Result<ParseCount> {
+/// `serde_json::from_slice`, its `ts` as text when `text_ts`, else as an integer.
+pub(crate) fn parse_file(path: &Path, text_ts: bool) -> Result<ParseCount> {
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
     let mut line = Vec::with_capacity(1024);
@@ -64,13 +66,37 @@ pub(crate) fn parse_file(path: &Path) -> Result<ParseCount> {
         if bytes.is_empty() {
             continue;
         }
-        match serde_json::from_slice::<Ev<'_>>(black_box(bytes)) {
-            Ok(ev) => {
+        let parsed = if text_ts {
+            serde_json::from_slice::<Ev<'_, &str>>(black_box(bytes)).map(|ev| {
                 black_box(&ev);
-                count.events += 1;
-            }
+            })
+        } else {
+            serde_json::from_slice::<Ev<'_, i64>>(black_box(bytes)).map(|ev| {
+                black_box(&ev);
+            })
+        };
+        match parsed {
+            Ok(()) => count.events += 1,
             Err(_) => count.errors += 1,
         }
     }
     Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_read_in_the_form_asked_for() {
+        let path = std::env::temp_dir().join(format!("fwb-serde-{}.ndjson", std::process::id()));
+        let text = r#"{"kind":"commit","ts":"2025-11-29T12:00:00Z","scope":"s","epoch":1}"#;
+        let nanos = r#"{"kind":"commit","ts":1764417600000000000,"scope":"s","epoch":1}"#;
+        std::fs::write(&path, format!("{text}\n{text}\n\n{nanos}\n")).unwrap();
+        let as_text = parse_file(&path, true).unwrap();
+        let as_nanos = parse_file(&path, false).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!((as_text.events, as_text.errors), (2, 1));
+        assert_eq!((as_nanos.events, as_nanos.errors), (1, 2));
+    }
 }
