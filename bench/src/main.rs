@@ -346,7 +346,8 @@ fn run(args: &RunArgs) -> Result<()> {
         notes.push(
             "ts is RFC 3339 text: the SQL peers convert it to nanoseconds in their table \
              (DataFusion CAST(CAST(ts AS TIMESTAMP) AS BIGINT), DuckDB \
-             epoch_ns(CAST(ts AS TIMESTAMP_NS))), serde parses it as a string"
+             epoch_ns(CAST(upper(ts) AS TIMESTAMP_NS)) less the text's UTC offset, which \
+             DuckDB's cast drops), serde parses it as a string"
                 .to_owned(),
         );
     }
