@@ -32,6 +32,40 @@ fn prefetch(r: &Rec) {
     let _ = r;
 }
 
+/// Items `0..items` taken in turn by up to `threads` threads, each taking the next one as it
+/// is free (both phases of [`History::assess_events`]): a thread's state starts as `init()`
+/// and `work(&mut state, k)` is called for each item `k` it takes; returns the states, one a
+/// thread that ran.
+fn in_turns<S: Send>(
+    threads: usize,
+    items: usize,
+    init: impl Fn() -> S + Sync,
+    work: impl Fn(&mut S, usize) + Sync,
+) -> Vec<S> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (init, work, next) = (&init, &work, &next);
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..threads.min(items))
+            .map(|_| {
+                sc.spawn(move || {
+                    let mut state = init();
+                    loop {
+                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if k >= items {
+                            break state;
+                        }
+                        work(&mut state, k);
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("sweep thread"))
+            .collect()
+    })
+}
+
 /// Events of one property counted in one window: `[lo, hi)`, `n` of them, one at `t`.
 #[derive(Debug, Clone, Copy)]
 struct EventRun {
@@ -283,27 +317,14 @@ impl History {
             // events, the first phase's threads took 56 and 82 ms, 64 and 81).
             let per = recs.len().div_ceil(threads * 4).max(1);
             let starts: Vec<usize> = (0..recs.len()).step_by(per).collect();
-            let next = std::sync::atomic::AtomicUsize::new(0);
-            let mut done: Vec<(usize, Part)> = std::thread::scope(|sc| {
-                let handles: Vec<_> = (0..threads.min(starts.len()))
-                    .map(|_| {
-                        let (first, empty, next, starts) = (&first, &empty, &next, &starts);
-                        sc.spawn(move || {
-                            let mut mine = Vec::new();
-                            loop {
-                                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                                let Some(&lo) = starts.get(k) else { break };
-                                mine.push((k, first(lo, (lo + per).min(recs.len()), empty())));
-                            }
-                            mine
-                        })
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .flat_map(|h| h.join().expect("event thread"))
-                    .collect()
-            });
+            let mut done: Vec<(usize, Part)> =
+                in_turns(threads, starts.len(), Vec::new, |mine: &mut Vec<_>, k| {
+                    let lo = starts[k];
+                    mine.push((k, first(lo, (lo + per).min(recs.len()), empty())));
+                })
+                .into_iter()
+                .flatten()
+                .collect();
             done.sort_unstable_by_key(|&(k, _)| k);
             done.into_iter().map(|(_, part)| part).collect()
         };
@@ -333,26 +354,8 @@ impl History {
             second(0, nbuckets, &parts, &mut local);
             locals.push(local);
         } else {
-            let (parts, cuts) = (&parts, &cuts);
-            let next = std::sync::atomic::AtomicUsize::new(0);
-            locals.extend(std::thread::scope(|sc| {
-                let handles: Vec<_> = (0..threads)
-                    .map(|_| {
-                        let (second, next, mut local) = (&second, &next, empty());
-                        sc.spawn(move || {
-                            loop {
-                                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                                let Some(w) = cuts.get(k..k + 2) else { break };
-                                second(w[0], w[1], parts, &mut local);
-                            }
-                            local
-                        })
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("scope group thread"))
-                    .collect::<Vec<_>>()
+            locals.extend(in_turns(threads, cuts.len() - 1, empty, |local, k| {
+                second(cuts[k], cuts[k + 1], &parts, local);
             }));
         }
         drop(parts);
