@@ -43,7 +43,7 @@ fn schema(text_ts: bool) -> Schema {
 /// Table `events` over a file whose `ts` is RFC 3339 text (table `raw`): the text cast to a
 /// nanosecond timestamp (Arrow's parser: offsets applied, nine fraction digits kept), then to
 /// its integer.
-const TEXT_TS_VIEW: &str = "CREATE VIEW events AS SELECT kind, scope, epoch, \
+pub(crate) const TEXT_TS_VIEW: &str = "CREATE VIEW events AS SELECT kind, scope, epoch, \
 CAST(CAST(ts AS TIMESTAMP) AS BIGINT) AS ts, route, holder, outcome FROM raw";
 
 /// Registers `path` as table `events` and runs the SQL on a multi-threaded Tokio runtime with
@@ -106,38 +106,11 @@ pub(crate) fn count_stale(path: &Path, skew_ns: i64, text_ts: bool) -> Result<u6
 mod tests {
     use super::*;
 
-    /// Three commits of one scope, epoch 2 then two of epoch 1 a second and two seconds later
-    /// (two stale), `ts` as given.
-    fn three_commits(ts: [&str; 3]) -> String {
-        let [a, b, c] = ts;
-        format!(
-            "{{\"kind\":\"commit\",\"ts\":{a},\"scope\":\"s\",\"epoch\":2}}\n\
-             {{\"kind\":\"commit\",\"ts\":{b},\"scope\":\"s\",\"epoch\":1}}\n\
-             {{\"kind\":\"commit\",\"ts\":{c},\"scope\":\"s\",\"epoch\":1}}\n"
-        )
-    }
-
     #[test]
     fn rfc3339_times_count_as_their_nanoseconds() {
-        let dir = std::env::temp_dir();
-        let text = dir.join(format!("fwb-text-{}.ndjson", std::process::id()));
-        let nanos = dir.join(format!("fwb-nanos-{}.ndjson", std::process::id()));
-        // Offsets applied, lower case taken, nine fraction digits kept: 12:00:00.000000001 UTC,
-        // then 12:00:00.000000002 and 12:00:01: both stale with a skew of 0, only the last
-        // with a skew of 1 ns (the first one's window ends skew + 1 before it).
-        let t = three_commits([
-            "\"2025-11-29t14:00:00.000000001+02:00\"",
-            "\"2025-11-29T10:30:00.000000002-01:30\"",
-            "\"2025-11-29T12:00:01Z\"",
-        ]);
-        let n = three_commits([
-            "1764417600000000001",
-            "1764417600000000002",
-            "1764417601000000000",
-        ]);
-        std::fs::write(&text, t).unwrap();
-        std::fs::write(&nanos, n).unwrap();
-        for (skew, want) in [(0, 2), (1, 1)] {
+        let text = fixture::write("df-text", fixture::TEXT);
+        let nanos = fixture::write("df-nanos", fixture::NANOS);
+        for (skew, want) in fixture::STALE {
             assert_eq!(count_stale(&text, skew, true).unwrap(), want, "skew {skew}");
             assert_eq!(
                 count_stale(&nanos, skew, false).unwrap(),
@@ -158,5 +131,43 @@ mod tests {
         assert!(s.contains("AND 50000001 PRECEDING"));
         assert!(!s.contains('<'));
         assert!(sql(i64::MAX).is_err());
+    }
+}
+
+/// Files of three commits of one scope, epoch 2 then two of epoch 1, for both SQL peers' tests.
+#[cfg(test)]
+pub(crate) mod fixture {
+    use std::path::PathBuf;
+
+    /// Their times as RFC 3339 text: offsets applied, lower case taken, nine fraction digits
+    /// kept, they are 12:00:00.000000001 UTC, 12:00:00.000000002 and 12:00:01.
+    pub(crate) const TEXT: [&str; 3] = [
+        r#""2025-11-29t14:00:00.000000001+02:00""#,
+        r#""2025-11-29T10:30:00.000000002-01:30""#,
+        r#""2025-11-29T12:00:01Z""#,
+    ];
+    /// The same instants in integer nanoseconds.
+    pub(crate) const NANOS: [&str; 3] = [
+        "1764417600000000001",
+        "1764417600000000002",
+        "1764417601000000000",
+    ];
+    /// (skew in ns, stale commits): both epoch-1 commits are stale with a skew of 0, only the
+    /// last with a skew of 1 ns (the first one's window ends skew + 1 before it).
+    pub(crate) const STALE: [(i64, u64); 2] = [(0, 2), (1, 1)];
+
+    /// The file of the commits at times `ts` (JSON values), named after `name` and this
+    /// process in the temporary directory.
+    pub(crate) fn write(name: &str, ts: [&str; 3]) -> PathBuf {
+        let path = std::env::temp_dir().join(format!("fwb-{name}-{}.ndjson", std::process::id()));
+        let body: String = ts
+            .iter()
+            .zip([2, 1, 1])
+            .map(|(t, epoch)| {
+                format!("{{\"kind\":\"commit\",\"ts\":{t},\"scope\":\"s\",\"epoch\":{epoch}}}\n")
+            })
+            .collect();
+        std::fs::write(&path, body).unwrap();
+        path
     }
 }

@@ -343,13 +343,12 @@ fn run(args: &RunArgs) -> Result<()> {
     let use_duckdb = args.duckdb_python != "none";
     let mut notes = Vec::new();
     if text_ts {
-        notes.push(
+        notes.push(format!(
             "ts is RFC 3339 text: the SQL peers convert it to nanoseconds in their table \
-             (DataFusion CAST(CAST(ts AS TIMESTAMP) AS BIGINT), DuckDB \
-             epoch_ns(CAST(upper(ts) AS TIMESTAMP_NS)) less the text's UTC offset, which \
-             DuckDB's cast drops), serde parses it as a string"
-                .to_owned(),
-        );
+             (DataFusion: {}; DuckDB: TEXT_TS_NS of bench/duckdb_peer.py, its cast less the \
+             UTC offset, which DuckDB's cast drops), serde parses it as a string",
+            df::TEXT_TS_VIEW
+        ));
     }
 
     // Interleaved, so that drift of the machine hits all three alike.
@@ -505,34 +504,12 @@ mod tests {
             eprintln!("skipped: the Python duckdb package is not installed");
             return;
         }
-        let line = |ts: &str, epoch: u32| {
-            format!(r#"{{"kind":"commit","ts":{ts},"scope":"s","epoch":{epoch}}}"#)
-        };
-        let dir = std::env::temp_dir();
         let files = [
-            (
-                dir.join(format!("fwb-duck-text-{}.ndjson", std::process::id())),
-                [
-                    r#""2025-11-29t14:00:00.000000001+02:00""#,
-                    r#""2025-11-29T10:30:00.000000002-01:30""#,
-                    r#""2025-11-29T12:00:01Z""#,
-                ],
-                true,
-            ),
-            (
-                dir.join(format!("fwb-duck-nanos-{}.ndjson", std::process::id())),
-                [
-                    "1764417600000000001",
-                    "1764417600000000002",
-                    "1764417601000000000",
-                ],
-                false,
-            ),
+            (df::fixture::write("duck-text", df::fixture::TEXT), true),
+            (df::fixture::write("duck-nanos", df::fixture::NANOS), false),
         ];
-        for (path, ts, text) in &files {
-            let body = [line(ts[0], 2), line(ts[1], 1), line(ts[2], 1)].join("\n");
-            std::fs::write(path, body + "\n").unwrap();
-            for (skew, want) in [(0, 2), (1, 1)] {
+        for (path, text) in &files {
+            for (skew, want) in df::fixture::STALE {
                 let out = Command::new("python3")
                     .arg(DUCKDB_PEER)
                     .arg(path)
