@@ -219,6 +219,13 @@ def compare(d, contract, fname, lines, keep_serve=False):
         if k in sw and sw[k][1] and k not in dirty and i not in sfinal and i not in sprov:
             missing.append(i)
     res["cx_check_missing_in_serve_clean"] = sorted(missing)
+    # final `refuted` windows where check is not refuted and no standing serve counterexample
+    # has its stale event: analyze.py, which classifies counterexamples, cannot see these (an
+    # epoch reuse's former representative, final and dropped from its group's list, is one:
+    # README, session 40)
+    standing = {parse_iso(scx[i]["stale"]["ts"]) // width for i in sfinal | sprov}
+    res["refuted_without_cx"] = sorted(
+        (k, when) for k, when, cv, sv in res["dishonest"] if sv == "refuted" and k not in standing)
     return res, cw, sw, cids, scx
 
 
