@@ -289,15 +289,41 @@ fn truth_stale(path: &Path) -> Result<u64> {
     Ok(v["counterexamples"]["stale_commit"].as_u64().unwrap_or(0))
 }
 
-/// Whether the file's first line, an event, carries `ts` as text (RFC 3339, `simulate
-/// --rfc3339`) rather than integer nanoseconds: every peer is then told to read it so (the SQL
-/// peers convert it to nanoseconds in their table, the serde baseline parses it as a string).
-/// Anything else (not an event, no line) reads as integers, left to the runs to judge.
-fn ts_is_text(first_line: &[u8]) -> bool {
-    matches!(
-        serde_json::from_slice(first_line),
-        Ok(serde_json::Value::Object(event)) if event.get("ts").is_some_and(serde_json::Value::is_string)
-    )
+/// How many events [`ts_form`] reads to tell the file's `ts` form.
+const TS_SAMPLE: usize = 1000;
+
+/// Whether `ts` is text (RFC 3339, `simulate --rfc3339`) rather than integer nanoseconds, from
+/// the first [`TS_SAMPLE`] events of `lines` (lines that are not a JSON object with a string
+/// or number `ts`, such as blank or malformed ones, are skipped; none at all reads as
+/// integers, left to the runs to judge): every peer is then told to read it so (the SQL peers
+/// convert it to nanoseconds in their table, the serde baseline parses it as a string). Both
+/// forms among them is an error: each peer reads one form, so their counts would not be
+/// comparable.
+fn ts_form(lines: impl IntoIterator<Item = std::io::Result<Vec<u8>>>) -> Result<bool> {
+    let (mut text, mut nanos) = (None, None);
+    let mut seen = 0;
+    for (n, line) in (1..).zip(lines) {
+        let line = line.context("reading the file")?;
+        let Ok(serde_json::Value::Object(event)) = serde_json::from_slice(&line) else {
+            continue;
+        };
+        match event.get("ts") {
+            Some(serde_json::Value::String(_)) => text = text.or(Some(n)),
+            Some(serde_json::Value::Number(_)) => nanos = nanos.or(Some(n)),
+            _ => continue,
+        }
+        if let (Some(t), Some(i)) = (text, nanos) {
+            bail!(
+                "`ts` is RFC 3339 text on line {t} and not on line {i}: the peers read one form \
+                 of time a file (rewrite the file with one form)"
+            );
+        }
+        seen += 1;
+        if seen == TS_SAMPLE {
+            break;
+        }
+    }
+    Ok(text.is_some())
 }
 
 fn run(args: &RunArgs) -> Result<()> {
@@ -318,19 +344,15 @@ fn run(args: &RunArgs) -> Result<()> {
         .with_context(|| format!("opening {}", file.display()))?
         .len();
 
-    // Warm the page cache so the first timed run does not pay for the disk, its first line
-    // (at most 1 MiB of it) read on the way.
+    // Warm the page cache so the first timed run does not pay for the disk, the form of its
+    // times read on the way (lines of at most 1 MiB: a longer one ends the sample).
     let mut reader = std::io::BufReader::new(
         std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?,
     );
-    let mut first = Vec::new();
-    std::io::BufRead::read_until(
-        &mut std::io::Read::take(&mut reader, 1 << 20),
-        b'\n',
-        &mut first,
-    )
-    .context("reading the file's first line")?;
-    let text_ts = ts_is_text(&first);
+    let text_ts = {
+        let head = std::io::BufRead::split(std::io::Read::take(&mut reader, 64 << 20), b'\n');
+        ts_form(head.take_while(|l| l.as_ref().map_or(true, |l| l.len() < 1 << 20)))?
+    };
     std::io::copy(&mut reader, &mut std::io::sink()).context("reading the file")?;
 
     let mut serde_s = Vec::new();
@@ -475,17 +497,31 @@ mod tests {
         assert_eq!(c.verdict, "refuted");
     }
 
+    fn form_of(file: &str) -> Result<bool> {
+        ts_form(std::io::BufRead::split(file.as_bytes(), b'\n'))
+    }
+
     #[test]
-    fn the_first_line_tells_text_times_from_nanoseconds() {
-        let text = br#"{"kind":"commit","ts":"2025-11-29T12:00:00Z","scope":"s","epoch":1}
-"#;
-        assert!(ts_is_text(text));
-        let nanos = br#"{"kind":"commit","ts":1764417600000000000,"scope":"s","epoch":1}
-"#;
-        assert!(!ts_is_text(nanos));
-        // Not an event, or no line at all: integers, left to the runs.
-        assert!(!ts_is_text(b"[1, 2]\n"));
-        assert!(!ts_is_text(b""));
+    fn the_first_events_tell_text_times_from_nanoseconds() {
+        let text = r#"{"kind":"commit","ts":"2025-11-29T12:00:00Z","scope":"s","epoch":1}"#;
+        let nanos = r#"{"kind":"commit","ts":1764417600000000000,"scope":"s","epoch":1}"#;
+        assert!(form_of(text).unwrap());
+        assert!(!form_of(nanos).unwrap());
+        // Blank, malformed and time-less lines first are skipped.
+        let skipped = format!("\n{{\"kind\":\n[1, 2]\n{{\"ts\":null}}\n{text}\n{nanos}x\n");
+        assert!(form_of(&skipped).unwrap());
+        // No event at all: integers, left to the runs.
+        assert!(!form_of("[1, 2]\n").unwrap());
+        assert!(!form_of("").unwrap());
+        // Both forms: refused, naming a line of each.
+        let mixed = format!("{nanos}\n\n{nanos}\n{text}\n");
+        let err = form_of(&mixed).unwrap_err().to_string();
+        assert!(err.contains("line 4") && err.contains("line 1"), "{err}");
+        // Only the first TS_SAMPLE events are read.
+        let late = format!("{}{text}\n", format!("{nanos}\n").repeat(TS_SAMPLE));
+        assert!(!form_of(&late).unwrap());
+        let within = format!("{}{text}\n", format!("{nanos}\n").repeat(TS_SAMPLE - 1));
+        assert!(form_of(&within).is_err());
     }
 
     /// The DuckDB peer counts RFC 3339 times as their nanoseconds: offsets applied (which
