@@ -79,7 +79,7 @@ pub enum QueryError {
     #[error("{detail}")]
     Refused {
         /// What was refused: `statements`, `ddl`, `dml`, `copy`, `statement`, `file_table`,
-        /// `table_function`.
+        /// `table_function`, `operators`.
         refused: &'static str,
         /// Why, for a human.
         detail: String,
@@ -312,8 +312,61 @@ impl Drop for Queries {
     }
 }
 
+/// The most operators (`+`, `||`, `=`, `AND`, …) a query may chain: a chain parses, without
+/// recursion, into an expression tree as deep as it is long, which checking and dropping it
+/// then walk recursively (a 100 KB `SELECT 1+1+…+1` of 50,000 terms overflowed a runtime
+/// thread's stack and aborted the service: hostile test, session 40). Parentheses and
+/// function calls are bounded by the parser's own recursion limit.
+pub const MAX_SQL_OPERATORS: usize = 1000;
+
+/// Counts the tokens of `sql` that join two expressions (everything but names, literals,
+/// commas, brackets and the like; `AND` and `OR` among the words), to refuse a query with more
+/// than [`MAX_SQL_OPERATORS`] before it is parsed. A query that does not tokenize is left to
+/// the parser, which words the error.
+fn operators(sql: &str) -> usize {
+    use datafusion::sql::sqlparser::keywords::Keyword;
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
+        return 0;
+    };
+    tokens
+        .iter()
+        .filter(|t| match t {
+            Token::Word(w) => matches!(w.keyword, Keyword::AND | Keyword::OR | Keyword::XOR),
+            Token::EOF
+            | Token::Number(..)
+            | Token::Char(_)
+            | Token::SingleQuotedString(_)
+            | Token::DoubleQuotedString(_)
+            | Token::NationalStringLiteral(_)
+            | Token::EscapedStringLiteral(_)
+            | Token::HexStringLiteral(_)
+            | Token::Comma
+            | Token::Whitespace(_)
+            | Token::LParen
+            | Token::RParen
+            | Token::Period
+            | Token::SemiColon
+            | Token::LBracket
+            | Token::RBracket
+            | Token::Placeholder(_) => false,
+            _ => true,
+        })
+        .count()
+}
+
 /// Refuses what is not one read-only query, with a message naming it.
 fn check(sql: &str) -> Result<(), QueryError> {
+    let n = operators(sql);
+    if n > MAX_SQL_OPERATORS {
+        return Err(QueryError::Refused {
+            refused: "operators",
+            detail: format!(
+                "{n} operators in one query: at most {MAX_SQL_OPERATORS} (a longer chain is \
+                 refused before it is parsed)"
+            ),
+        });
+    }
     let statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {}).map_err(|e| {
         QueryError::Invalid {
             detail: e.to_string(),

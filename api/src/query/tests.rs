@@ -391,3 +391,41 @@ fn queries_run_at_the_lowest_cpu_priority_and_ingest_keeps_its_own() {
     let worker = rt.block_on(async { handle.spawn(async { own_nice() }).await.unwrap() });
     assert_eq!(worker, 7.max(before));
 }
+
+/// A chain of operators parses into a tree as deep as it is long, which checking walks and
+/// dropping frees recursively: a 100 KB `SELECT 1+1+…+1` aborted the service on a stack
+/// overflow (hostile test, session 40). Beyond `MAX_SQL_OPERATORS` it is refused unparsed;
+/// up to it, checked on this thread's stack (a runtime thread's size).
+#[test]
+fn a_long_chain_of_operators_is_refused_before_it_is_parsed() {
+    let chain = |op: &str, n: usize| format!("SELECT 1{}", format!(" {op} 1").repeat(n));
+    check(&chain("+", MAX_SQL_OPERATORS)).expect("at the bound");
+    check(&format!(
+        "SELECT 1 FROM events WHERE {}",
+        vec!["epoch = 1"; MAX_SQL_OPERATORS / 2].join(" OR ")
+    ))
+    .expect("conditions at the bound");
+    // Operators inside literals, names and comments are not operators.
+    let quoted = "+".repeat(5 * MAX_SQL_OPERATORS);
+    check(&format!(
+        "SELECT '{quoted}' AS \"{quoted}\" FROM events -- {quoted}"
+    ))
+    .expect("quoted");
+    let q = queries(Limits::default());
+    for (op, n) in [
+        ("+", MAX_SQL_OPERATORS + 1),
+        ("+", 50_000),
+        ("||", 50_000),
+        ("AND", 50_000),
+        ("*", 200_000),
+    ] {
+        let sql = chain(op, n);
+        match q.run_blocking(&sql, Snapshot::default()) {
+            Err(QueryError::Refused { refused, detail }) => {
+                assert_eq!(refused, "operators", "{op} x {n}: {detail}");
+                assert!(detail.contains(&n.to_string()), "{detail}");
+            }
+            other => panic!("{op} x {n}: {other:?}"),
+        }
+    }
+}

@@ -121,7 +121,8 @@ pub enum ApiError {
         offered: &'static str,
     },
     /// A SQL statement that is not one read-only query (SPEC §9); `refused` names what it was
-    /// (`statements`, `ddl`, `dml`, `copy`, `statement`, `file_table`, `table_function`).
+    /// (`statements`, `ddl`, `dml`, `copy`, `statement`, `file_table`, `table_function`,
+    /// `operators`).
     #[error("{detail}")]
     QueryRefused {
         /// What was refused.
@@ -240,7 +241,7 @@ impl ApiError {
             QueryRefused { .. } => (
                 StatusCode::BAD_REQUEST,
                 Some("query-refused"),
-                "Query refused: SQL is read-only",
+                "Query refused: not one read-only, bounded query",
             ),
             QueryInvalid { .. } => (
                 StatusCode::BAD_REQUEST,

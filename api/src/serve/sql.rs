@@ -90,7 +90,7 @@ fn negotiate(accept: Option<&HeaderValue>) -> Result<Format, ApiError> {
 #[utoipa::path(post, path = "/v1/query",
     request_body(content = Value, description = "`{\"sql\": \"SELECT …\"}`", content_type = "application/json"),
     responses((status = 200, description = "The rows: `columns`, `rows`, `truncated` (or CSV, or an Arrow IPC stream)", body = Value),
-              (status = 400, description = "Not one read-only query (`refused`: statements, ddl, dml, copy, statement, file_table, table_function), or SQL that does not parse or plan", content_type = "application/problem+json", body = Value),
+              (status = 400, description = "Not one read-only query (`refused`: statements, ddl, dml, copy, statement, file_table, table_function, operators), or SQL that does not parse or plan", content_type = "application/problem+json", body = Value),
               (status = 406, description = "An Accept header this endpoint cannot answer", content_type = "application/problem+json", body = Value),
               (status = 422, description = "Ended by a limit (`limit`: query_timeout or query_memory)", content_type = "application/problem+json", body = Value),
               (status = 503, description = "Not ready yet", content_type = "application/problem+json", body = Value)))]
