@@ -1,0 +1,48 @@
+import sys, threading; import os; sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from h import *
+s = Svc('/tmp/h40/d7')
+s.post(open("/tmp/h40/e.ndjson", "rb").read())
+def Q(name, sql=None, raw=None, auth=True, timeout=70, accept=None):
+    body = raw if raw is not None else json.dumps({"sql": sql}).encode()
+    h = {"content-type": "application/json"}
+    if accept: h["accept"] = accept
+    t0 = time.time()
+    try: st, b, _ = s.req("POST", "/v1/query", body, h, timeout=timeout, auth=auth); r = (st, len(b), b[:150])
+    except Exception as e: r = ("EXC", str(e))
+    print(f"{name}: {r} t={time.time()-t0:.2f}s rss={s.rss()}", flush=True)
+Q("noauth 100MB body", raw=b"x" * (100 << 20), auth=False)
+Q("auth 100MB body junk", raw=b"x" * (100 << 20))
+Q("auth 60MB SQL IN list", sql="SELECT 1 WHERE 1 IN (" + ",".join(["1"] * 15_000_000) + ")")
+Q("auth 8MB SQL 1+1+...", sql="SELECT " + "+".join(["1"] * 2_000_000))
+Q("auth deep parens 100k", sql="SELECT " + "(" * 100000 + "1" + ")" * 100000)
+Q("auth deep NOT 100k", sql="SELECT " + "NOT " * 100000 + "true")
+Q("auth deep subquery 5k", sql="SELECT * FROM " + "(SELECT * FROM " * 5000 + "events" + ") t" * 5000)
+Q("auth CASE 200k WHEN", sql="SELECT CASE 1 " + " ".join("WHEN %d THEN 1" % i for i in range(200000)) + " END")
+Q("auth - - - chain", sql="SELECT " + "-" * 200000 + "1")
+Q("auth json with 1M keys", raw=b'{"sql":"select 1",' + b",".join(b'"k%d":1' % i for i in range(1000000)) + b"}")
+Q("auth json nested 1M", raw=b'{"sql":"select 1","x":' + b"[" * 1000000 + b"]" * 1000000 + b"}")
+Q("auth recursive CTE", sql="WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM t) SELECT count(*) FROM t")
+Q("auth regex backtrack", sql="SELECT regexp_like(repeat('a', 100000), '(a*)*b')")
+Q("auth big regex", sql="SELECT regexp_like('a', '" + "(a|b)" * 50000 + "')")
+Q("auth regex huge repetition", sql="SELECT regexp_like('a', 'a{100000}{100000}')")
+Q("auth wide answer json", sql="SELECT repeat('\\u0001', 300) a, repeat(chr(1), 300) b FROM generate_series(1, 100000)")
+Q("auth cross join", sql="SELECT count(*) FROM events a, events b, events c")
+Q("auth information_schema df_settings", sql="SELECT * FROM information_schema.df_settings WHERE name LIKE '%spill%' OR name LIKE '%path%'")
+Q("auth EXPLAIN ANALYZE", sql="EXPLAIN ANALYZE SELECT count(*) FROM events")
+Q("auth read_parquet", sql="SELECT * FROM read_parquet('/etc/passwd')")
+Q("auth quoted file table", sql='SELECT * FROM "/etc/passwd"')
+Q("auth two statements", sql="SELECT 1; SELECT 2")
+Q("auth to_timestamp overflow", sql="SELECT to_timestamp(9223372036854775807) + interval '1000 years'")
+Q("auth arrow accept", sql="SELECT * FROM events", accept="application/vnd.apache.arrow.stream")
+# concurrent: 12 queries that each run long
+res = []
+def long():
+    t0 = time.time()
+    try: st, b, _ = s.req("POST", "/v1/query", json.dumps({"sql": "SELECT count(*) FROM generate_series(1, 3000000000)"}).encode(), {"content-type": "application/json"}, timeout=80); res.append((st, round(time.time()-t0, 1)))
+    except Exception as e: res.append(str(e))
+ths = [threading.Thread(target=long) for _ in range(12)]; [t.start() for t in ths]
+time.sleep(5); print("during 12 concurrent long queries", s.probe(), s.rss(), flush=True)
+[t.join() for t in ths]; print("12 concurrent:", res)
+print("final", s.rss(), s.probe())
+print(s.log()[-1500:])
+print("exit", s.term())
