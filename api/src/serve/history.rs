@@ -104,6 +104,21 @@ impl std::fmt::Display for Cursor {
     }
 }
 
+/// The most text a page of a scope's history holds: past it the page ends (with one event at
+/// least) and `next_cursor` goes on from there. Events are as long as their names, up to
+/// `max_line_bytes`: 120 events with 1 MB holder names made 120 MB answers, and 16 clients
+/// not reading theirs held 2.4 GB (hostile test, session 40).
+pub const MAX_PAGE_BYTES: usize = 4 << 20;
+
+/// About the bytes `event` takes as JSON: its strings' lengths, 16 a field besides.
+fn text_bytes(event: &Value) -> usize {
+    event.as_object().map_or(0, |o| {
+        o.iter()
+            .map(|(k, v)| k.len() + 16 + v.as_str().map_or(0, str::len))
+            .sum()
+    })
+}
+
 /// One page of the history of `scope` under `property`: `{"events", "next_cursor",
 /// "archive"}` (`archive`: whether this run archives, else the files an earlier run wrote).
 pub async fn page(
@@ -148,9 +163,20 @@ pub async fn page_of(
     ];
     let answer = queries.run_with(SQL, params, snap).await?;
     let mut events = rows(&answer);
-    let next = (events.len() > limit).then(|| {
-        events.truncate(limit);
-        Cursor::of(&events[limit - 1]).to_string()
+    drop(answer);
+    // At most `limit` events, and past MAX_PAGE_BYTES of their text none more (one at least).
+    let mut keep = events.len().min(limit);
+    let mut bytes = 0;
+    for (i, e) in events.iter().take(limit).enumerate() {
+        bytes += text_bytes(e);
+        if bytes > MAX_PAGE_BYTES && i > 0 {
+            keep = i;
+            break;
+        }
+    }
+    let next = (events.len() > keep).then(|| {
+        events.truncate(keep);
+        Cursor::of(&events[keep - 1]).to_string()
     });
     for e in &mut events {
         let e = e.as_object_mut().expect("an object");
