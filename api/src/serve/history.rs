@@ -224,7 +224,7 @@ pub(crate) fn rows(a: &Answer) -> Vec<Value> {
 
 #[cfg(test)]
 mod tests {
-    use super::Cursor;
+    use super::*;
 
     /// A cursor reads back as written, whatever dots and colons its partition and source hold;
     /// anything else is refused.
@@ -250,5 +250,57 @@ mod tests {
         ] {
             assert!(Cursor::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    /// A page of a scope's history ends past `MAX_PAGE_BYTES` of text, whatever `limit` allows,
+    /// and the pages after it, by their cursors, give every event once, in order (hostile test,
+    /// session 40: 120 events with 1 MB names made a 120 MB answer).
+    #[test]
+    fn a_scope_history_page_is_bounded_in_bytes_and_pages_on() {
+        use super::{MAX_PAGE_BYTES, page_of};
+        use crate::query::{Limits, Queries};
+        use fencewatch_assess::event::{Epoch, Event, Kind};
+        use fencewatch_ingest::archive::rows::{EventRows, Rows};
+        use fencewatch_ingest::archive::{Origin, Table};
+        let big = "h".repeat(600_000);
+        let mut rows = EventRows::default();
+        for i in 0..20u64 {
+            let mut ev = Event::new(Kind::Commit, EventTime(i as i64 * 1_000_000_000));
+            ev.scope = Some("big");
+            ev.epoch = Some(Epoch(i));
+            ev.holder = Some(&big);
+            let at = Origin {
+                partition: "wal",
+                received: 1,
+            };
+            rows.push(at, &ev, Some("p"), format_args!("http:{i}"), i);
+        }
+        let mut snap = Snapshot::default();
+        snap.batches.insert(Table::Events, vec![rows.finish()]);
+        let q = Queries::new(Limits::default()).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (mut after, mut epochs, mut pages) = (None, Vec::new(), 0);
+        loop {
+            let page = rt
+                .block_on(page_of(&q, snap.clone(), ("p", "big"), after, 1000))
+                .unwrap();
+            pages += 1;
+            let events = page["events"].as_array().unwrap();
+            let text: usize = events.iter().map(|e| e.to_string().len()).sum();
+            assert!(
+                !events.is_empty() && text <= MAX_PAGE_BYTES + 700_000,
+                "{text}"
+            );
+            epochs.extend(events.iter().map(|e| e["epoch"].as_u64().unwrap()));
+            match page["next_cursor"].as_str() {
+                Some(c) => after = Some(Cursor::parse(c).unwrap()),
+                None => break,
+            }
+        }
+        assert_eq!(epochs, (0..20).collect::<Vec<_>>());
+        assert!(pages >= 3, "{pages} pages");
     }
 }
