@@ -257,7 +257,6 @@ mod tests {
     /// session 40: 120 events with 1 MB names made a 120 MB answer).
     #[test]
     fn a_scope_history_page_is_bounded_in_bytes_and_pages_on() {
-        use super::{MAX_PAGE_BYTES, page_of};
         use crate::query::{Limits, Queries};
         use fencewatch_assess::event::{Epoch, Event, Kind};
         use fencewatch_ingest::archive::rows::{EventRows, Rows};
